@@ -1,0 +1,1 @@
+"""EFA/NCCL environment presets per instance type, shipped as package data."""

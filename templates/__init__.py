@@ -1,0 +1,1 @@
+"""Jinja sbatch templates, shipped as package data."""
