@@ -1,0 +1,3 @@
+from hyperlaunch.cli import main
+
+main()

@@ -1,0 +1,25 @@
+"""The `hyperlaunch` command: wiring only. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from hyperlaunch.cli import dev_cluster
+from hyperlaunch.cli._errors import EXIT_CODE_HELP, run_app
+
+app = typer.Typer(
+    name="hyperlaunch",
+    help=(
+        "Launch, watch and resume FSDP2 training of Hugging Face causal LMs on Slurm "
+        "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODE_HELP
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(dev_cluster.app, name="dev-cluster")
+
+
+def main() -> None:
+    run_app(app)

@@ -1,0 +1,67 @@
+"""Typed errors. Every failure a user can cause or meet maps to one of these, and the CLI
+turns each into one line on stderr and a documented exit code (see EXIT_CODES)."""
+
+from __future__ import annotations
+
+
+class HyperlaunchError(Exception):
+    """Base class: `str(err)` is the one line shown to the user."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = " ".join(str(self).split())
+        return f"{text} ({self.hint})" if self.hint else text
+
+
+class InvalidInput(HyperlaunchError):
+    """A flag, preset name or value is not valid; the message lists what is."""
+
+    exit_code = 2
+
+
+class ConfigError(HyperlaunchError):
+    """A hyperlaunch.toml (or profile in it) cannot be read or holds unknown keys."""
+
+    exit_code = 3
+
+
+class SlurmError(HyperlaunchError):
+    """A Slurm command failed or refused: sbatch's own message is carried along."""
+
+    exit_code = 4
+
+
+class ClusterError(HyperlaunchError):
+    """The local dev cluster cannot be brought up, reached or changed."""
+
+    exit_code = 5
+
+
+class CheckpointError(HyperlaunchError):
+    """Checkpoint directory or pointer problems: missing, incomplete, another model's."""
+
+    exit_code = 6
+
+
+class JobNotFound(HyperlaunchError):
+    """No recorded job matches what was asked for."""
+
+    exit_code = 7
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
+    2: "invalid input: a flag, preset or value (the message lists valid ones)",
+    3: "configuration file error (hyperlaunch.toml)",
+    4: "Slurm refused or failed (its message is shown)",
+    5: "dev cluster error (the message names the log to read)",
+    6: "checkpoint error",
+    7: "job not found",
+    130: "interrupted",
+}
