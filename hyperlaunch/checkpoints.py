@@ -1,0 +1,363 @@
+"""Checkpoint directory and `-latest` pointer rules, shared by the trainer and the CLI.
+
+Layout inside a checkpoint folder (compatible with the HyperPod reference scripts, so several
+models can share one folder):
+
+    <ckpt_dir>/<model>-<N>steps/      one DCP sharded checkpoint after N optimizer steps
+    <ckpt_dir>/<model>-<N>steps/.metadata   written last by DCP: the completion marker
+    <ckpt_dir>/<model>-<N>steps/hyperlaunch.json   which model/step wrote it (for checks)
+    <ckpt_dir>/<model>-latest          one line: the name of the checkpoint to resume from
+    <ckpt_dir>/<model>-final/          the Hugging Face export at the end of training
+
+Torch-free on purpose: the CLI lists checkpoints and chooses the resume point on a login node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.errors import CheckpointError
+
+REQUEUE_EXIT_CODE = 75
+"""Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
+and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later)."""
+
+METADATA_FILE = ".metadata"
+"""DCP writes this file last (via rename): its presence means the checkpoint is complete."""
+
+INFO_FILE = "hyperlaunch.json"
+"""Small JSON written by the trainer: model name, step, architecture, world size."""
+
+_STEPS_SUFFIX = re.compile(r"^(?P<step>\d+)steps$")
+_ANY_CHECKPOINT = re.compile(r"^(?P<model>.+)-(?P<step>\d+)steps$")
+_MAX_POINTER_BYTES = 4096
+
+
+def checkpoint_dir_name(model: str, step: int) -> str:
+    """`<model>-<N>steps`, the directory name of the checkpoint after `step` steps."""
+    if step < 0:
+        raise CheckpointError(f"checkpoint step must be >= 0, got {step}")
+    return f"{model}-{step}steps"
+
+
+def checkpoint_path(ckpt_dir: Path, model: str, step: int) -> Path:
+    return Path(ckpt_dir) / checkpoint_dir_name(model, step)
+
+
+def pointer_path(ckpt_dir: Path, model: str) -> Path:
+    """`<ckpt_dir>/<model>-latest`."""
+    return Path(ckpt_dir) / f"{model}-latest"
+
+
+def final_dir(ckpt_dir: Path, model: str) -> Path:
+    """`<ckpt_dir>/<model>-final`, where the Hugging Face export goes."""
+    return Path(ckpt_dir) / f"{model}-final"
+
+
+def parse_step(dir_name: str, model: str) -> int | None:
+    """The step of `<model>-<N>steps`, or None when the name is not one of this model's."""
+    prefix = f"{model}-"
+    if not dir_name.startswith(prefix):
+        return None
+    match = _STEPS_SUFFIX.match(dir_name[len(prefix) :])
+    return int(match.group("step")) if match else None
+
+
+def is_complete(path: Path) -> bool:
+    """A checkpoint counts only once DCP's `.metadata` exists."""
+    return (Path(path) / METADATA_FILE).is_file()
+
+
+def read_info(path: Path) -> dict[str, object] | None:
+    """The trainer's `hyperlaunch.json` of a checkpoint, or None when absent or unreadable."""
+    try:
+        data = json.loads((Path(path) / INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_info(path: Path, info: dict[str, object]) -> None:
+    _atomic_write_text(Path(path) / INFO_FILE, json.dumps(info, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointInfo:
+    """One `<model>-<N>steps` directory as found on disk."""
+
+    model: str
+    """Model (preset) name, the directory prefix."""
+    step: int
+    """Optimizer steps completed when it was saved."""
+    path: Path
+    """The directory."""
+    complete: bool
+    """DCP's `.metadata` exists."""
+    size_bytes: int
+    """Total size of the files inside."""
+    is_latest: bool
+    """The model's `-latest` pointer names this directory."""
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # a file removed while we walk (pruning, a save in flight)
+    return total
+
+
+def read_pointer(ckpt_dir: Path, model: str) -> str | None:
+    """The directory name in `<model>-latest`, None when there is no pointer.
+
+    Raises CheckpointError when the pointer is unreadable garbage or names another model's
+    checkpoint: resuming from the wrong state must never be a guess.
+    """
+    path = pointer_path(ckpt_dir, model)
+    try:
+        raw = path.read_bytes()[: _MAX_POINTER_BYTES + 1]
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise CheckpointError(f"cannot read pointer {path}: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        text = ""
+    # The reference scripts write just the name; accept a path and keep its last part.
+    name = Path(text).name if text else ""
+    if len(raw) > _MAX_POINTER_BYTES or not name or "\n" in text:
+        raise CheckpointError(
+            f"pointer {path} does not hold a checkpoint directory name",
+            hint=f"expected one line like {checkpoint_dir_name(model, 50)}; fix or delete the file",
+        )
+    if parse_step(name, model) is None:
+        other = _ANY_CHECKPOINT.match(name)
+        if other:
+            raise CheckpointError(
+                f"pointer {path} names {name}, a checkpoint of model {other.group('model')!r}, not {model!r}",
+                hint="fix or delete the pointer file",
+            )
+        raise CheckpointError(
+            f"pointer {path} holds {name[:80]!r}, not a checkpoint directory name",
+            hint=f"expected one line like {checkpoint_dir_name(model, 50)}; fix or delete the file",
+        )
+    return name
+
+
+def write_pointer(ckpt_dir: Path, model: str, dir_name: str) -> None:
+    """Point `<model>-latest` at `dir_name` atomically (temp file, fsync, rename).
+
+    Refuses to point at a checkpoint that is not complete.
+    """
+    if parse_step(dir_name, model) is None:
+        raise CheckpointError(f"{dir_name!r} is not a checkpoint directory name of model {model!r}")
+    if not is_complete(Path(ckpt_dir) / dir_name):
+        raise CheckpointError(f"refusing to point {model}-latest at incomplete checkpoint {dir_name}")
+    _atomic_write_text(pointer_path(ckpt_dir, model), dir_name + "\n")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    # The rename is durable only once the directory entry is; not every filesystem allows it.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def list_checkpoints(ckpt_dir: Path, model: str) -> list[CheckpointInfo]:
+    """This model's checkpoint directories, oldest step first. A garbage pointer is ignored
+    here (listing must work to diagnose it); `choose_resume` reports it."""
+    root = Path(ckpt_dir)
+    if not root.is_dir():
+        return []
+    try:
+        latest = read_pointer(root, model)
+    except CheckpointError:
+        latest = None
+    found = []
+    for entry in root.iterdir():
+        step = parse_step(entry.name, model)
+        if step is None or not entry.is_dir():
+            continue
+        found.append(
+            CheckpointInfo(
+                model=model,
+                step=step,
+                path=entry,
+                complete=is_complete(entry),
+                size_bytes=_dir_size(entry),
+                is_latest=entry.name == latest,
+            )
+        )
+    return sorted(found, key=lambda info: info.step)
+
+
+def list_models(ckpt_dir: Path) -> list[str]:
+    """Model names that have a pointer or a checkpoint directory in `ckpt_dir`, sorted."""
+    root = Path(ckpt_dir)
+    if not root.is_dir():
+        return []
+    models: set[str] = set()
+    for entry in root.iterdir():
+        if entry.is_file() and entry.name.endswith("-latest") and not entry.name.startswith("."):
+            models.add(entry.name[: -len("-latest")])
+        elif entry.is_dir():
+            match = _ANY_CHECKPOINT.match(entry.name)
+            if match:
+                models.add(match.group("model"))
+    return sorted(models)
+
+
+def newest_complete(ckpt_dir: Path, model: str) -> CheckpointInfo | None:
+    complete = [info for info in list_checkpoints(ckpt_dir, model) if info.complete]
+    return complete[-1] if complete else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeChoice:
+    """Where a run starts: a checkpoint to load, or from scratch."""
+
+    path: Path | None
+    """Checkpoint directory to load; None means start from scratch."""
+    step: int
+    """Its step (0 from scratch)."""
+    warning: str | None = None
+    """Set when the choice is a fallback the user should know about."""
+
+
+def choose_resume(
+    ckpt_dir: Path,
+    model: str,
+    *,
+    from_scratch: bool = False,
+    resume_from: Path | None = None,
+) -> ResumeChoice:
+    """The checkpoint a (re)started run loads, by the rules of issue 3:
+
+    - `resume_from` wins (it must be a complete checkpoint of this model);
+    - `from_scratch` starts fresh (explicitly; existing checkpoints are left alone);
+    - the `-latest` pointer, when it names a complete checkpoint;
+    - otherwise the newest complete checkpoint, with a warning (pointer missing, names a
+      missing or incomplete directory) - never silently from scratch while one exists;
+    - a garbage pointer or one naming another model raises CheckpointError.
+    """
+    if resume_from is not None:
+        return ResumeChoice(path=Path(resume_from), step=validate_checkpoint(resume_from, model))
+    if from_scratch:
+        return ResumeChoice(path=None, step=0)
+    named = read_pointer(ckpt_dir, model)
+    if named is not None and is_complete(Path(ckpt_dir) / named):
+        path = Path(ckpt_dir) / named
+        return ResumeChoice(path=path, step=validate_checkpoint(path, model))
+    fallback = newest_complete(ckpt_dir, model)
+    if named is not None:
+        state = "missing" if not (Path(ckpt_dir) / named).exists() else "incomplete"
+        if fallback is None:
+            return ResumeChoice(
+                path=None,
+                step=0,
+                warning=f"{model}-latest names {named}, which is {state}, and no complete "
+                "checkpoint exists: starting from scratch",
+            )
+        return ResumeChoice(
+            path=fallback.path,
+            step=validate_checkpoint(fallback.path, model),
+            warning=f"{model}-latest names {named}, which is {state}: resuming from the newest "
+            f"complete checkpoint {fallback.path.name}",
+        )
+    if fallback is not None:
+        return ResumeChoice(
+            path=fallback.path,
+            step=validate_checkpoint(fallback.path, model),
+            warning=f"no {model}-latest pointer: resuming from the newest complete checkpoint "
+            f"{fallback.path.name}",
+        )
+    return ResumeChoice(path=None, step=0)
+
+
+def validate_checkpoint(path: Path, model: str) -> int:
+    """The step of a checkpoint directory that must be a complete one of `model`."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if not is_complete(path):
+        raise CheckpointError(f"checkpoint {path} is incomplete (no {METADATA_FILE})")
+    info = read_info(path) or {}
+    recorded = info.get("model")
+    if recorded is not None and recorded != model:
+        raise CheckpointError(f"checkpoint {path} belongs to model {recorded!r}, not {model!r}")
+    step = parse_step(path.name, model)
+    if step is None:
+        if recorded is None:
+            other = _ANY_CHECKPOINT.match(path.name)
+            owner = f"model {other.group('model')!r}" if other else "no known model"
+            raise CheckpointError(f"checkpoint {path} belongs to {owner}, not {model!r}")
+        step = int(str(info.get("step", 0)))
+    return step
+
+
+def prune(ckpt_dir: Path, model: str, keep_last: int) -> list[Path]:
+    """Delete all but the newest `keep_last` complete checkpoints of `model`.
+
+    Never deletes the one the pointer names, nor incomplete ones newer than the newest complete
+    checkpoint (an async save may still be writing it); incomplete leftovers older than that
+    (from a killed save) go. Returns what was removed. `keep_last` <= 0 keeps everything.
+    """
+    if keep_last <= 0:
+        return []
+    infos = list_checkpoints(ckpt_dir, model)
+    complete = [info for info in infos if info.complete]
+    keep = {info.path for info in complete[-keep_last:]}
+    keep |= {info.path for info in infos if info.is_latest}
+    newest_step = complete[-1].step if complete else -1
+    removed = []
+    for info in infos:
+        if info.path in keep or (not info.complete and info.step >= newest_step):
+            continue
+        shutil.rmtree(info.path, ignore_errors=True)
+        removed.append(info.path)
+    return removed
+
+
+def check_writable(ckpt_dir: Path) -> None:
+    """Create `ckpt_dir` if needed and prove a file can be written there."""
+    root = Path(ckpt_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise CheckpointError(
+            f"checkpoint dir {root} is not writable: {err.strerror or err}"
+        ) from None
