@@ -2,6 +2,121 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import typer
 
-app = typer.Typer(help="A real multi-node Slurm cluster on this machine, for trying hyperlaunch and for its tests.", no_args_is_help=True)
+from hyperlaunch.devcluster import cluster
+from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT
+
+app = typer.Typer(
+    help=(
+        "A real multi-node Slurm cluster on this machine (Slurm, slurmdbd + MariaDB for sacct, "
+        "munge; one slurmd per node), for trying hyperlaunch before HyperPod and for its tests. "
+        "Needs root; installs missing Debian packages. Typical use:\n\n"
+        "  hyperlaunch dev-cluster up --nodes 3\n\n"
+        "  export SLURM_CONF=~/.hyperlaunch/dev-cluster/etc/slurm.conf\n\n"
+        "  hyperlaunch dev-cluster kill-node node2   # simulate a dead machine\n\n"
+        "  hyperlaunch dev-cluster down"
+    ),
+    no_args_is_help=True,
+)
+
+DirOption = typer.Option(
+    None,
+    "--dir",
+    help="Directory holding the cluster's config, state and logs [default: $HYPERLAUNCH_HOME/dev-cluster].",
+    envvar="HYPERLAUNCH_DEV_CLUSTER_DIR",
+)
+
+
+def _root(directory: Path | None) -> Path:
+    return directory if directory is not None else cluster.default_root()
+
+
+def _progress(message: str) -> None:
+    print(f"dev-cluster: {message}", file=sys.stderr, flush=True)
+
+
+@app.command()
+def up(
+    nodes: int = typer.Option(3, "--nodes", "-N", help="Number of nodes (slurmd daemons), named node1..nodeN."),
+    cpus_per_node: int = typer.Option(2, "--cpus-per-node", help="CPUs each node offers to Slurm."),
+    base_port: int = typer.Option(
+        DEFAULT_BASE_PORT, "--base-port", help="slurmctld's port; slurmdbd, MariaDB and the slurmds use the ports after it."
+    ),
+    directory: Path | None = DirOption,
+) -> None:
+    """Start the cluster (idempotent: a running cluster is left as it is)."""
+    result = cluster.up(
+        root=_root(directory), nodes=nodes, cpus_per_node=cpus_per_node, base_port=base_port, progress=_progress
+    )
+    layout = result.state.layout
+    if result.already_running:
+        killed = result.state.killed_nodes
+        extra = f"; killed nodes: {', '.join(killed)} (revive with 'dev-cluster revive-node')" if killed else ""
+        print(f"dev cluster already running in {layout.root} with {layout.nodes} nodes; nothing changed{extra}")
+    else:
+        print(f"dev cluster up: {layout.nodes} nodes ({', '.join(layout.node_names)}) in {layout.root}")
+    print("use it with:")
+    print(f"  export SLURM_CONF={layout.slurm_conf}")
+
+
+@app.command()
+def down(directory: Path | None = DirOption) -> None:
+    """Stop every process the cluster started (daemons and their jobs), nothing else."""
+    stopped = cluster.down(root=_root(directory), progress=_progress)
+    print("dev cluster stopped" if stopped else "no dev cluster was running")
+
+
+@app.command()
+def status(
+    directory: Path | None = DirOption,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Which daemons are alive, and each node's Slurm state."""
+    info = cluster.status(root=_root(directory))
+    if as_json:
+        doc = {
+            "root": str(info.root),
+            "running": info.running,
+            "slurm_conf": str(info.slurm_conf) if info.slurm_conf else None,
+            "daemons": [d.__dict__ for d in info.daemons],
+            "nodes": [n.__dict__ for n in info.nodes],
+            "killed_nodes": info.killed_nodes,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    if not info.daemons:
+        print(f"no dev cluster recorded in {info.root}")
+        raise typer.Exit(1)
+    for daemon in info.daemons:
+        mark = "alive" if daemon.alive else "DEAD "
+        print(f"{mark}  {daemon.name:<14} pid {daemon.pid:<8} log {daemon.log}")
+    for node in info.nodes:
+        reason = f"  ({node.reason})" if node.reason and node.reason != "none" else ""
+        print(f"node   {node.name:<14} {node.state}{reason}")
+    if info.running and info.slurm_conf:
+        print(f"export SLURM_CONF={info.slurm_conf}")
+    if not info.running:
+        raise typer.Exit(1)
+
+
+@app.command("kill-node")
+def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), directory: Path | None = DirOption) -> None:
+    """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it."""
+    killed = cluster.kill_node(root=_root(directory), node=node)
+    print(f"killed {node}: {len(killed)} processes ({' '.join(map(str, killed))})")
+
+
+@app.command("revive-node")
+def revive_node(
+    node: str = typer.Argument(..., help="Node name, e.g. node2."),
+    directory: Path | None = DirOption,
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return once slurmd runs, before Slurm marks the node ready."),
+) -> None:
+    """Start a killed node's slurmd again; Slurm returns it to service when it registers."""
+    record = cluster.revive_node(root=_root(directory), node=node, progress=_progress, wait=not no_wait)
+    print(f"revived {node} (slurmd pid {record.pid})")

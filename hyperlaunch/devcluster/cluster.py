@@ -1,0 +1,262 @@
+"""`dev-cluster up | down | status | kill-node | revive-node`: the orchestration.
+
+`up` either brings the whole cluster up or leaves nothing behind: on any failure it stops
+the daemons it started in this call and removes its record."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch import slurm
+from hyperlaunch.devcluster import config, hosts, install, procs, services, state
+from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, ClusterLayout
+from hyperlaunch.errors import ClusterError, HyperlaunchError, InvalidInput
+from hyperlaunch.paths import hyperlaunch_home
+
+Progress = Callable[[str], None]
+NODE_READY_TIMEOUT_S = 90.0
+
+
+def default_root() -> Path:
+    return hyperlaunch_home() / "dev-cluster"
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise ClusterError(
+            "dev-cluster must run as root: it starts slurmd, which runs jobs as their users",
+            hint="run it with sudo",
+        )
+
+
+@dataclass(frozen=True)
+class UpResult:
+    state: state.ClusterState
+    already_running: bool
+
+
+def running_state(root: Path) -> state.ClusterState | None:
+    """The recorded cluster, if any of its daemons is still alive."""
+    recorded = state.load(root / "cluster.json")
+    if recorded is None:
+        return None
+    if any(procs.is_alive(rec) for rec in recorded.daemons.values()):
+        return recorded
+    return None
+
+
+def up(
+    *,
+    root: Path,
+    nodes: int,
+    cpus_per_node: int,
+    base_port: int = DEFAULT_BASE_PORT,
+    progress: Progress,
+) -> UpResult:
+    if nodes < 1 or nodes > 64:
+        raise InvalidInput(f"--nodes must be between 1 and 64, got {nodes}")
+    if cpus_per_node < 1:
+        raise InvalidInput(f"--cpus-per-node must be at least 1, got {cpus_per_node}")
+    if not 1024 <= base_port <= 65535 - 80:
+        raise InvalidInput(f"--base-port must be between 1024 and {65535 - 80}, got {base_port}")
+    root = root.expanduser().resolve()
+    existing = running_state(root)
+    if existing is not None:
+        return UpResult(state=existing, already_running=True)
+    _require_root()
+    install.ensure_installed(progress)
+    layout = ClusterLayout(
+        root=root,
+        nodes=nodes,
+        cpus_per_node=cpus_per_node,
+        memory_mb_per_node=_memory_per_node_mb(nodes),
+        base_port=base_port,
+        hostname=socket.gethostname().split(".")[0],
+    )
+    busy = [port for port in layout.all_ports if procs.port_in_use(port)]
+    if busy:
+        raise ClusterError(
+            f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} already in use",
+            hint="stop what listens there or pick other ports with --base-port",
+        )
+    services.ensure_layout(layout)
+    layout.slurm_conf.write_text(config.slurm_conf(layout))
+    layout.slurmdbd_conf.write_text(config.slurmdbd_conf(layout, db_password=services.db_password(layout)))
+    os.chmod(layout.slurmdbd_conf, 0o600)
+    current = state.ClusterState(layout=layout)
+    try:
+        hosts.add_node_names(layout.node_names)
+        steps: list[tuple[str, Callable[[], procs.ProcessRecord | None]]] = [
+            ("munge", lambda: services.start_munge(layout, progress)),
+            ("MariaDB", lambda: services.start_mariadb(layout)),
+            ("slurmdbd", lambda: services.start_slurmdbd(layout)),
+            ("slurmctld", lambda: services.start_slurmctld(layout)),
+        ]
+        steps += [(f"slurmd {n}", lambda n=n: services.start_slurmd(layout, n)) for n in layout.node_names]  # type: ignore[misc]
+        for label, start in steps:
+            progress(f"starting {label}")
+            record = start()
+            if record is None:
+                continue
+            current.daemons[record.name] = record
+            state.save(current, layout.state_file)
+        services.wait_nodes_ready(
+            layout,
+            layout.node_names,
+            timeout_s=NODE_READY_TIMEOUT_S,
+            progress=progress,
+            logs={n: current.daemons[f"slurmd-{n}"].log for n in layout.node_names},
+        )
+    except (HyperlaunchError, OSError, KeyboardInterrupt) as err:
+        progress("start failed: stopping what was started")
+        _stop_everything(current)
+        if isinstance(err, OSError):
+            raise ClusterError(f"could not set up the cluster: {err}") from err
+        raise
+    return UpResult(state=current, already_running=False)
+
+
+def _memory_per_node_mb(nodes: int) -> int:
+    try:
+        total_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        total_kb = 8 * 1024 * 1024
+    return max(512, int(total_kb / 1024 * 0.8 / nodes))
+
+
+def _stop_everything(current: state.ClusterState) -> None:
+    layout = current.layout
+    # Job processes first (they would otherwise outlive their slurmd), then daemons in
+    # the reverse order of their start.
+    order = [f"slurmd-{n}" for n in layout.node_names] + ["slurmctld", "slurmdbd", "mariadb", "munged"]
+    slurmds = [current.daemons[name] for name in order[: layout.nodes] if name in current.daemons]
+    procs.stop(slurmds, grace_s=5)
+    procs.kill_pids(
+        pid
+        for pid in procs.cluster_process_ids(layout.root)
+        if pid not in {rec.pid for rec in current.daemons.values()}
+    )
+    for name in order[layout.nodes :]:
+        if name in current.daemons:
+            procs.stop([current.daemons[name]], grace_s=15)
+    layout.state_file.unlink(missing_ok=True)
+    hosts.remove_node_names()
+
+
+def down(*, root: Path, progress: Progress) -> list[str]:
+    """Stop exactly what `up` started. Returns the names of the daemons that were running."""
+    root = root.expanduser().resolve()
+    recorded = state.load(root / "cluster.json")
+    if recorded is None:
+        return []
+    _require_root()
+    alive = [name for name, rec in recorded.daemons.items() if procs.is_alive(rec)]
+    progress(f"stopping {', '.join(alive) if alive else 'nothing (no daemon alive)'}")
+    _stop_everything(recorded)
+    return alive
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    name: str
+    pid: int
+    alive: bool
+    log: str
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    root: Path
+    running: bool
+    daemons: list[DaemonStatus]
+    nodes: list[slurm.NodeInfo]
+    killed_nodes: list[str]
+    slurm_conf: Path | None
+
+
+def status(*, root: Path) -> ClusterStatus:
+    root = root.expanduser().resolve()
+    recorded = state.load(root / "cluster.json")
+    if recorded is None:
+        return ClusterStatus(root, False, [], [], [], None)
+    daemons = [
+        DaemonStatus(name, rec.pid, procs.is_alive(rec), rec.log) for name, rec in recorded.daemons.items()
+    ]
+    nodes: list[slurm.NodeInfo] = []
+    ctld = recorded.daemons.get("slurmctld")
+    if ctld is not None and procs.is_alive(ctld):
+        try:
+            nodes = slurm.node_states(env=services.daemon_env(recorded.layout))
+        except HyperlaunchError:
+            nodes = []
+    return ClusterStatus(
+        root=root,
+        running=any(d.alive for d in daemons),
+        daemons=daemons,
+        nodes=nodes,
+        killed_nodes=list(recorded.killed_nodes),
+        slurm_conf=recorded.layout.slurm_conf,
+    )
+
+
+def _running_or_fail(root: Path) -> state.ClusterState:
+    current = running_state(root.expanduser().resolve())
+    if current is None:
+        raise ClusterError("no dev cluster is running here", hint="start one with 'hyperlaunch dev-cluster up'")
+    return current
+
+
+def _check_node(current: state.ClusterState, node: str) -> None:
+    if node not in current.layout.node_names:
+        raise InvalidInput(f"unknown node {node!r}; this cluster has {', '.join(current.layout.node_names)}")
+
+
+def kill_node(*, root: Path, node: str) -> list[int]:
+    """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it."""
+    current = _running_or_fail(root)
+    _check_node(current, node)
+    _require_root()
+    slurmd = current.daemons.get(f"slurmd-{node}")
+    # slurmd first, so it cannot report the end of the job processes to the controller.
+    killed = []
+    if slurmd is not None and procs.signal_record(slurmd, procs.signal.SIGKILL):
+        killed.append(slurmd.pid)
+    killed += procs.kill_pids(procs.node_process_ids(current.layout.root, node))
+    if node not in current.killed_nodes:
+        current.killed_nodes.append(node)
+    state.save(current, current.layout.state_file)
+    return sorted(set(killed))
+
+
+def revive_node(*, root: Path, node: str, progress: Progress, wait: bool = True) -> procs.ProcessRecord:
+    """Start the node's slurmd again; ReturnToService=2 returns it to service on registration."""
+    current = _running_or_fail(root)
+    _check_node(current, node)
+    _require_root()
+    old = current.daemons.get(f"slurmd-{node}")
+    if old is not None and procs.is_alive(old):
+        raise ClusterError(f"{node} is not dead: its slurmd (pid {old.pid}) is running")
+    record = services.start_slurmd(current.layout, node)
+    current.daemons[record.name] = record
+    if node in current.killed_nodes:
+        current.killed_nodes.remove(node)
+    state.save(current, current.layout.state_file)
+    if wait:
+        services.wait_nodes_ready(
+            current.layout, [node], timeout_s=NODE_READY_TIMEOUT_S, progress=progress, logs={node: record.log}
+        )
+    return record
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()

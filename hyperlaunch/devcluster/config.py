@@ -1,0 +1,89 @@
+"""slurm.conf and slurmdbd.conf for a dev cluster: pure text from a ClusterLayout.
+
+Settings chosen for quick fault handling, so node-failure tests finish in seconds, not
+minutes: SlurmdTimeout=10, cred_expire=5 (a requeued job waits that long before it may
+start again), JobRequeue=1, ReturnToService=2 (a revived node rejoins by itself)."""
+
+from __future__ import annotations
+
+from hyperlaunch.devcluster.layout import CLUSTER_NAME, PARTITION, ClusterLayout
+
+SLURMD_TIMEOUT_S = 10
+CRED_EXPIRE_S = 5
+
+
+def slurm_conf(layout: ClusterLayout) -> str:
+    first, last = layout.slurmd_port(0), layout.slurmd_port(layout.nodes - 1)
+    ports = f"{first}" if first == last else f"[{first}-{last}]"
+    names = ",".join(layout.node_names)
+    lines = [
+        "# Written by `hyperlaunch dev-cluster up`; rewritten on every start.",
+        f"ClusterName={CLUSTER_NAME}",
+        f"SlurmctldHost={layout.hostname}(127.0.0.1)",
+        f"SlurmctldPort={layout.slurmctld_port}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=cred_expire={CRED_EXPIRE_S}",
+        f"StateSaveLocation={layout.state_dir}",
+        f"SlurmdSpoolDir={layout.spool}/%n",
+        f"SlurmctldPidFile={layout.run_dir}/slurmctld.pid",
+        f"SlurmdPidFile={layout.run_dir}/slurmd-%n.pid",
+        f"SlurmctldLogFile={layout.log('slurmctld')}",
+        f"SlurmdLogFile={layout.log_dir}/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        # No systemd or cgroups here: track processes by parentage, bind nothing.
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/linux",
+        "JobAcctGatherFrequency=30",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        # Nodes advertise what the config says, not what this one machine has.
+        "SlurmdParameters=config_overrides",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=127.0.0.1",
+        f"AccountingStoragePort={layout.slurmdbd_port}",
+        "JobCompType=jobcomp/none",
+        "JobRequeue=1",
+        f"SlurmdTimeout={SLURMD_TIMEOUT_S}",
+        "SlurmctldTimeout=30",
+        "MessageTimeout=10",
+        "InactiveLimit=0",
+        "KillWait=5",
+        "MinJobAge=300",
+        "ReturnToService=2",
+        "KillOnBadExit=1",
+        (
+            f"NodeName={names} NodeHostname={layout.hostname} NodeAddr=127.0.0.1 Port={ports} "
+            f"CPUs={layout.cpus_per_node} RealMemory={layout.memory_mb_per_node} State=UNKNOWN"
+        ),
+        f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def slurmdbd_conf(layout: ClusterLayout, *, db_password: str) -> str:
+    lines = [
+        "# Written by `hyperlaunch dev-cluster up`; rewritten on every start.",
+        "AuthType=auth/munge",
+        f"DbdHost={layout.hostname}",
+        "DbdAddr=127.0.0.1",
+        f"DbdPort={layout.slurmdbd_port}",
+        "SlurmUser=root",
+        "DebugLevel=info",
+        f"LogFile={layout.log('slurmdbd')}",
+        f"PidFile={layout.run_dir}/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=127.0.0.1",
+        f"StoragePort={layout.mariadb_port}",
+        "StorageUser=slurm",
+        f"StoragePass={db_password}",
+        "StorageLoc=slurm_acct_db",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,53 @@
+"""Install the Debian packages a dev cluster needs, only those that are missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from hyperlaunch.errors import ClusterError
+
+# binary -> Debian package that provides it
+REQUIRED_BINARIES: dict[str, str] = {
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
+    "slurmdbd": "slurmdbd",
+    "munged": "munge",
+    "mariadbd": "mariadb-server",
+}
+SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+
+def find_binary(name: str) -> str | None:
+    """Daemons live in sbin, which a non-login PATH may lack."""
+    return shutil.which(name) or next(
+        (os.path.join(d, name) for d in SBIN_DIRS if os.access(os.path.join(d, name), os.X_OK)), None
+    )
+
+
+def missing_packages() -> list[str]:
+    return sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if find_binary(binary) is None})
+
+
+def ensure_installed(progress: Callable[[str], None]) -> None:
+    packages = missing_packages()
+    if not packages:
+        return
+    if shutil.which("apt-get") is None:
+        raise ClusterError(
+            f"missing {', '.join(packages)} and apt-get is not available",
+            hint="install these Debian/Ubuntu packages by hand: " + " ".join(sorted(set(REQUIRED_BINARIES.values()))),
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    progress(f"installing {' '.join(packages)} with apt-get (a minute or two)")
+    for args in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *packages]):
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-1:]) or f"exit {proc.returncode}"
+            raise ClusterError(f"'{' '.join(args[:2])}' failed: {tail}")
+    still = missing_packages()
+    if still:
+        raise ClusterError(f"apt-get finished but {', '.join(still)} still missing")

@@ -1,0 +1,122 @@
+"""Where every file of a dev cluster lives and which ports it uses: one directory holds
+config, state, spool, logs and pids, so `down` and a fresh `up` know exactly what is theirs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_BASE_PORT = 17817
+CLUSTER_NAME = "hldev"
+PARTITION = "dev"
+DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterLayout:
+    """The paths and ports of one dev cluster."""
+
+    root: Path
+    """Directory holding everything the cluster writes."""
+    nodes: int = 3
+    """Number of slurmd daemons, named node1..nodeN."""
+    cpus_per_node: int = 2
+    """CPUs each node advertises to Slurm (config_overrides: it may exceed the real count)."""
+    memory_mb_per_node: int = 4096
+    """RealMemory each node advertises."""
+    base_port: int = DEFAULT_BASE_PORT
+    """slurmctld listens here; slurmdbd, MariaDB and the slurmd daemons on the ports after it."""
+    hostname: str = "localhost"
+    """This machine's host name: every node is a slurmd on it."""
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"node{i}" for i in range(1, self.nodes + 1)]
+
+    # ports
+    @property
+    def slurmctld_port(self) -> int:
+        return self.base_port
+
+    @property
+    def slurmdbd_port(self) -> int:
+        return self.base_port + 1
+
+    @property
+    def mariadb_port(self) -> int:
+        return self.base_port + 2
+
+    def slurmd_port(self, index: int) -> int:
+        """Port of node{index+1}; Slurm assigns Port=[a-b] to node names in order."""
+        return self.base_port + 10 + index
+
+    @property
+    def all_ports(self) -> list[int]:
+        return [self.slurmctld_port, self.slurmdbd_port, self.mariadb_port] + [
+            self.slurmd_port(i) for i in range(self.nodes)
+        ]
+
+    # directories
+    @property
+    def etc(self) -> Path:
+        return self.root / "etc"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def mariadb_data(self) -> Path:
+        return self.root / "mariadb"
+
+    # files
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def slurmdbd_conf(self) -> Path:
+        return self.etc / "slurmdbd.conf"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.etc / "munge.key"
+
+    @property
+    def munge_socket(self) -> Path:
+        # Slurm 22.05's accounting connections (sacctmgr, slurmctld -> slurmdbd) ignore
+        # AuthInfo=socket= and always use munge's default socket, so the cluster uses it too.
+        return DEFAULT_MUNGE_SOCKET
+
+    @property
+    def mariadb_socket(self) -> Path:
+        return self.run_dir / "mariadb.sock"
+
+    @property
+    def db_password_file(self) -> Path:
+        return self.etc / "db.password"
+
+    @property
+    def state_file(self) -> Path:
+        """The record of what is running: pids, nodes, ports."""
+        return self.root / "cluster.json"
+
+    def log(self, daemon: str) -> Path:
+        return self.log_dir / f"{daemon}.log"
+
+    def directories(self) -> list[Path]:
+        return [self.etc, self.state_dir, self.log_dir, self.run_dir, self.mariadb_data] + [
+            self.spool / name for name in self.node_names
+        ]
