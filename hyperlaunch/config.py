@@ -1,0 +1,274 @@
+"""Builds the one JobSpec of an invocation from layered settings, in rising priority:
+
+1. the model preset's recommended settings (nodes, GPUs per node; hyperlaunch.models),
+2. the user config `$HYPERLAUNCH_HOME/config.toml` (default ~/.hyperlaunch/config.toml),
+3. `hyperlaunch.toml` in the current directory,
+4. environment variables `HYPERLAUNCH_<FIELD>` (e.g. HYPERLAUNCH_NODES, HYPERLAUNCH_PARTITION),
+5. command-line flags.
+
+A TOML file holds JobSpec field names at the top level (`-` or `_` both accepted), an `[env]`
+table of exports, and named profiles (`[profile.hyperpod]`) selected with `--profile` or
+HYPERLAUNCH_PROFILE; within a file the profile overrides the top level. Lists replace the
+lower layer's list, except `env`, which merges by variable name. Relative paths resolve
+against the current directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+
+from hyperlaunch.errors import ConfigError, InvalidInput
+from hyperlaunch.instances import get_instance
+from hyperlaunch.models import PRESETS, get_preset
+from hyperlaunch.paths import hyperlaunch_home
+from hyperlaunch.spec import JobSpec
+
+PROJECT_CONFIG_NAME = "hyperlaunch.toml"
+PROFILE_ENV_VAR = "HYPERLAUNCH_PROFILE"
+ENV_PREFIX = "HYPERLAUNCH_"
+
+Settings = dict[str, object]
+
+_FIELD_TYPES: dict[str, object] = typing.get_type_hints(JobSpec)
+# Lists that cannot be written unambiguously in one environment variable are left to TOML/flags.
+_NOT_FROM_ENVIRONMENT = frozenset({"env", "trainer_args"})
+_PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir")
+
+
+def user_config_path() -> Path:
+    return hyperlaunch_home() / "config.toml"
+
+
+def build_spec(
+    flags: Mapping[str, object],
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+) -> JobSpec:
+    """The validated JobSpec for this invocation. `flags` holds JobSpec field names with the
+    values the user typed (None or absent: not given); `env` may be a list of KEY=VALUE."""
+    cwd = cwd or Path.cwd()
+    environ = os.environ if environ is None else environ
+    profile = profile or environ.get(PROFILE_ENV_VAR) or None
+    files = [user_config or user_config_path(), cwd / PROJECT_CONFIG_NAME]
+
+    layers: list[Settings] = []
+    profile_found = profile is None
+    for path in files:
+        top, profiles = _read_toml(path)
+        layers.append(top)
+        if profile is not None and profile in profiles:
+            layers.append(profiles[profile])
+            profile_found = True
+    if not profile_found:
+        raise ConfigError(f"profile {profile!r} is not defined in {' or '.join(str(f) for f in files)}")
+    layers.append(_from_environment(environ))
+    layers.append(_from_flags(flags))
+
+    merged = _merge(layers)
+    merged = _merge([_preset_defaults(merged), merged])
+    return _to_spec(merged, cwd)
+
+
+def _read_toml(path: Path) -> tuple[Settings, dict[str, Settings]]:
+    """Top-level settings and profiles of one file; ({}, {}) when it does not exist."""
+    if not path.is_file():
+        return {}, {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{path}: {err}") from None
+    raw_profiles = data.pop("profile", {})
+    if not isinstance(raw_profiles, dict):
+        raise ConfigError(f"{path}: 'profile' must be tables like [profile.NAME]")
+    profiles = {}
+    for name, table in raw_profiles.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [profile.{name}] must be a table")
+        profiles[name] = _from_table(table, f"{path} [profile.{name}]")
+    return _from_table(data, str(path)), profiles
+
+
+def _from_table(table: Mapping[str, object], where: str) -> Settings:
+    settings: Settings = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        if key not in _FIELD_TYPES:
+            raise ConfigError(
+                f"unknown key {raw_key!r} in {where}; valid keys: {', '.join(sorted(_FIELD_TYPES))}, [profile.NAME]"
+            )
+        settings[key] = _coerce(key, value, where)
+    return settings
+
+
+def _from_environment(environ: Mapping[str, str]) -> Settings:
+    settings: Settings = {}
+    for key in _FIELD_TYPES:
+        if key in _NOT_FROM_ENVIRONMENT:
+            continue
+        value = environ.get(ENV_PREFIX + key.upper())
+        if value is not None and value != "":
+            settings[key] = _coerce(key, value, f"${ENV_PREFIX}{key.upper()}")
+    return settings
+
+
+def _from_flags(flags: Mapping[str, object]) -> Settings:
+    settings: Settings = {}
+    for key, value in flags.items():
+        if key not in _FIELD_TYPES:
+            raise InvalidInput(f"internal: unknown flag field {key!r}")
+        if value is None or (isinstance(value, (list, tuple)) and not value):
+            continue  # not given on the command line
+        settings[key] = _coerce(key, value, "the command line", error=InvalidInput)
+    return settings
+
+
+def _merge(layers: list[Settings]) -> Settings:
+    merged: Settings = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key == "env" and "env" in merged:
+                combined = dict(typing.cast(tuple, merged["env"]))
+                combined.update(dict(typing.cast(tuple, value)))
+                merged["env"] = tuple(combined.items())
+            else:
+                merged[key] = value
+    return merged
+
+
+def _preset_defaults(settings: Settings) -> Settings:
+    """Nodes and GPUs per node recommended by the model preset, within what the instance has."""
+    model = settings.get("model")
+    if not isinstance(model, str) or model not in PRESETS:
+        return {}
+    preset = get_preset(model)
+    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    return {"nodes": preset.nodes, "gpus_per_node": min(preset.gpus_per_node, instance.gpus_per_node)}
+
+
+def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
+    if "model" not in settings:
+        raise InvalidInput(
+            f"no model given; pass --model or set model in {PROJECT_CONFIG_NAME}; presets: {', '.join(PRESETS)}"
+        )
+    model = str(settings["model"])
+    local_model = _absolute(model, cwd)
+    if model not in PRESETS and Path(local_model).is_dir():
+        settings["model"] = local_model
+    job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
+    settings.setdefault("checkpoint_dir", "checkpoints")
+    settings.setdefault("log_dir", "logs")
+    settings.setdefault("run_dir", os.path.join("runs", job_name))
+    for key in _PATH_FIELDS:
+        if settings.get(key) is not None:
+            settings[key] = _absolute(str(settings[key]), cwd)
+    data = settings.get("data")
+    if isinstance(data, str) and data.startswith((".", "~", "/")):
+        settings["data"] = _absolute(data, cwd)
+    if "torchrun" not in settings and settings.get("container_image") is None:
+        settings["torchrun"] = _default_torchrun()
+    return JobSpec(**settings)  # type: ignore[arg-type]
+
+
+def _absolute(path: str, cwd: Path) -> str:
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+
+def _default_torchrun() -> str:
+    """The torchrun next to this Python (its venv) when there is one: sbatch keeps PATH, but an
+    explicit path also works when the venv is not activated. Plain `torchrun` otherwise."""
+    sibling = Path(sys.executable).parent / "torchrun"
+    return str(sibling) if sibling.is_file() else "torchrun"
+
+
+def _coerce(key: str, value: object, where: str, *, error: type[Exception] = ConfigError) -> object:
+    """Turns TOML, environment and flag values into the field's type, or says what is wrong."""
+    kind = _FIELD_TYPES[key]
+    try:
+        if key == "env":
+            return _env_pairs(value)
+        if key == "hyperpod":
+            return _hyperpod_mode(value)
+        if _is_tuple_of_str(kind):
+            if isinstance(value, str):
+                return tuple(item for item in value.split(",") if item) if key != "trainer_args" else (value,)
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return tuple(value)
+            raise ValueError("expected a list of strings")
+        base = _base_type(kind)
+        if base is bool:
+            return _boolean(value)
+        if base is int:
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise ValueError("expected an integer")
+            return int(value)
+        if base is str:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ValueError("expected a string")
+            return str(value)
+    except ValueError as err:
+        raise error(f"{key} = {value!r} in {where}: {err}") from None
+    return value
+
+
+def _base_type(kind: object) -> object:
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        return args[0] if len(args) == 1 else kind
+    return kind
+
+
+def _is_tuple_of_str(kind: object) -> bool:
+    return typing.get_origin(kind) is tuple and typing.get_args(kind) == (str, ...)
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _hyperpod_mode(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    text = str(value).strip().lower()
+    aliases = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}
+    return aliases.get(text, text)
+
+
+def _env_pairs(value: object) -> tuple[tuple[str, str], ...]:
+    """An [env] table, or a list of KEY=VALUE strings, as ordered (KEY, VALUE) pairs."""
+    if isinstance(value, dict):
+        if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()):
+            raise ValueError("env values must be strings or numbers")
+        return tuple((str(k), str(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        pairs = []
+        for item in value:
+            if isinstance(item, tuple) and len(item) == 2:
+                pairs.append((str(item[0]), str(item[1])))
+                continue
+            name, sep, text = str(item).partition("=")
+            if not sep or not name:
+                raise ValueError(f"{item!r} is not KEY=VALUE")
+            pairs.append((name, text))
+        return tuple(pairs)
+    raise ValueError("expected a table or a list of KEY=VALUE")
+
+
+# Keep the field list honest: every JobSpec field must have a type the coercion understands.
+assert {f.name for f in dataclasses.fields(JobSpec)} == set(_FIELD_TYPES)

@@ -1,0 +1,241 @@
+"""The one description of a training job: built once per invocation (see hyperlaunch.config),
+validated here before anything is rendered or submitted, then passed down unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from hyperlaunch.errors import InvalidInput
+from hyperlaunch.instances import get_instance
+from hyperlaunch.models import PRESETS
+
+HyperpodMode = Literal["auto", "on", "off"]
+HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
+
+# Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
+_SLURM_TIME = re.compile(r"^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+)$")
+_UNLIMITED = ("UNLIMITED", "INFINITE")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """Everything needed to render and submit one training job. Paths are absolute because
+    the script runs on other machines (and maybe inside a container)."""
+
+    model: str
+    """Model preset name (hyperlaunch.models), or an absolute path to a Hugging Face model directory."""
+    checkpoint_dir: str
+    """Absolute checkpoint folder shared by all nodes (`<model>-<N>steps/`, `<model>-latest`)."""
+    log_dir: str
+    """Absolute folder for Slurm's `%x_%j.out` / `.err` logs; must exist before sbatch runs."""
+    run_dir: str
+    """Absolute folder where the trainer writes metrics.jsonl and per-run files."""
+    nodes: int = 1
+    """Number of nodes; one srun task (one torchrun agent) per node."""
+    instance_type: str = "cpu"
+    """Instance type whose EFA/NCCL preset is exported (env/*.toml); `cpu` on the dev cluster."""
+    gpus_per_node: int | None = None
+    """GPUs (= torchrun processes) per node; None takes all of the instance type's GPUs."""
+    job_name: str | None = None
+    """Slurm job name (`%x` in log names); None uses the model name."""
+    partition: str | None = None
+    """Slurm partition, or None for the cluster default."""
+    account: str | None = None
+    """Slurm account to charge, or None."""
+    qos: str | None = None
+    """Slurm quality of service, or None."""
+    time: str | None = None
+    """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
+    exclusive: bool = False
+    """Ask for whole nodes (`--exclusive`)."""
+    exclude: tuple[str, ...] = ()
+    """Nodes Slurm must not use (`--exclude`), e.g. the ones that failed a previous attempt."""
+    container_image: str | None = None
+    """Pyxis/enroot image (`.sqsh` path or registry URI); None runs on the host."""
+    container_mounts: tuple[str, ...] = ()
+    """Extra Pyxis mounts `SRC[:DST[:FLAGS]]`; checkpoint, data, log and run dirs are always mounted."""
+    container_workdir: str | None = None
+    """Working directory inside the container; None uses run_dir."""
+    data: str | None = None
+    """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
+    max_steps: int | None = None
+    """Optimizer steps to train to; None lets the trainer use its default."""
+    env: tuple[tuple[str, str], ...] = ()
+    """User environment exports (KEY, VALUE), applied after the instance preset's."""
+    hyperpod: HyperpodMode = "auto"
+    """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
+    max_restarts: int = 3
+    """How many times the script requeues the job after a save-and-requeue or a crash."""
+    signal_seconds: int = 120
+    """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
+    trainer_args: tuple[str, ...] = ()
+    """Extra arguments appended to the trainer's command line, verbatim."""
+    torchrun: str = "torchrun"
+    """torchrun command on the nodes (a path when it is not on PATH there)."""
+
+    def __post_init__(self) -> None:
+        instance = get_instance(self.instance_type)
+        # Fill the two derived defaults once, so every later reader sees concrete values.
+        if self.gpus_per_node is None:
+            object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
+        if self.job_name is None:
+            object.__setattr__(self, "job_name", os.path.basename(self.model.rstrip("/")) or "hyperlaunch")
+        _validate(self, instance.gpus_per_node)
+
+    @property
+    def procs_per_node(self) -> int:
+        """torchrun processes per node: one per GPU, or one on CPU-only nodes."""
+        return self.gpus_per_node or 1
+
+    def replace(self, **changes: object) -> JobSpec:
+        """A copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(JobSpec)]
+
+
+def _fail(message: str) -> None:
+    raise InvalidInput(message)
+
+
+def _check_text(name: str, value: str | None, *, allow_newlines: bool = False) -> None:
+    """Values may hold quotes, spaces and `$(...)` (rendering quotes them); what no quoting can
+    carry is NUL anywhere, or a newline in a value that ends up on an #SBATCH line."""
+    if value is None:
+        return
+    if value == "":
+        _fail(f"{name} must not be empty")
+    if "\x00" in value:
+        _fail(f"{name} must not contain NUL: {value!r}")
+    if not allow_newlines and _CONTROL.search(value):
+        _fail(f"{name} must not contain control characters (newlines, tabs): {value!r}")
+
+
+def _time_limit_seconds(value: str) -> int | None:
+    if value.upper() in _UNLIMITED:
+        return None
+    days, _, clock = value.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:  # D-H[:M[:S]]
+        parts += [0] * (3 - len(parts))
+        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if len(parts) == 1:  # minutes
+        return parts[0] * 60
+    if len(parts) == 2:  # M:S
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def _validate(spec: JobSpec, instance_gpus: int) -> None:
+    if spec.model not in PRESETS and not os.path.isabs(spec.model):
+        _fail(f"unknown model {spec.model!r}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+    _check_text("model", spec.model)
+    if spec.nodes < 1:
+        _fail(f"--nodes must be at least 1, got {spec.nodes}")
+    gpus = spec.gpus_per_node
+    assert gpus is not None
+    if instance_gpus == 0 and gpus != 0:
+        _fail(f"instance type {spec.instance_type!r} has no GPUs; --gpus-per-node must be 0, got {gpus}")
+    if instance_gpus > 0 and not 1 <= gpus <= instance_gpus:
+        _fail(f"--gpus-per-node must be between 1 and {instance_gpus} on {spec.instance_type}, got {gpus}")
+
+    # job_name ends up in #SBATCH lines and in %x log names, so it cannot hold a newline or a slash.
+    _check_text("job name", spec.job_name)
+    if spec.job_name and "/" in spec.job_name:
+        _fail(f"job name must not contain '/': {spec.job_name!r}")
+    for name in ("partition", "account", "qos"):
+        value = getattr(spec, name)
+        _check_text(name, value)
+        if value is not None and " " in value:
+            _fail(f"{name} must not contain spaces: {value!r}")
+    for node in spec.exclude:
+        _check_text("excluded node", node)
+    if spec.time is not None and not (_SLURM_TIME.match(spec.time) or spec.time.upper() in _UNLIMITED):
+        _fail(f"--time {spec.time!r} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+
+    _validate_paths(spec)
+    _validate_container(spec)
+
+    if spec.max_steps is not None and spec.max_steps < 1:
+        _fail(f"--max-steps must be at least 1, got {spec.max_steps}")
+    for key, value in spec.env:
+        if not _ENV_NAME.match(key):
+            _fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
+        if "\x00" in value:
+            _fail(f"--env {key} value must not contain NUL")
+    if spec.hyperpod not in HYPERPOD_MODES:
+        _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
+    if spec.max_restarts < 0:
+        _fail(f"--max-restarts must be 0 or more, got {spec.max_restarts}")
+    _validate_signal(spec)
+    for arg in spec.trainer_args:
+        if "\x00" in arg:
+            _fail(f"trainer argument {arg!r} contains NUL")
+    _check_text("torchrun", spec.torchrun, allow_newlines=True)
+
+
+def _validate_paths(spec: JobSpec) -> None:
+    for name in ("checkpoint_dir", "log_dir", "run_dir"):
+        value = getattr(spec, name)
+        if not os.path.isabs(value):
+            _fail(f"{name} must be an absolute path (the script runs elsewhere), got {value!r}")
+    # log_dir lands in #SBATCH --output, a line sbatch parses itself; a backslash there also
+    # switches off Slurm's %j expansion.
+    _check_text("log_dir", spec.log_dir)
+    if "\\" in spec.log_dir:
+        _fail(f"log_dir must not contain a backslash: {spec.log_dir!r}")
+    _check_text("checkpoint_dir", spec.checkpoint_dir, allow_newlines=True)
+    _check_text("run_dir", spec.run_dir, allow_newlines=True)
+    _check_text("data", spec.data, allow_newlines=True)
+
+
+def _validate_container(spec: JobSpec) -> None:
+    if spec.container_image is None:
+        return
+    _check_text("container image", spec.container_image)
+    _check_text("container workdir", spec.container_workdir)
+    # Pyxis splits --container-mounts on ',' and each mount on ':'.
+    for path in _default_mount_paths(spec):
+        _check_text("mounted path", path)
+        if "," in path or ":" in path:
+            _fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
+    for mount in spec.container_mounts:
+        _check_text("container mount", mount)
+        if "," in mount:
+            _fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
+
+
+def _default_mount_paths(spec: JobSpec) -> list[str]:
+    paths = [spec.checkpoint_dir, spec.log_dir, spec.run_dir]
+    if spec.data is not None and os.path.isabs(spec.data):
+        paths.append(spec.data)
+    return paths
+
+
+def default_container_mounts(spec: JobSpec) -> list[str]:
+    """Mounts every container job gets: the shared folders the trainer reads and writes, each at
+    the same path inside, then the user's; duplicates dropped, order kept."""
+    mounts = [f"{path}:{path}" for path in _default_mount_paths(spec)] + list(spec.container_mounts)
+    return list(dict.fromkeys(mounts))
+
+
+def _validate_signal(spec: JobSpec) -> None:
+    if not 1 <= spec.signal_seconds <= _SLURM_SIGNAL_MAX_SECONDS:
+        _fail(f"signal seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {spec.signal_seconds}")
+    if spec.time is None:
+        return
+    limit = _time_limit_seconds(spec.time)
+    if limit is not None and spec.signal_seconds >= limit:
+        _fail(
+            f"the save signal ({spec.signal_seconds} s before the end) must come after the job starts; "
+            f"--time {spec.time} is only {limit} s"
+        )
