@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from hyperlaunch.cli import dev_cluster
+from hyperlaunch.cli import render as render_command
 from hyperlaunch.cli._errors import EXIT_CODE_HELP, run_app
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(dev_cluster.app, name="dev-cluster")
+app.command(name="render")(render_command.render)
 
 
 def main() -> None:

@@ -1,0 +1,102 @@
+"""The job flags shared by `render` and `submit` (and anything else that builds a JobSpec):
+defined once here and added to a Typer command by `@with_job_flags`, which hands the command
+one `job: JobFlags` instead of two dozen parameters."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from hyperlaunch.spec import JobSpec
+
+_PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
+
+
+def _option(field: str, kind: Any, *decls: str, help: str, metavar: str | None = None) -> inspect.Parameter:
+    option = typer.Option(*decls, help=help, metavar=metavar, show_default=False, rich_help_panel=_PANEL)
+    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
+
+
+# (JobSpec field, type, option names, help). The hyperpod flag maps to the field's on/off.
+JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
+    _option("model", str | None, "--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory."),
+    _option("nodes", int | None, "--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."),
+    _option("gpus_per_node", int | None, "--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."),
+    _option("instance_type", str | None, "--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge) [default: cpu]."),
+    _option("partition", str | None, "--partition", "-p", help="Slurm partition."),
+    _option("account", str | None, "--account", "-A", help="Slurm account."),
+    _option("qos", str | None, "--qos", help="Slurm QOS."),
+    _option("time", str | None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00:00."),
+    _option("exclusive", bool | None, "--exclusive/--no-exclusive", help="Whole nodes only."),
+    _option("exclude", list[str] | None, "--exclude", metavar="NODE", help="A node Slurm must not use (repeatable)."),
+    _option("container_image", str | None, "--container-image", help="Pyxis/enroot image (.sqsh or URI): run the trainer in a container."),
+    _option("container_mounts", list[str] | None, "--container-mounts", metavar="MOUNT", help="Extra container mount SRC[:DST[:FLAGS]] (repeatable); checkpoint, data, log and run dirs are always mounted."),
+    _option("container_workdir", str | None, "--container-workdir", help="Working directory in the container [default: the run dir]."),
+    _option("checkpoint_dir", str | None, "--checkpoint-dir", help="Checkpoint folder shared by all nodes [default: ./checkpoints]."),
+    _option("data", str | None, "--data", help="Training data path or dataset name, passed to the trainer."),
+    _option("max_steps", int | None, "--max-steps", help="Train to this many optimizer steps."),
+    _option("env", list[str] | None, "--env", "-e", metavar="KEY=VALUE", help="KEY=VALUE exported on every node (repeatable)."),
+    _option("hyperpod", bool | None, "--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."),
+    _option("max_restarts", int | None, "--max-restarts", help="Requeue at most this many times after a save or a crash [default: 3]."),
+    _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),
+    _option("log_dir", str | None, "--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."),
+    _option("run_dir", str | None, "--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."),
+    _option("signal_seconds", int | None, "--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."),
+    _option("torchrun", str | None, "--torchrun", help="torchrun command on the nodes [default: the one next to this Python, else torchrun]."),
+]
+_PROFILE_PARAMETER = _option("profile", str | None, "--profile", help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE.")
+_TRAINER_ARGS_PARAMETER = inspect.Parameter(
+    "trainer_args",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=None,
+    annotation=Annotated[
+        list[str] | None,
+        typer.Argument(help="Extra trainer arguments, after `--` (e.g. -- --lr 3e-4).", metavar="[-- TRAINER_ARGS...]", show_default=False),
+    ],
+)
+_ADDED = [*JOB_FLAG_PARAMETERS, _PROFILE_PARAMETER, _TRAINER_ARGS_PARAMETER]
+
+
+@dataclass(frozen=True)
+class JobFlags:
+    """What the user typed, by JobSpec field (None: not given), plus the chosen profile."""
+
+    overrides: dict[str, object]
+    profile: str | None
+
+    def build(self) -> JobSpec:
+        """The invocation's JobSpec: preset < config files < HYPERLAUNCH_* < these flags."""
+        from hyperlaunch.config import build_spec
+
+        return build_spec(self.overrides, profile=self.profile)
+
+
+def _job_flags(values: dict[str, Any]) -> JobFlags:
+    overrides: dict[str, object] = {p.name: values.pop(p.name) for p in JOB_FLAG_PARAMETERS}
+    hyperpod = overrides["hyperpod"]
+    overrides["hyperpod"] = None if hyperpod is None else ("on" if hyperpod else "off")
+    overrides["trainer_args"] = values.pop("trainer_args")
+    return JobFlags(overrides=overrides, profile=values.pop("profile"))
+
+
+def with_job_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds the job flags, --profile and trailing trainer arguments to a Typer command whose
+    first parameter is `job: JobFlags`; its own parameters keep their places after them."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "job"]
+
+    @functools.wraps(command)
+    def wrapper(**values: Any) -> Any:
+        job = _job_flags(values)
+        return command(job, **values)
+
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + _ADDED
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    # Typer also reads type hints; give it the real annotations rather than the wrapped strings.
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    del wrapper.__wrapped__  # so inspect and Typer see the new signature, not the original
+    return wrapper

@@ -1,0 +1,29 @@
+"""`hyperlaunch render ...`: print the sbatch script a submit with the same flags would use.
+Submits nothing and writes nothing unless --output is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
+
+
+@with_job_flags
+def render(
+    job: JobFlags,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the script to this file instead of stdout.")
+    ] = None,
+) -> None:
+    """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
+    from hyperlaunch.render import render_sbatch  # jinja2 only when a script is rendered
+
+    script = render_sbatch(job.build())
+    if output is None:
+        typer.echo(script, nl=False)
+    else:
+        output.write_text(script, encoding="utf-8")
+        typer.echo(f"wrote {output}", err=True)

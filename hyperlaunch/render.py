@@ -1,0 +1,195 @@
+"""JobSpec -> sbatch script text. Pure: no files written, no environment read.
+
+Python computes every flag list, export and the launch command here; the Jinja templates in
+`hyperlaunch.templates` only lay them out. StrictUndefined turns a missing variable into an
+error, and each interpolated value passes through `q` (hyperlaunch.quoting.shell_quote), or
+`sbatch_arg` (sbatch_quote) on `#SBATCH` lines, or `comment` (comment_text) in comments.
+
+What the script does, in order: exports the EFA/NCCL preset and the user's environment,
+prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running
+the step script that resolves the rendezvous endpoint and execs torchrun) in the background,
+forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
+max_restarts) or exits with the step's status, after an attempt-end marker.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import jinja2
+
+from hyperlaunch import __version__
+from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
+from hyperlaunch.instances import get_instance
+from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
+from hyperlaunch.spec import JobSpec, default_container_mounts
+
+TRAINER_MODULE = "hyperlaunch.train"
+HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
+SAVE_SIGNAL = "USR2"
+# Signals torchrun (>= 2.9) catches and forwards to its workers; USR2 is added so the save
+# signal reaches the trainers instead of killing the agent. Older torchrun ignores the variable.
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2"
+
+ATTEMPT_MARKER = "### hyperlaunch attempt-"
+"""Prefix of the one-line markers the script prints at each attempt's start and end, e.g.
+`### hyperlaunch attempt-start restart=0 job=12 nodes=node[1-2] host=node1 time=...` and
+`### hyperlaunch attempt-end restart=0 job=12 exit=0 cause=completed action=exit time=...`.
+cause is one of completed, time-limit (USR2 received), requeue-requested (the trainer's
+REQUEUE_EXIT_CODE), crash; action is requeue or exit."""
+_MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+@dataclass(frozen=True)
+class EnvGroup:
+    """Exports that share one origin, rendered under one comment."""
+
+    title: str
+    exports: tuple[tuple[str, str], ...]
+
+
+def render_sbatch(spec: JobSpec) -> str:
+    """The complete sbatch script for `spec`."""
+    return _template().render(
+        version=__version__,
+        model=spec.model,
+        nodes=spec.nodes,
+        instance_type=spec.instance_type,
+        sbatch_flags=sbatch_flags(spec),
+        env_groups=env_groups(spec),
+        make_dirs=[spec.checkpoint_dir, spec.run_dir],
+        max_restarts=spec.max_restarts,
+        requeue_exit_code=REQUEUE_EXIT_CODE,
+        save_signal=SAVE_SIGNAL,
+        srun_flags=srun_flags(spec),
+        hyperpod_auto=spec.hyperpod == "auto",
+        hyperpod_marker_dir=HYPERPOD_MARKER_DIR,
+        launch_command=launch_command(spec),
+    )
+
+
+def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """(flag, value or None) for the #SBATCH header, in a stable order."""
+    flags: list[tuple[str, str | None]] = [
+        ("--job-name", spec.job_name),
+        ("--nodes", str(spec.nodes)),
+        ("--ntasks-per-node", "1"),
+    ]
+    if spec.gpus_per_node:
+        flags.append(("--gpus-per-node", str(spec.gpus_per_node)))
+    for name in ("partition", "account", "qos", "time"):
+        value = getattr(spec, name)
+        if value is not None:
+            flags.append((f"--{name}", value))
+    if spec.exclusive:
+        flags.append(("--exclusive", None))
+    if spec.exclude:
+        flags.append(("--exclude", ",".join(spec.exclude)))
+    # Requeued attempts append to the same log files instead of truncating them (REFERENCE §3).
+    log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
+    flags += [
+        ("--requeue", None),
+        ("--signal", f"B:{SAVE_SIGNAL}@{spec.signal_seconds}"),
+        ("--open-mode", "append"),
+        ("--output", f"{log_stem}.out"),
+        ("--error", f"{log_stem}.err"),
+    ]
+    return flags
+
+
+def env_groups(spec: JobSpec) -> list[EnvGroup]:
+    """Exports in the order they apply: instance preset, launcher settings, the user's --env."""
+    instance = get_instance(spec.instance_type)
+    preset = dict(instance.env)
+    if spec.container_image is not None:
+        preset.update(instance.container_env)
+    where = "inside a Pyxis container" if spec.container_image is not None else "on the host"
+    launcher = (
+        ("PET_SIGNALS_TO_HANDLE", TORCHRUN_SIGNALS),
+        # Let trainers use the whole warning window to save before torchrun kills them.
+        ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(spec.signal_seconds)),
+    )
+    groups = [
+        EnvGroup(f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml", tuple(preset.items())),
+        EnvGroup("torchrun: forward the save signal to the trainers", launcher),
+    ]
+    if spec.env:
+        groups.append(EnvGroup("--env", spec.env))
+    return groups
+
+
+def srun_flags(spec: JobSpec) -> list[str]:
+    """Flags of the one training step. HyperPod's --auto-resume=1 is added by the script itself
+    in `auto` mode, because only the compute node knows whether it is on HyperPod."""
+    flags = [
+        "--ntasks-per-node=1",
+        # One crashed rank ends the step at once instead of leaving the others hanging in a collective.
+        "--kill-on-bad-exit=1",
+        "--label",
+    ]
+    if spec.hyperpod == "on":
+        flags.append("--auto-resume=1")
+    if spec.container_image is not None:
+        flags += [
+            f"--container-image={spec.container_image}",
+            f"--container-mounts={','.join(default_container_mounts(spec))}",
+            f"--container-workdir={spec.container_workdir or spec.run_dir}",
+            "--no-container-mount-home",
+        ]
+    return flags
+
+
+def launch_command(spec: JobSpec) -> list[str]:
+    """torchrun and the trainer's arguments, minus what the step computes on the node
+    (--nnodes, --rdzv_id, --rdzv_endpoint; see templates/partials/step.sh.j2)."""
+    command = [
+        spec.torchrun,
+        f"--nproc_per_node={spec.procs_per_node}",
+        "--rdzv_backend=c10d",
+        "-m",
+        TRAINER_MODULE,
+        "--model",
+        spec.model,
+        "--checkpoint-dir",
+        spec.checkpoint_dir,
+        "--run-dir",
+        spec.run_dir,
+    ]
+    if spec.max_steps is not None:
+        command += ["--max-steps", str(spec.max_steps)]
+    if spec.data is not None:
+        command += ["--data", spec.data]
+    return command + list(spec.trainer_args)
+
+
+def parse_attempt_marker(line: str) -> dict[str, str] | None:
+    """The fields of an attempt marker line ({'event': 'start'|'end', 'restart': ..., ...}),
+    or None for any other line. Used to split a job's log into attempts."""
+    stripped = line.strip()
+    if not stripped.startswith(ATTEMPT_MARKER):
+        return None
+    event, _, rest = stripped[len(ATTEMPT_MARKER) :].partition(" ")
+    return {"event": event, **dict(_MARKER_FIELD.findall(rest))}
+
+
+def _load_template(name: str) -> str:
+    return resources.files("hyperlaunch.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    environment.filters["q"] = shell_quote
+    environment.filters["sbatch_arg"] = sbatch_quote
+    environment.filters["comment"] = comment_text
+    return environment.get_template("sbatch.sh.j2")
