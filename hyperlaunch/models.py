@@ -331,3 +331,44 @@ def get_preset(name: str) -> ModelSpec:
             hint="or pass a local Hugging Face model directory",
         ) from None
     return factory()
+
+
+def spec_from_hf_config(name: str, config: dict[str, object]) -> ModelSpec:
+    """A spec for a local Hugging Face model directory, from its parsed config.json.
+
+    Only the architecture numbers matter (FLOPs, checkpoint checks); the recommended settings
+    are those of a small model.
+    """
+    model_type = str(config.get("model_type", ""))
+    if model_type not in ("qwen3", "llama"):
+        raise InvalidInput(f"model type {model_type!r} in {name} is not supported; supported: qwen3, llama")
+
+    def number(key: str, default: object = None) -> object:
+        value = config.get(key, default)
+        if value is None:
+            raise InvalidInput(f"config.json of {name} has no {key!r}")
+        return value
+
+    hidden = int(str(number("hidden_size")))
+    heads = int(str(number("num_attention_heads")))
+    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    theta = config.get("rope_theta") or (rope.get("rope_theta") if isinstance(rope, dict) else None)
+    return ModelSpec(
+        name=name,
+        kind=model_type,  # type: ignore[arg-type]
+        description=f"local Hugging Face model {name}",
+        hidden_size=hidden,
+        num_layers=int(str(number("num_hidden_layers"))),
+        num_heads=heads,
+        num_kv_heads=int(str(config.get("num_key_value_heads") or heads)),
+        head_dim=int(str(config.get("head_dim") or hidden // heads)),
+        intermediate_size=int(str(number("intermediate_size"))),
+        vocab_size=int(str(number("vocab_size"))),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        rope_theta=float(str(theta or 10000.0)),
+        rms_norm_eps=float(str(config.get("rms_norm_eps", 1e-6))),
+        max_position_embeddings=int(str(config.get("max_position_embeddings", 2048))),
+        seq_len=512,
+        micro_batch_size=1,
+        checkpoint_every=50,
+    )

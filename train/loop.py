@@ -1,0 +1,165 @@
+"""The training loop: steps, validation, metrics, checkpoints on schedule and on signal."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
+from hyperlaunch.models import ModelSpec
+
+from . import testing_hooks
+from .checkpointing import Checkpointer, TrainState
+from .data import Batcher
+from .distributed import Dist
+from .metrics import MetricsLog, peak_flops, peak_memory_bytes
+from .signals import StopRequest
+
+
+def _mean_across_ranks(value: torch.Tensor, world_size: int) -> float:
+    # gloo has no ReduceOp.AVG: sum, then divide.
+    dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return float(value) / world_size
+
+
+@dataclass
+class Trainer:
+    spec: ModelSpec
+    d: Dist
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    batcher: Batcher
+    val_batches: list[torch.Tensor]
+    checkpointer: Checkpointer
+    metrics: MetricsLog
+    stop: StopRequest
+    seq_len: int
+    max_steps: int
+    checkpoint_every: int
+    log_every: int
+    val_every: int
+    grad_clip: float
+    prefetch: int
+    mixed_precision: str
+
+    def _forward_loss(self, batch: torch.Tensor) -> torch.Tensor:
+        batch = batch.to(self.d.device)
+        if self.prefetch > 0:
+            self.model.unshard()  # type: ignore[operator]  # start the root all-gather early
+        return self.model(input_ids=batch, labels=batch).loss
+
+    def train_step(self, state: TrainState) -> tuple[float, float, float]:
+        """One optimizer step over grad_accum micro-batches; (loss, grad norm, lr used)."""
+        from .optim import clip_gradients
+
+        self.model.train()
+        lr = float(self.scheduler.get_last_lr()[0])
+        total = torch.zeros((), device=self.d.device)
+        for batch in self.batcher.step_batches(state.samples_consumed):
+            loss = self._forward_loss(batch) / self.batcher.grad_accum
+            loss.backward()
+            total += loss.detach().float()
+        grad_norm = clip_gradients(self.model, self.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return _mean_across_ranks(total, self.d.world_size), grad_norm, lr
+
+    @torch.no_grad()
+    def validate(self) -> float:
+        self.model.eval()
+        total = torch.zeros((), device=self.d.device)
+        for batch in self.val_batches:
+            total += self._forward_loss(batch).float()
+        return _mean_across_ranks(total / len(self.val_batches), self.d.world_size)
+
+    def _log_step(self, state: TrainState, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
+        tokens = self.batcher.global_batch * self.seq_len
+        tokens_per_s = tokens / max(seconds, 1e-9)
+        per_device = tokens_per_s / self.d.world_size
+        flops = self.spec.flops_per_token(self.seq_len) * per_device
+        peak = peak_flops(self.d.device, self.mixed_precision)
+        self.metrics.step(
+            {
+                "step": state.step,
+                "loss": loss,
+                "lr": lr,
+                "grad_norm": grad_norm,
+                "tokens_per_s": tokens_per_s,
+                "tokens_per_s_per_device": per_device,
+                "tflops_per_device": flops / 1e12,
+                "mfu": flops / peak if peak else None,
+                "peak_memory_bytes": peak_memory_bytes(self.d.device),
+                "step_time_s": seconds,
+                "tokens_seen": state.tokens_seen,
+                "samples_consumed": state.samples_consumed,
+                "world_size": self.d.world_size,
+            }
+        )
+
+    def run(self, state: TrainState) -> int:
+        """Train to max_steps; the exit code (0, or REQUEUE_EXIT_CODE after a stop signal)."""
+        self.stop.install()
+        self.probe(state, "start")
+        while state.step < self.max_steps:
+            started = time.perf_counter()
+            loss, grad_norm, lr = self.train_step(state)
+            if not math.isfinite(loss):
+                self.metrics.event("non_finite_loss", f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
+            state.step += 1
+            state.samples_consumed += self.batcher.global_batch
+            state.tokens_seen += self.batcher.global_batch * self.seq_len
+            if state.step % self.log_every == 0 or state.step == self.max_steps:
+                self._log_step(state, loss, grad_norm, lr, time.perf_counter() - started)
+            if self.val_every and state.step % self.val_every == 0:
+                val_loss = self.validate()
+                self.metrics.event(
+                    "validation", f"step {state.step} val_loss {val_loss:.4f} ppl {math.exp(min(val_loss, 50)):.2f}",
+                    step=state.step, val_loss=val_loss, val_perplexity=math.exp(min(val_loss, 50)),
+                )
+            self.checkpointer.poll()
+            if self.stop.agreed(self.d.device):
+                return self._stop_and_save(state)
+            if self.checkpoint_every and state.step % self.checkpoint_every == 0:
+                self.checkpointer.save(state)
+        self.checkpointer.wait()
+        if self.checkpointer.last_saved_step != state.step:
+            self.checkpointer.save(state)
+            self.checkpointer.wait()
+        self.probe(state, "end")
+        return 0
+
+    def _stop_and_save(self, state: TrainState) -> int:
+        name = self.stop.signal_name or "a signal on another rank"
+        self.metrics.event("signal_received", f"{name} received: saving at step {state.step}", step=state.step, signal=name)
+        if self.checkpointer.last_saved_step != state.step:
+            self.checkpointer.save(state)
+        self.checkpointer.wait()
+        self.metrics.event(
+            "exit", f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
+            step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
+        )
+        return REQUEUE_EXIT_CODE
+
+    @torch.no_grad()
+    def probe(self, state: TrainState, when: str) -> None:
+        """Test hook: loss and logits on a fixed batch, written by rank 0."""
+        path = testing_hooks.probe_path()
+        if path is None:
+            return
+        self.model.eval()
+        batch = torch.load(path).to(self.d.device)
+        out = self.model(input_ids=batch, labels=batch)
+        if self.d.is_main:
+            result_path = Path(path + ".out.pt")
+            results = torch.load(result_path) if result_path.exists() else {}
+            results[when] = {"loss": float(out.loss), "logits": out.logits.float().cpu(), "step": state.step}
+            torch.save(results, result_path)
+        dist.barrier()

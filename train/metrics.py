@@ -1,0 +1,73 @@
+"""One line per logged step on rank 0's stdout, and the same as JSON in <run_dir>/metrics.jsonl,
+together with events (resumed, checkpoint saved/completed, signal received, exit).
+The CLI's `status` reads this file."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Dense bf16 peak per device, FLOP/s (vendor figures); MFU is reported only for these.
+_PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def peak_flops(device: torch.device, mixed_precision: str) -> float | None:
+    if device.type != "cuda" or mixed_precision != "bf16":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((flops for key, flops in _PEAK_BF16_FLOPS.items() if key in name), None)
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak allocated device memory on GPU; peak resident set size of the process on CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class MetricsLog:
+    """Writes only on rank 0; every other rank's calls are no-ops."""
+
+    def __init__(self, run_dir: Path, enabled: bool) -> None:
+        self.enabled = enabled
+        self.path = Path(run_dir) / METRICS_FILE
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def event(self, event: str, message: str, **fields: Any) -> None:
+        if not self.enabled:
+            return
+        print(f"[hyperlaunch.train] {message}", flush=True)
+        self._append({"type": "event", "event": event, "time": time.time(), "message": message, **fields})
+
+    def step(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        print(format_step(record), flush=True)
+        self._append({"type": "step", "time": time.time(), **record})
+
+
+def format_step(r: dict[str, Any]) -> str:
+    mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "n/a"
+    return (
+        f"step {r['step']} | loss {r['loss']:.4f} | lr {r['lr']:.3e} | grad_norm {r['grad_norm']:.3f} | "
+        f"tok/s {r['tokens_per_s']:.0f} ({r['tokens_per_s_per_device']:.0f}/dev) | "
+        f"TFLOP/s/dev {r['tflops_per_device']:.3f} | MFU {mfu} | "
+        f"peak_mem {r['peak_memory_bytes'] / 2**30:.2f} GiB"
+    )
+
+
+def warn(message: str) -> None:
+    print(f"hyperlaunch.train: warning: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,62 @@
+"""AdamW, a warmup + cosine schedule down to a minimum LR, and DTensor-aware clipping."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.optim.lr_scheduler import LambdaLR
+
+
+def build_optimizer(model: nn.Module, lr: float, betas: tuple[float, float], weight_decay: float) -> torch.optim.Optimizer:
+    """Created after sharding so its state is per-shard. Norm weights and biases (1-D) get no
+    weight decay, as is usual for transformers."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (decay if param.ndim >= 2 else no_decay).append(param)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    # foreach=False keeps the update order, and so the numbers, independent of grouping.
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=False)
+
+
+def lr_factor(step: int, *, warmup: int, total: int, min_ratio: float) -> float:
+    """Multiplier of the peak LR for optimizer step `step` (0-based): linear warmup from
+    1/warmup to 1, then cosine decay to `min_ratio` at `total`."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    span = max(1, total - warmup)
+    progress = min(1.0, (step - warmup) / span)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, *, lr: float, min_lr: float, warmup: int, total: int) -> LambdaLR:
+    min_ratio = min_lr / lr if lr > 0 else 0.0
+    return LambdaLR(optimizer, lambda step: lr_factor(step, warmup=warmup, total=total, min_ratio=min_ratio))
+
+
+@torch.no_grad()
+def clip_gradients(model: nn.Module, max_norm: float) -> float:
+    """Global gradient norm over all shards (returned), clipped to `max_norm` when > 0.
+
+    FSDP2 gradients are DTensors: the norm of a DTensor is a partial sum across its shard
+    dimension, and `full_tensor()` reduces it, so every rank sees the true global norm.
+    """
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return 0.0
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    if isinstance(total, DTensor):
+        total = total.full_tensor()
+    norm = float(total)
+    if max_norm > 0 and norm > max_norm:
+        # A Python scalar multiplies local shards and plain tensors alike.
+        coef = max_norm / (norm + 1e-6)
+        for grad in grads:
+            grad.mul_(coef)
+    return norm

@@ -1,0 +1,126 @@
+"""Builds a ready-to-run job from a config: process group, data, sharded model with its
+weights, optimizer, schedule, checkpointer, and the state to resume from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hyperlaunch import checkpoints as rules
+from hyperlaunch.errors import InvalidInput
+
+from . import data as data_mod
+from .checkpointing import Checkpointer, TrainState
+from .config import TrainConfig
+from .distributed import Dist, build_mesh, init_distributed, shutdown
+from .export import export_final
+from .loop import Trainer
+from .metrics import MetricsLog, warn
+from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
+from .optim import build_optimizer, build_scheduler
+from .sharding import ShardingOptions, shard_model
+from .signals import StopRequest
+
+
+@dataclass
+class Job:
+    trainer: Trainer
+    state: TrainState
+    source: ModelSource
+    tokenizer: data_mod.TextTokenizer
+    cfg: TrainConfig
+    d: Dist
+
+    def export(self) -> Path:
+        path = export_final(
+            self.trainer.model, self.source.hf_config, self.tokenizer,
+            self.cfg.checkpoint_dir, self.source.spec.name, self.d.is_main,
+        )
+        self.trainer.metrics.event("exported", f"exported Hugging Face model to {path}", path=str(path))
+        return path
+
+    def close(self) -> None:
+        shutdown()
+
+
+def _tokenizer_choice(cfg: TrainConfig, source: ModelSource) -> str:
+    if cfg.tokenizer:
+        return cfg.tokenizer
+    if source.pretrained_dir is not None and (source.pretrained_dir / "tokenizer_config.json").exists():
+        return str(source.pretrained_dir)
+    return source.spec.tokenizer
+
+
+def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job:
+    source = resolve_model(cfg.model, cfg.model_name, cfg.model_is_directory)
+    spec = source.spec
+    seq_len = cfg.seq_len or spec.seq_len
+    micro_batch = cfg.micro_batch_size or spec.micro_batch_size
+    mixed_precision = cfg.mixed_precision or spec.mixed_precision
+
+    tokenizer = data_mod.load_tokenizer(_tokenizer_choice(cfg, source), warn=is_main)
+    if tokenizer.vocab_size > spec.vocab_size:
+        raise InvalidInput(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but {spec.name} only {spec.vocab_size} embeddings"
+        )
+    documents = data_mod.read_documents(cfg.data, cfg.text_field)
+
+    d = init_distributed(cfg.device, async_checkpoint=cfg.async_checkpoint)
+    torch.manual_seed(cfg.seed + d.rank)
+    metrics = MetricsLog(cfg.run_dir, enabled=d.is_main)
+    if resume.warning and d.is_main:
+        warn(resume.warning)
+
+    splits = data_mod.split_validation(
+        data_mod.pack(documents, tokenizer, seq_len), cfg.val_fraction, micro_batch * d.world_size * cfg.grad_accum
+    )
+    batcher = data_mod.Batcher(
+        data=splits.train, sampler=data_mod.GlobalSampler(splits.train.shape[0], cfg.seed),
+        micro_batch_size=micro_batch, rank=d.rank, world_size=d.world_size,
+        grad_accum=cfg.grad_accum, overfit=cfg.overfit_batch,
+    )
+    val_batches = data_mod.validation_batches(splits.val, micro_batch, d.rank, d.world_size, cfg.val_batches)
+
+    model = build_meta_model(source.hf_config)
+    mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
+    shard_model(
+        model, mesh,
+        ShardingOptions(
+            sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=cfg.cpu_offload,
+            activation_checkpointing=cfg.activation_checkpointing, prefetch=cfg.prefetch,
+        ),
+    )
+    model.to_empty(device="cpu" if cfg.cpu_offload else d.device)
+    if source.pretrained_dir is not None and resume.path is None:
+        load_pretrained(model, source.pretrained_dir, d.is_main)
+        metrics.event("pretrained_loaded", f"loaded pretrained weights from {source.pretrained_dir}")
+    else:
+        init_weights(model, cfg.seed)
+
+    optimizer = build_optimizer(model, cfg.lr, (cfg.beta1, cfg.beta2), cfg.weight_decay)
+    scheduler = build_scheduler(optimizer, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup_steps, total=cfg.max_steps)
+    checkpointer = Checkpointer(
+        ckpt_dir=cfg.checkpoint_dir, spec=spec, model=model, optimizer=optimizer, scheduler=scheduler,
+        dist_info=d, metrics=metrics, keep_last=cfg.keep_last, async_save=cfg.async_checkpoint,
+    )
+    state = TrainState()
+    if resume.path is not None:
+        state = checkpointer.load(resume.path)
+        metrics.event(
+            "resumed", f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
+            step=state.step, path=str(resume.path), world_size=d.world_size,
+        )
+    else:
+        metrics.event("started", f"training {spec.name} from step 0 on {d.world_size} rank(s)", world_size=d.world_size)
+
+    trainer = Trainer(
+        spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,
+        val_batches=val_batches, checkpointer=checkpointer, metrics=metrics, stop=StopRequest(),
+        seq_len=seq_len, max_steps=cfg.max_steps,
+        checkpoint_every=cfg.checkpoint_every if cfg.checkpoint_every is not None else spec.checkpoint_every,
+        log_every=cfg.log_every, val_every=cfg.val_every, grad_clip=cfg.grad_clip,
+        prefetch=cfg.prefetch, mixed_precision=mixed_precision,
+    )
+    return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)

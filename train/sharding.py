@@ -1,0 +1,65 @@
+"""FSDP2: one group per decoder block, then the root (which holds the embeddings, tied or not,
+the final norm and the output layer in one group), with the options the flags ask for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+
+@dataclass(frozen=True)
+class ShardingOptions:
+    sharding: str
+    mixed_precision: str
+    cpu_offload: bool
+    activation_checkpointing: bool
+    prefetch: int
+
+
+def decoder_blocks(model: nn.Module) -> nn.ModuleList:
+    return model.model.layers  # type: ignore[return-value]
+
+
+def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) -> list[FSDPModule]:
+    """Shard in place; returns the block-level FSDP modules (for prefetch and unshard)."""
+    mp_policy = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if options.mixed_precision == "bf16" else None,
+        reduce_dtype=torch.float32,
+    )
+    # pin_memory needs a GPU; without one the default policy fails (REFERENCE §2).
+    offload: OffloadPolicy = (
+        CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if options.cpu_offload else OffloadPolicy()
+    )
+    # ZeRO-2 keeps parameters gathered between forward and backward; so does replicate-only.
+    reshard = options.sharding not in ("grad-op", "none")
+    blocks = decoder_blocks(model)
+    sharded: list[FSDPModule] = []
+    for index in range(len(blocks)):
+        block = blocks[index]
+        if options.activation_checkpointing:
+            # Wrap before sharding so FSDP's hooks sit outside the recomputed region.
+            block = checkpoint_wrapper(block)
+            blocks[index] = block
+        fully_shard(block, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=reshard)
+        sharded.append(block)  # type: ignore[arg-type]
+    # The root keeps its parameters gathered after forward: backward needs them first anyway.
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=False)
+    if options.prefetch > 0:
+        set_explicit_prefetch(sharded, options.prefetch)
+    return sharded
+
+
+def set_explicit_prefetch(blocks: list[FSDPModule], depth: int) -> None:
+    """Forward: block i gathers blocks i+1..i+depth; backward: blocks i-1..i-depth."""
+    for index, block in enumerate(blocks):
+        ahead = blocks[index + 1 : index + 1 + depth]
+        behind = list(reversed(blocks[max(0, index - depth) : index]))
+        if ahead:
+            block.set_modules_to_forward_prefetch(ahead)
+        if behind:
+            block.set_modules_to_backward_prefetch(behind)

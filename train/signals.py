@@ -1,0 +1,33 @@
+"""SIGUSR2 (Slurm's warning before the time limit) and SIGTERM (preemption, scancel) ask the
+run to stop cleanly: finish the current step, save, exit with REQUEUE_EXIT_CODE."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+import torch
+import torch.distributed as dist
+
+STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
+
+
+class StopRequest:
+    """Set from the signal handler; read between steps. Ranks agree through an all-reduce,
+    because a signal may reach one rank a little before the others."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        # Only record it: the handler runs between bytecodes, possibly inside a collective.
+        self.signal_name = signal.Signals(signum).name
+
+    def agreed(self, device: torch.device) -> bool:
+        flag = torch.tensor([1.0 if self.signal_name else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item() > 0)

@@ -1,0 +1,32 @@
+"""Fault injection for the integration tests, driven by environment variables that production
+never sets. Each one kills the process the way a node failure would (SIGKILL: no cleanup)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def _step_from_env(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+def kill_after_checkpoint(step: int) -> None:
+    """HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT=N: every rank dies once checkpoint N is complete
+    and the pointer names it."""
+    if _step_from_env("HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_during_save(step: int) -> None:
+    """HYPERLAUNCH_TEST_KILL_DURING_SAVE=N: die after the shards of checkpoint N are written but
+    before its `.metadata` completion marker exists."""
+    if _step_from_env("HYPERLAUNCH_TEST_KILL_DURING_SAVE") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def probe_path() -> str | None:
+    """HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; the trainer writes loss and logits
+    on it at start and end to FILE.out.pt (compared with plain transformers by the tests)."""
+    return os.environ.get("HYPERLAUNCH_TEST_PROBE") or None

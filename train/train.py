@@ -1,0 +1,61 @@
+"""Wiring only: check inputs, build, resume, train, export, close.
+
+Exit codes: 0 done; 75 (hyperlaunch.checkpoints.REQUEUE_EXIT_CODE) a stop signal arrived and a
+checkpoint was saved, please requeue; 2 invalid input; 6 checkpoint problem (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hyperlaunch import checkpoints as rules
+from hyperlaunch.errors import HyperlaunchError, InvalidInput
+
+from .config import TrainConfig, parse_config
+
+
+def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
+    """Every check that needs neither torch.distributed nor the model: fail in one line,
+    before any rank waits on another and before anything is written."""
+    if cfg.data is not None and not cfg.data.exists():
+        raise InvalidInput(f"--data {cfg.data}: no such file or directory")
+    rules.check_writable(cfg.checkpoint_dir)
+    rules.check_writable(cfg.run_dir)
+    return rules.choose_resume(
+        cfg.checkpoint_dir, _model_name(cfg), from_scratch=cfg.from_scratch, resume_from=cfg.resume_from
+    )
+
+
+def _model_name(cfg: TrainConfig) -> str:
+    from .modeling import resolve_model
+
+    return resolve_model(cfg.model, cfg.model_name, cfg.model_is_directory).spec.name
+
+
+def run(cfg: TrainConfig) -> int:
+    from .distributed import env_rank
+
+    resume = _preflight(cfg)
+    from . import setup
+
+    job = setup.build(cfg, resume, is_main=env_rank() == 0)
+    try:
+        code = job.trainer.run(job.state)
+        if code == 0 and cfg.export:
+            job.export()
+        return code
+    finally:
+        job.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return run(parse_config(argv))
+    except HyperlaunchError as err:
+        from .distributed import env_rank
+
+        if env_rank() == 0:
+            print(f"hyperlaunch.train: error: {err.one_line()}", file=sys.stderr, flush=True)
+        return err.exit_code
