@@ -96,3 +96,58 @@ def _natural_key(name: str) -> tuple[str, int]:
     stem = name.rstrip("0123456789")
     digits = name[len(stem):]
     return (stem, int(digits) if digits else -1)
+
+
+def sbatch(script_path: str, *, env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()) -> str:
+    """Submit a batch script; returns the job id. Slurm's refusal is raised as SlurmError."""
+    out = run(["sbatch", "--parsable", *extra_args, script_path], env=env, timeout=60).stdout
+    return out.strip().split(";")[0]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job as sacct records it (a requeued job has several)."""
+
+    job_id: str
+    state: str
+    node_list: str
+    start: str
+    end: str
+    exit_code: str
+
+
+def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, list[Attempt]]:
+    """Every attempt of each job, oldest first, in one sacct call (-D keeps requeued attempts)."""
+    if not job_ids:
+        return {}
+    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode"
+    out = run(
+        ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(job_ids)], env=env, timeout=60
+    ).stdout
+    attempts: dict[str, list[Attempt]] = {job: [] for job in job_ids}
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 6:
+            continue
+        job_id, state_text, nodes, start, end, exit_code = parts
+        attempts.setdefault(job_id, []).append(
+            Attempt(job_id, state_text.split()[0] if state_text else "", nodes, start, end, exit_code)
+        )
+    return attempts
+
+
+def queue_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
+    """The job's state while it is in the queue (PENDING, RUNNING, ...), '' once it left."""
+    return run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, timeout=15, check=False).stdout.strip()
+
+
+def cancel_running_jobs(*, env: Mapping[str, str] | None = None) -> None:
+    """Cancel every running job of the cluster (used before its daemons are stopped, so no
+    job outlives its processes in slurmctld's saved state)."""
+    run(["scancel", "--state=RUNNING", "--full"], env=env, timeout=30, check=False)
+    run(["scancel", "--state=CONFIGURING", "--full"], env=env, timeout=30, check=False)
+
+
+def running_job_count(*, env: Mapping[str, str] | None = None) -> int:
+    out = run(["squeue", "-h", "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%i"], env=env, timeout=15, check=False)
+    return len(out.stdout.split())

@@ -131,19 +131,28 @@ def _memory_per_node_mb(nodes: int) -> int:
 
 def _stop_everything(current: state.ClusterState) -> None:
     layout = current.layout
+    ctld = current.daemons.get("slurmctld")
+    if ctld is not None and procs.is_alive(ctld):
+        # A job left running would come back from slurmctld's saved state at the next `up`
+        # as RUNNING with no process behind it: cancel it while Slurm can still record that.
+        env = services.daemon_env(layout)
+        try:
+            slurm.cancel_running_jobs(env=env)
+            wait_for(lambda: slurm.running_job_count(env=env) == 0, timeout_s=15)
+        except HyperlaunchError:
+            pass
     # Job processes first (they would otherwise outlive their slurmd), then daemons in
-    # the reverse order of their start.
+    # the reverse order of their start, then anything left that carries the cluster's
+    # marker. slurmctld's own helper (slurmscriptd) must not be killed before slurmctld:
+    # it then waits 15 s for it on shutdown.
     order = [f"slurmd-{n}" for n in layout.node_names] + ["slurmctld", "slurmdbd", "mariadb", "munged"]
-    slurmds = [current.daemons[name] for name in order[: layout.nodes] if name in current.daemons]
-    procs.stop(slurmds, grace_s=5)
-    procs.kill_pids(
-        pid
-        for pid in procs.cluster_process_ids(layout.root)
-        if pid not in {rec.pid for rec in current.daemons.values()}
-    )
+    procs.stop([current.daemons[name] for name in order[: layout.nodes] if name in current.daemons], grace_s=5)
+    for node in layout.node_names:
+        procs.kill_pids(procs.node_process_ids(layout.root, node))
     for name in order[layout.nodes :]:
         if name in current.daemons:
             procs.stop([current.daemons[name]], grace_s=15)
+    procs.kill_pids(procs.cluster_process_ids(layout.root))
     layout.state_file.unlink(missing_ok=True)
     hosts.remove_node_names()
 

@@ -1,0 +1,36 @@
+# hyperlaunch: two commands on a fresh Debian machine, as root.
+#   make demo   set everything up and run the main job on a local multi-node Slurm cluster
+#   make test   set everything up and run every test (unit + integration on a real cluster)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch first, from the CPU build: a bare `torch` requirement would pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.hyperlaunch-installed
+
+.PHONY: setup test unit integration demo golden clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q -rs tests/unit tests/integration
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+integration: setup
+	$(BIN)/python -m pytest -q -rs tests/integration
+
+demo: setup
+	$(BIN)/python -m hyperlaunch.demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,71 @@
+"""Drive a real dev cluster from tests: the CLI in a subprocess, Slurm commands with its SLURM_CONF."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def hyperlaunch(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hyperlaunch", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
+@dataclass
+class DevCluster:
+    """A running dev cluster and the environment that points Slurm commands at it."""
+
+    root: Path
+    base_port: int
+    nodes: int
+    env: dict[str, str] = field(default_factory=dict)
+
+    def up(self) -> subprocess.CompletedProcess[str]:
+        result = hyperlaunch(
+            "dev-cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.root), "--base-port", str(self.base_port)
+        )
+        self.env = dict(os.environ, SLURM_CONF=str(self.root / "etc" / "slurm.conf"))
+        return result
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return hyperlaunch("dev-cluster", "down", "--dir", str(self.root))
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return hyperlaunch(*args, "--dir", str(self.root), env=self.env)
+
+    def run(self, *args: str, check: bool = True) -> str:
+        result = subprocess.run(list(args), capture_output=True, text=True, env=self.env, timeout=60, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{args} failed: {result.stderr}")
+        return result.stdout
+
+    def sbatch(self, script: Path) -> str:
+        return self.run("sbatch", "--parsable", str(script)).strip().split(";")[0]
+
+    def job_field(self, job_id: str, fmt: str) -> str:
+        """A squeue field of a pending/running job, '' once it left the queue."""
+        return self.run("squeue", "-h", "-j", job_id, "-o", fmt, check=False).strip()
+
+    def sacct_attempts(self, job_id: str) -> list[tuple[str, str]]:
+        """(state, nodelist) of every attempt of a job, oldest first (sacct -D)."""
+        out = self.run("sacct", "-n", "-P", "-D", "-X", "-j", job_id, "-o", "State,NodeList")
+        return [tuple(line.split("|", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+    def node_states(self) -> dict[str, str]:
+        out = self.run("sinfo", "-h", "-N", "-o", "%N %T")
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
