@@ -1,0 +1,59 @@
+"""The wheel carries train/, templates/ and env/ inside the hyperlaunch namespace, and the
+installed tool works from any directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    return next(out.glob("hyperlaunch-*.whl"))
+
+
+def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hyperlaunch/train/__main__.py" in names
+    assert any(n.startswith("hyperlaunch/templates/") and n.endswith(".j2") for n in names)
+    assert any(n.startswith("hyperlaunch/env/") and n.endswith(".toml") for n in names)
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"hyperlaunch"}, top_level
+
+
+def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import hyperlaunch, hyperlaunch.train, importlib.resources as r;"
+        "assert hyperlaunch.__file__.startswith(sys.argv[1]), hyperlaunch.__file__;"
+        "print(sorted(p.name for p in r.files('hyperlaunch.templates').iterdir() if p.name.endswith('.j2')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(target)], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert ".j2" in result.stdout
+    cli = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(target)!r}); sys.argv=['hyperlaunch','dev-cluster','--help']; from hyperlaunch.cli import main; main()"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cli.returncode == 0 and "kill-node" in cli.stdout, cli.stderr
