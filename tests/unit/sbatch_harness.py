@@ -1,0 +1,148 @@
+"""Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
+`srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
+answers like a 2-node job and records requeues, and the torchrun stub records its argv and
+environment (what the trainer would get)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+JOB_ID = "4321"
+HEAD_NODE = "node7"
+EXPECTED_PORT = 20000 + int(JOB_ID) % 10000
+
+_SRUN = """#!/bin/bash
+# Skip srun's own flags (all --long=value forms in our scripts), then run the task once.
+while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
+"""
+_SCONTROL = """#!/bin/bash
+case "$1 $2" in
+  "show jobid") printf 'JobId=%s JobName=x\\n   ReqNodeList=(null) NodeList=node[7-8] BatchHost=node7\\n' "$3" ;;
+  "show hostnames") printf 'node7\\nnode8\\n' ;;
+  requeue*) echo "$2" >> "$HL_TEST_DIR/requeued" ;;
+  *) exit 1 ;;
+esac
+"""
+# Bash, not Python, so that each run stays a few milliseconds: argv and environment are written
+# NUL-separated, which keeps newlines and quotes in values intact.
+_TORCHRUN = """#!/bin/bash
+printf '%s\\0' "$@" > "$HL_TEST_DIR/trainer.argv"
+env -0 > "$HL_TEST_DIR/trainer.env"
+if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
+  got=
+  trap 'got=1' USR2
+  : > "$HL_TEST_DIR/ready"
+  for _ in $(seq 200); do
+    [ -n "$got" ] && break
+    sleep 0.05
+  done
+  if [ -n "$got" ]; then : > "$HL_TEST_DIR/got-usr2"; fi
+  exit 1  # what torchrun returns after its workers stopped on a signal
+fi
+exit "${HL_TEST_EXIT:-0}"
+"""
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    trainer: dict | None
+    requeued: bool
+    directory: Path
+
+
+def make_stubs(directory: Path) -> Path:
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("torchrun", _TORCHRUN)):
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(0o755)
+    return bin_dir
+
+
+def run_script(script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False) -> Run:
+    bin_dir = make_stubs(directory)
+    script_path = directory / "job.sbatch"
+    script_path.write_text(script)
+    environ = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(directory),
+        "HL_TEST_DIR": str(directory),
+        "SLURM_JOB_ID": JOB_ID,
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        **(env or {}),
+    }
+    if send_usr2:
+        environ["HL_TEST_WAIT_FOR_USR2"] = "1"
+    proc = subprocess.Popen(
+        ["bash", str(script_path)], cwd=directory, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    if send_usr2:
+        deadline = time.time() + 10
+        while not (directory / "ready").exists() and time.time() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGUSR2)  # what --signal=B:USR2@N does
+    stdout, stderr = proc.communicate(timeout=30)
+    trainer = None
+    if (directory / "trainer.argv").exists():
+        argv = (directory / "trainer.argv").read_bytes().decode().split("\0")[:-1]
+        entries = (directory / "trainer.env").read_bytes().decode().split("\0")[:-1]
+        trainer = {"argv": argv, "env": dict(entry.split("=", 1) for entry in entries)}
+    return Run(proc.returncode, stdout, stderr, trainer, (directory / "requeued").exists(), directory)
+
+
+def sbatch_directive_args(script: str, *, legacy: bool = False) -> list[str]:
+    """The arguments sbatch reads from the script's #SBATCH lines, parsed the way Slurm's
+    `_get_argument` does (modern: ' or " quote; legacy Slurm: only " toggles and # always
+    ends the line). Backslash escapes the next character in both."""
+    args: list[str] = []
+    for line in script.splitlines():
+        if not line.startswith("#SBATCH"):
+            continue
+        text, i = line[len("#SBATCH") :], 0
+        while True:
+            while i < len(text) and text[i].isspace():
+                i += 1
+            if i >= len(text) or text[i] == "#":
+                break
+            arg: list[str] = []
+            quote, escape = "", False
+            while i < len(text) and (quote or not text[i].isspace()):
+                char = text[i]
+                i += 1
+                if escape:
+                    escape = False
+                elif char == "\\":
+                    escape = True
+                    continue
+                elif legacy and char == '"':
+                    quote = "" if quote else '"'
+                    continue
+                elif legacy and char == "#":
+                    i = len(text)
+                    break
+                elif not legacy and quote:
+                    if char == quote:
+                        quote = ""
+                        continue
+                elif not legacy and char in "\"'":
+                    quote = char
+                    continue
+                elif not legacy and char == "#":
+                    i = len(text)
+                    break
+                arg.append(char)
+            assert not quote, f"unmatched quote in {line!r}"
+            if arg:
+                args.append("".join(arg))
+    return args

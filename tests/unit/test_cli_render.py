@@ -1,0 +1,77 @@
+"""`hyperlaunch render`: prints what render_sbatch gives for the same layered settings, fails
+in one line, and starts without importing torch or transformers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from hyperlaunch.cli import app
+from hyperlaunch.config import build_spec
+from hyperlaunch.render import render_sbatch
+
+HEAVY = ("torch", "transformers")
+
+
+def test_render_prints_the_script_for_the_flags(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["render", "-m", "qwen3_tiny", "-N", "2", "--env", "A=b c", "--no-hyperpod", "--", "--lr", "3e-4"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    expected = render_sbatch(
+        build_spec(
+            {"model": "qwen3_tiny", "nodes": 2, "env": ["A=b c"], "hyperpod": "off", "trainer_args": ["--lr", "3e-4"]},
+            cwd=tmp_path,
+        )
+    )
+    assert result.stdout == expected
+    assert "  --lr\n  3e-4\n)" in result.stdout
+
+
+def test_render_writes_to_a_file_with_output(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["render", "-m", "qwen3_tiny", "-o", str(tmp_path / "job.sbatch")])
+    assert result.exit_code == 0
+    assert (tmp_path / "job.sbatch").read_text().startswith("#!/bin/bash\n")
+
+
+def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # Runs the real entry point and reports which heavy modules got imported along the way.
+    code = (
+        "import sys\n"
+        "from hyperlaunch.cli import main\n"
+        f"sys.argv = ['hyperlaunch', *{list(args)!r}]\n"
+        "try:\n    main()\n"
+        f"finally:\n    print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_help_and_render_import_neither_torch_nor_transformers_and_start_fast(tmp_path: Path) -> None:
+    for args in (("--help",), ("render", "--model", "qwen3_tiny", "--nodes", "2")):
+        started = time.monotonic()
+        result = _run_cli(*args, cwd=tmp_path)
+        elapsed = time.monotonic() - started
+        assert result.returncode == 0, result.stderr
+        assert "HEAVY=\n" in result.stderr, result.stderr
+        # torch alone takes seconds to import; the CLI path takes a fraction of one. The bound
+        # is loose because test machines are shared.
+        assert elapsed < 5, f"{args} took {elapsed:.1f}s"
+
+
+def test_invalid_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    for args in (("render", "-m", "nope"), ("render", "-m", "qwen3_tiny", "-N", "0"), ("render", "-m", "qwen3_tiny", "--instance-type", "x9")):
+        result = _run_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2
+        errors = [line for line in result.stderr.splitlines() if not line.startswith("HEAVY=")]
+        assert len(errors) == 1 and errors[0].startswith("hyperlaunch: error: ")
+
+
+def test_a_bad_hyperlaunch_toml_is_exit_code_3(tmp_path: Path) -> None:
+    (tmp_path / "hyperlaunch.toml").write_text("nodez = 2\n")
+    result = _run_cli("render", "-m", "qwen3_tiny", cwd=tmp_path)
+    assert result.returncode == 3 and "unknown key 'nodez'" in result.stderr

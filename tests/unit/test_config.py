@@ -1,0 +1,87 @@
+"""Layering: preset < user config < hyperlaunch.toml < HYPERLAUNCH_* < flags, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.config import build_spec
+from hyperlaunch.errors import ConfigError, InvalidInput
+
+
+def build(tmp_path: Path, flags: dict[str, object] | None = None, environ: dict[str, str] | None = None, **kwargs: object):
+    return build_spec(
+        flags or {}, cwd=tmp_path, environ=environ or {}, user_config=tmp_path / "user.toml", **kwargs  # type: ignore[arg-type]
+    )
+
+
+def test_preset_recommendations_are_the_lowest_layer(tmp_path: Path) -> None:
+    spec = build(tmp_path, {"model": "llama3_1_8b", "instance_type": "p5.48xlarge"})
+    assert spec.nodes == 2 and spec.gpus_per_node == 8
+    # The preset's GPU count never exceeds what the instance has; CPU nodes have none.
+    assert build(tmp_path, {"model": "qwen3_0_6b", "instance_type": "g5.12xlarge"}).gpus_per_node == 4
+    assert build(tmp_path, {"model": "qwen3_0_6b"}).gpus_per_node == 0
+
+
+def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
+    (tmp_path / "user.toml").write_text('model = "qwen3_tiny"\nnodes = 2\npartition = "user"\nqos = "low"\n')
+    (tmp_path / "hyperlaunch.toml").write_text('nodes = 3\npartition = "project"\n[env]\nA = "1"\nB = "2"\n')
+    spec = build(tmp_path, {"partition": "flag", "env": ["B=3", "C=x=y"]}, {"HYPERLAUNCH_NODES": "4"})
+    assert (spec.model, spec.nodes, spec.partition, spec.qos) == ("qwen3_tiny", 4, "flag", "low")
+    assert spec.env == (("A", "1"), ("B", "3"), ("C", "x=y"))
+
+
+def test_profiles_override_the_top_level_of_their_file(tmp_path: Path) -> None:
+    (tmp_path / "hyperlaunch.toml").write_text(
+        'model = "qwen3_tiny"\npartition = "dev"\n'
+        '[profile.hyperpod]\ninstance-type = "p5.48xlarge"\npartition = "gpu"\nhyperpod = true\n'
+    )
+    assert build(tmp_path).partition == "dev"
+    spec = build(tmp_path, profile="hyperpod")
+    assert (spec.instance_type, spec.partition, spec.hyperpod) == ("p5.48xlarge", "gpu", "on")
+    assert build(tmp_path, environ={"HYPERLAUNCH_PROFILE": "hyperpod"}).partition == "gpu"
+    with pytest.raises(ConfigError, match="profile 'nope'"):
+        build(tmp_path, profile="nope")
+
+
+def test_unknown_keys_name_the_key_and_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "hyperlaunch.toml"
+    config.write_text('model = "qwen3_tiny"\n[profile.p]\nnodez = 2\n')
+    with pytest.raises(ConfigError, match=r"unknown key 'nodez' in .*hyperlaunch.toml \[profile.p\]"):
+        build(tmp_path)
+    config.write_text("nodes = [")
+    with pytest.raises(ConfigError, match="hyperlaunch.toml"):
+        build(tmp_path)
+    config.write_text('nodes = "two"\n')
+    with pytest.raises(ConfigError, match="nodes = 'two'"):
+        build(tmp_path, {"model": "qwen3_tiny"})
+
+
+def test_relative_paths_resolve_against_the_current_directory(tmp_path: Path) -> None:
+    spec = build(tmp_path, {"model": "qwen3_tiny", "checkpoint_dir": "ck", "job_name": "j"})
+    assert spec.checkpoint_dir == str(tmp_path / "ck")
+    assert spec.log_dir == str(tmp_path / "logs") and spec.run_dir == str(tmp_path / "runs" / "j")
+
+
+def test_a_local_model_directory_becomes_absolute(tmp_path: Path) -> None:
+    (tmp_path / "my-model").mkdir()
+    assert build(tmp_path, {"model": "my-model"}).model == str(tmp_path / "my-model")
+
+
+def test_missing_model_and_bad_flags_are_invalid_input(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="no model given"):
+        build(tmp_path)
+    with pytest.raises(InvalidInput, match="not KEY=VALUE"):
+        build(tmp_path, {"model": "qwen3_tiny", "env": ["NOEQUALS"]})
+    with pytest.raises(InvalidInput, match="--nodes must be at least 1"):
+        build(tmp_path, {"model": "qwen3_tiny", "nodes": 0})
+
+
+def test_environment_variables_reach_list_and_bool_fields(tmp_path: Path) -> None:
+    spec = build(
+        tmp_path,
+        {"model": "qwen3_tiny"},
+        {"HYPERLAUNCH_EXCLUSIVE": "yes", "HYPERLAUNCH_EXCLUDE": "node1,node2", "HYPERLAUNCH_HOME": "/ignored"},
+    )
+    assert spec.exclusive and spec.exclude == ("node1", "node2")

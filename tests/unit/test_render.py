@@ -1,0 +1,191 @@
+"""Rendering: golden files per variant, bash -n + shellcheck, and the script's behaviour when
+bash runs it with stub srun/scontrol/torchrun (tests/unit/sbatch_harness.py).
+
+Regenerate the golden files after an intended change with ONE command, then review the diff:
+
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
+from hyperlaunch.render import launch_command, parse_attempt_marker, render_sbatch
+from hyperlaunch.spec import JobSpec
+from tests.unit.sbatch_harness import EXPECTED_PORT, HEAD_NODE, JOB_ID, run_script, sbatch_directive_args
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/demo"}
+
+VARIANTS: dict[str, JobSpec] = {
+    "plain": JobSpec(model="qwen3_tiny", torchrun="torchrun", **PATHS),
+    "efa_preset": JobSpec(
+        model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, hyperpod="off",
+        env=(("NCCL_DEBUG", "INFO"),), **PATHS,
+    ),
+    "pyxis_container": JobSpec(
+        model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", container_image="/fsx/images/train.sqsh",
+        container_mounts=("/fsx/data:/data:ro",), data="/fsx/data/wikitext", hyperpod="off", **PATHS,
+    ),
+    "hyperpod_auto_resume": JobSpec(
+        model="llama3_1_8b", nodes=4, instance_type="p5en.48xlarge", hyperpod="on", time="2-00:00:00",
+        max_restarts=5, signal_seconds=600, **PATHS,
+    ),
+    "multi_node": JobSpec(
+        model="qwen3_tiny", nodes=3, partition="dev", account="ml", qos="normal", time="30:00",
+        exclude=("node4",), max_steps=40, job_name="tiny run", torchrun="/opt/venv/bin/torchrun",
+        trainer_args=("--checkpoint-every", "10"), **PATHS,
+    ),
+    "single_node": JobSpec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", max_steps=100, **PATHS),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_golden(variant: str) -> None:
+    rendered = render_sbatch(VARIANTS[variant])
+    golden = GOLDEN_DIR / f"{variant}.sbatch"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(rendered)
+    assert golden.exists(), f"missing {golden}; run: UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden"
+    assert rendered == golden.read_text(), f"{variant} changed; if intended: UPDATE_GOLDEN=1 .venv/bin/pytest {__file__} -k golden"
+
+
+def test_rendered_scripts_pass_bash_n_and_shellcheck(tmp_path: Path) -> None:
+    paths = []
+    for name, spec in VARIANTS.items():
+        path = tmp_path / f"{name}.sbatch"
+        path.write_text(render_sbatch(spec))
+        paths.append(str(path))
+        subprocess.run(["bash", "-n", str(path)], check=True)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed")
+    result = subprocess.run(["shellcheck", "--shell=bash", *paths], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_sbatch_header_has_what_issue_4_asks_for() -> None:
+    args = sbatch_directive_args(render_sbatch(VARIANTS["hyperpod_auto_resume"]))
+    for expected in (
+        "--nodes=4", "--ntasks-per-node=1", "--gpus-per-node=8", "--time=2-00:00:00", "--requeue",
+        "--signal=B:USR2@600", "--open-mode=append", "--output=/fsx/logs/%x_%j.out", "--error=/fsx/logs/%x_%j.err",
+    ):
+        assert expected in args
+    cpu = sbatch_directive_args(render_sbatch(VARIANTS["plain"]))
+    assert not any(a.startswith("--gpus-per-node") or a.startswith("--partition") for a in cpu)
+
+
+def test_hyperpod_flag_is_static_when_forced_and_detected_in_auto_mode() -> None:
+    assert "  --auto-resume=1\n" in render_sbatch(VARIANTS["hyperpod_auto_resume"])
+    auto = render_sbatch(VARIANTS["plain"])
+    assert "if [ -d /opt/sagemaker_cluster ]; then" in auto and "  --auto-resume=1\n" not in auto
+    assert "auto-resume" not in render_sbatch(VARIANTS["efa_preset"])
+
+
+def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: Path) -> None:
+    spec = VARIANTS["multi_node"].replace(
+        checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun"
+    )
+    run = run_script(render_sbatch(spec), tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.trainer is not None and not run.requeued
+    # Rendezvous computed inside the step: head node from scontrol, port from the job id.
+    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}", f"--rdzv_endpoint={HEAD_NODE}:{EXPECTED_PORT}"]
+    assert run.trainer["argv"][3:] == launch_command(spec)[1:]
+    assert run.trainer["env"]["OMP_NUM_THREADS"] == "1"
+    assert (tmp_path / "ck").is_dir() and (tmp_path / "run").is_dir()
+    markers = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m]
+    assert [m["event"] for m in markers] == ["start", "end"]
+    assert markers[0]["restart"] == "0" and markers[0]["nodes"] == "node[1-2]"
+    assert (markers[1]["cause"], markers[1]["action"], markers[1]["exit"]) == ("completed", "exit", "0")
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "restart_count", "cause", "action", "script_status"),
+    [
+        (1, "0", "crash", "requeue", 0),
+        (REQUEUE_EXIT_CODE, "2", "requeue-requested", "requeue", 0),
+        (1, "3", "crash", "exit", 1),  # max_restarts=3 reached: the job fails for real
+        (REQUEUE_EXIT_CODE, "3", "requeue-requested", "exit", REQUEUE_EXIT_CODE),
+    ],
+)
+def test_requeue_is_bounded_by_max_restarts(
+    tmp_path: Path, exit_code: int, restart_count: str, cause: str, action: str, script_status: int
+) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    run = run_script(
+        render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": str(exit_code), "SLURM_RESTART_COUNT": restart_count}
+    )
+    assert run.returncode == script_status, run.stderr
+    assert run.requeued == (action == "requeue")
+    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert end[0]["cause"] == cause and end[0]["action"] == action and end[0]["restart"] == restart_count
+
+
+def test_the_warning_signal_reaches_the_step_and_requeues(tmp_path: Path) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    run = run_script(render_sbatch(spec), tmp_path, send_usr2=True)
+    assert (tmp_path / "got-usr2").exists(), run.stdout + run.stderr
+    assert run.returncode == 0 and run.requeued
+    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert end[0]["cause"] == "time-limit"
+    assert run.trainer is not None
+    assert run.trainer["env"]["PET_SIGNALS_TO_HANDLE"].endswith("SIGUSR2")
+
+
+# Pieces a shell would act on if anything were interpolated unquoted. CANARY is replaced by a
+# file path: the test fails if any of them ever runs.
+_NASTY = ["'", '"', "$(touch CANARY)", "`touch CANARY`", "\n", " ", "\\", "$HOME", "${IFS}", "*", ";", "&", "|", "#",
+          "!", "%", "~", "-", "=", ",", "é", "\t", "a", "--x"]
+nasty_text = st.lists(st.sampled_from(_NASTY), min_size=1, max_size=6).map("".join)
+one_line_text = st.lists(st.sampled_from([p for p in _NASTY if p not in ("\n", "\t")]), min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    job_name=one_line_text.filter(lambda s: "/" not in s),
+    ckpt=nasty_text,
+    run=nasty_text,
+    data=nasty_text,
+    log=one_line_text.filter(lambda s: "\\" not in s),
+    env_value=nasty_text,
+    extra=st.lists(nasty_text, max_size=4),
+)
+def test_hostile_values_never_execute_and_arrive_unchanged(
+    job_name: str, ckpt: str, run: str, data: str, log: str, env_value: str, extra: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        canary = base / "canary"
+
+        def arm(text: str) -> str:
+            return text.replace("CANARY", str(canary))
+
+        def arm_relative(text: str) -> str:  # job names may not hold '/'; the script runs in `base`
+            return text.replace("CANARY", canary.name)
+
+        spec = JobSpec(
+            model="qwen3_tiny", job_name=arm_relative(job_name), checkpoint_dir=f"{base}/c{arm(ckpt)}",
+            run_dir=f"{base}/r{arm(run)}", log_dir=f"{base}/l{arm(log)}", data=arm(data),
+            env=(("HOSTILE", arm(env_value)),), trainer_args=tuple(arm(e) for e in extra), torchrun="torchrun",
+        )
+        script = render_sbatch(spec)
+        for legacy in (False, True):  # sbatch reads the header itself; both parsers get the exact values
+            args = sbatch_directive_args(script, legacy=legacy)
+            assert f"--job-name={spec.job_name}" in args
+            assert f"--output={spec.log_dir.replace('%', '%%')}/%x_%j.out" in args
+        result = run_script(script, base)
+        assert not canary.exists(), "an interpolated value was executed"
+        assert result.returncode == 0, result.stderr
+        assert result.trainer is not None
+        assert result.trainer["argv"][3:] == launch_command(spec)[1:]
+        assert result.trainer["env"]["HOSTILE"] == spec.env[0][1]
+        assert Path(spec.checkpoint_dir).is_dir() and Path(spec.run_dir).is_dir()

@@ -1,0 +1,102 @@
+"""JobSpec validation: every refusal is an InvalidInput that says what is valid."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hyperlaunch.errors import InvalidInput
+from hyperlaunch.instances import get_instance, known_instance_types
+from hyperlaunch.spec import JobSpec, default_container_mounts
+
+PATHS = {"checkpoint_dir": "/shared/ckpt", "log_dir": "/shared/logs", "run_dir": "/shared/runs/a"}
+
+
+def make(**changes: object) -> JobSpec:
+    return JobSpec(**{"model": "qwen3_tiny", **PATHS, **changes})  # type: ignore[arg-type]
+
+
+def test_defaults_are_filled_once_and_frozen() -> None:
+    spec = make(instance_type="p5.48xlarge")
+    assert spec.gpus_per_node == 8 and spec.procs_per_node == 8
+    assert spec.job_name == "qwen3_tiny"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.nodes = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        JobSpec("qwen3_tiny", **PATHS)  # type: ignore[misc]  # keyword-only
+
+
+def test_cpu_runs_one_process_per_node() -> None:
+    spec = make()
+    assert spec.gpus_per_node == 0 and spec.procs_per_node == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model": "gpt5"}, "presets: qwen3_0_6b"),
+        ({"nodes": 0}, "--nodes must be at least 1"),
+        ({"instance_type": "p9.huge"}, "known: cpu"),
+        ({"instance_type": "cpu", "gpus_per_node": 2}, "has no GPUs"),
+        ({"instance_type": "p5.48xlarge", "gpus_per_node": 9}, "between 1 and 8"),
+        ({"time": "four hours"}, "not a Slurm time"),
+        ({"time": "1:00", "signal_seconds": 120}, "only 60 s"),
+        ({"signal_seconds": 0}, "between 1 and 65535"),
+        ({"hyperpod": "maybe"}, "auto, on, off"),
+        ({"max_restarts": -1}, "0 or more"),
+        ({"max_steps": 0}, "at least 1"),
+        ({"env": (("1BAD", "x"),)}, "not a valid variable name"),
+        ({"job_name": "a\nb"}, "control characters"),
+        ({"job_name": "a/b"}, "must not contain '/'"),
+        ({"log_dir": "logs"}, "absolute path"),
+        ({"log_dir": "/x/a\\b"}, "backslash"),
+        ({"partition": "a b"}, "spaces"),
+        ({"container_image": "/i.sqsh", "checkpoint_dir": "/a,b"}, "',' or ':'"),
+        ({"container_image": "/i.sqsh", "container_mounts": ("/a:/a,/b:/b",)}, "one --container-mounts per mount"),
+        ({"trainer_args": ("a\x00b",)}, "NUL"),
+    ],
+)
+def test_invalid_values_are_refused_with_the_valid_ones(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(")):
+        make(**changes)
+
+
+def test_slurm_time_forms_are_accepted() -> None:
+    for value in ("30", "30:00", "4:00:00", "2-00", "2-12:00", "2-12:00:00", "UNLIMITED"):
+        assert make(time=value).time == value
+
+
+def test_local_model_directories_are_accepted_when_absolute() -> None:
+    spec = make(model="/models/my-llama/")
+    assert spec.job_name == "my-llama"
+
+
+def test_container_mounts_cover_the_shared_folders_once() -> None:
+    spec = make(
+        container_image="/img.sqsh",
+        data="/shared/data",
+        run_dir="/shared/ckpt",
+        container_mounts=("/fsx:/fsx", "/fsx:/fsx"),
+    )
+    assert default_container_mounts(spec) == [
+        "/shared/ckpt:/shared/ckpt",
+        "/shared/logs:/shared/logs",
+        "/shared/data:/shared/data",
+        "/fsx:/fsx",
+    ]
+
+
+def test_every_instance_preset_is_complete() -> None:
+    names = known_instance_types()
+    for required in ("p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "g5.48xlarge", "g6.12xlarge", "cpu"):
+        assert required in names
+    for name in names:
+        preset = get_instance(name)
+        exports = dict(preset.env)
+        assert preset.efa == (exports.get("FI_PROVIDER") == "efa"), name
+        if preset.gpus_per_node:
+            assert exports["NCCL_SOCKET_IFNAME"].startswith("^docker"), name
+    p5 = dict(get_instance("p5.48xlarge").env)
+    assert p5["FI_EFA_USE_HUGE_PAGE"] == "0" and p5["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+    assert get_instance("cpu").backend == "gloo" and get_instance("p5.48xlarge").peak_bf16_tflops_per_gpu == 989.0
