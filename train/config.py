@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.errors import InvalidInput
-from hyperlaunch.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
+from hyperlaunch.models import MIXED_PRECISION_CHOICES, PRESETS, SHARDING_CHOICES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +119,7 @@ class TrainConfig:
 
     @property
     def model_is_directory(self) -> bool:
-        return os.sep in self.model or Path(self.model).is_dir()
+        return self.model not in PRESETS and (os.sep in self.model or Path(self.model).is_dir())
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.models import ModelSpec, get_preset, spec_from_hf_config
+
+from .naming import checkpoint_name
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,8 @@ def resolve_model(model: str, model_name: str | None, is_directory: bool) -> Mod
         hf_config = config_class(**spec.hf_config_kwargs())
         return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=None)
     directory = Path(model)
+    name = checkpoint_name(model, model_name, is_directory)
     config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise InvalidInput(f"--model {model}: not a preset and no config.json in that directory")
-    if not any(directory.glob("*.safetensors")):
-        raise InvalidInput(f"--model {model}: no *.safetensors weights in that directory")
-    name = model_name or re.sub(r"[^A-Za-z0-9_.-]", "_", directory.resolve().name)
     try:
         raw = json.loads(config_file.read_text())
     except ValueError as err:

@@ -21,6 +21,7 @@ from .metrics import MetricsLog, warn
 from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
 from .optim import build_optimizer, build_scheduler
 from .sharding import ShardingOptions, shard_model
+from .sharding import describe as describe_sharding
 from .signals import StopRequest
 
 
@@ -92,6 +93,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
             activation_checkpointing=cfg.activation_checkpointing, prefetch=cfg.prefetch,
         ),
     )
+    sharding_info = describe_sharding(model, mesh)
     model.to_empty(device="cpu" if cfg.cpu_offload else d.device)
     if source.pretrained_dir is not None and resume.path is None:
         load_pretrained(model, source.pretrained_dir, d.is_main)
@@ -110,10 +112,12 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
         state = checkpointer.load(resume.path)
         metrics.event(
             "resumed", f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
-            step=state.step, path=str(resume.path), world_size=d.world_size,
+            step=state.step, path=str(resume.path), world_size=d.world_size, sharding=sharding_info,
         )
     else:
-        metrics.event("started", f"training {spec.name} from step 0 on {d.world_size} rank(s)", world_size=d.world_size)
+        metrics.event("started", f"training {spec.name} from step 0 on {d.world_size} rank(s)",
+            world_size=d.world_size, sharding=sharding_info,
+        )
 
     trainer = Trainer(
         spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,

@@ -63,3 +63,22 @@ def set_explicit_prefetch(blocks: list[FSDPModule], depth: int) -> None:
             block.set_modules_to_forward_prefetch(ahead)
         if behind:
             block.set_modules_to_backward_prefetch(behind)
+
+
+def describe(model: nn.Module, mesh: DeviceMesh) -> dict[str, object]:
+    """What the sharded model really does, read back from FSDP2's own state (logged at start,
+    so a run's metrics show it, and tests can tell an option that was silently ignored)."""
+    blocks = list(decoder_blocks(model))
+    first = blocks[0]
+    group = first._get_fsdp_state()._fsdp_param_group  # type: ignore[operator]
+    param_dtype = group.mp_policy.param_dtype if group is not None else None
+    return {
+        "mesh_shape": list(mesh.shape),
+        "mesh_dims": list(mesh.mesh_dim_names or ()),
+        "fsdp_blocks": sum(isinstance(b, FSDPModule) for b in blocks),
+        "param_dtype": str(param_dtype or torch.float32).replace("torch.", ""),
+        "offload": type(group.offload_policy).__name__ if group is not None else None,
+        "reshard_after_forward": bool(group is not None and group.post_forward_mesh_info is not None),
+        "activation_checkpointed_blocks": sum(type(b).__name__ == "CheckpointWrapper" for b in blocks),
+        "forward_prefetch": len(first._get_fsdp_state()._states_to_forward_prefetch),  # type: ignore[operator]
+    }

@@ -28,9 +28,10 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
 
 
 def _model_name(cfg: TrainConfig) -> str:
-    from .modeling import resolve_model
+    # Torch-free on purpose: bad input must fail in a second, not after importing torch.
+    from .naming import checkpoint_name
 
-    return resolve_model(cfg.model, cfg.model_name, cfg.model_is_directory).spec.name
+    return checkpoint_name(cfg.model, cfg.model_name, cfg.model_is_directory)
 
 
 def run(cfg: TrainConfig) -> int:

@@ -1,0 +1,96 @@
+"""Helpers for the trainer's integration tests: launch real torchrun (gloo, CPU) or a plain
+process, and read metrics.jsonl back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PYTHON = sys.executable
+TIMEOUT_S = 240
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        path = self.run_dir / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [r for r in rows if kind is None or r["type"] == kind]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [r for r in self.records("event") if r["event"] == name]
+
+    def steps(self) -> dict[int, dict[str, Any]]:
+        """The last record of each step (a resumed run logs the repeated steps again)."""
+        return {r["step"]: r for r in self.records("step")}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def train_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERLAUNCH_TEST_")}
+    env.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(extra or {})
+    return env
+
+
+def launch(
+    args: list[str],
+    *,
+    ranks: int = 2,
+    run_dir: Path,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> Run:
+    """`torchrun -m hyperlaunch.train` on `ranks` local processes (a free port per launch, so
+    tests can run beside a Slurm cluster), or plain `python -m` when ranks == 0."""
+    if ranks == 0:
+        cmd = [PYTHON, "-m", "hyperlaunch.train"]
+    else:
+        cmd = [
+            PYTHON, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--nnodes=1",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0",
+            "-m", "hyperlaunch.train",
+        ]
+    cmd += [*args, "--run-dir", str(run_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=train_env(env), timeout=TIMEOUT_S)
+    run = Run(proc.returncode, proc.stdout, proc.stderr, run_dir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"trainer exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
+    return run
+
+
+def tiny_args(ckpt_dir: Path, *extra: str, model: str = "qwen3_tiny", steps: int = 20) -> list[str]:
+    """A fast, deterministic configuration of the tiny presets."""
+    return [
+        "--model", model, "--checkpoint-dir", str(ckpt_dir), "--max-steps", str(steps),
+        "--seq-len", "32", "--micro-batch-size", "2", "--warmup-steps", "3", "--lr", "3e-3",
+        "--min-lr", "3e-4", "--device", "cpu", *extra,
+    ]
+
+
+def tree_digest(root: Path) -> str:
+    """A digest of every file name and content under root (to prove nothing was touched)."""
+    digest = hashlib.sha256()
+    if root.exists():
+        for path in sorted(root.rglob("*")):
+            digest.update(str(path.relative_to(root)).encode())
+            if path.is_file():
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
