@@ -33,6 +33,8 @@ from hyperlaunch.spec import JobSpec
 PROJECT_CONFIG_NAME = "hyperlaunch.toml"
 PROFILE_ENV_VAR = "HYPERLAUNCH_PROFILE"
 ENV_PREFIX = "HYPERLAUNCH_"
+DEFAULT_CHECKPOINT_DIR = "checkpoints"
+"""Relative to the current directory, like every relative path in the layers."""
 
 Settings = dict[str, object]
 
@@ -58,9 +60,38 @@ def build_spec(
     values the user typed (None or absent: not given); `env` may be a list of KEY=VALUE."""
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
+    layers = _layers_below_flags(profile, cwd, environ, user_config)
+    layers.append(_from_flags(flags))
+
+    merged = _merge(layers)
+    merged = _merge([_preset_defaults(merged), merged])
+    return _to_spec(merged, cwd)
+
+
+def resolve_checkpoint_dir(
+    flag: str | None = None,
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+) -> Path:
+    """The checkpoint folder `build_spec` would use, with the same layering but no model
+    needed: `checkpoints` and `doctor` look at checkpoints without describing a job."""
+    cwd = cwd or Path.cwd()
+    environ = os.environ if environ is None else environ
+    layers = _layers_below_flags(profile, cwd, environ, user_config)
+    layers.append(_from_flags({"checkpoint_dir": flag}))
+    value = _merge(layers).get("checkpoint_dir") or DEFAULT_CHECKPOINT_DIR
+    return Path(_absolute(str(value), cwd))
+
+
+def _layers_below_flags(
+    profile: str | None, cwd: Path, environ: Mapping[str, str], user_config: Path | None
+) -> list[Settings]:
+    """User config, hyperlaunch.toml (each with the chosen profile on top), then HYPERLAUNCH_*."""
     profile = profile or environ.get(PROFILE_ENV_VAR) or None
     files = [user_config or user_config_path(), cwd / PROJECT_CONFIG_NAME]
-
     layers: list[Settings] = []
     profile_found = profile is None
     for path in files:
@@ -72,11 +103,7 @@ def build_spec(
     if not profile_found:
         raise ConfigError(f"profile {profile!r} is not defined in {' or '.join(str(f) for f in files)}")
     layers.append(_from_environment(environ))
-    layers.append(_from_flags(flags))
-
-    merged = _merge(layers)
-    merged = _merge([_preset_defaults(merged), merged])
-    return _to_spec(merged, cwd)
+    return layers
 
 
 def _read_toml(path: Path) -> tuple[Settings, dict[str, Settings]]:
@@ -165,7 +192,7 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     if model not in PRESETS and Path(local_model).is_dir():
         settings["model"] = local_model
     job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
-    settings.setdefault("checkpoint_dir", "checkpoints")
+    settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
     settings.setdefault("log_dir", "logs")
     settings.setdefault("run_dir", os.path.join("runs", job_name))
     for key in _PATH_FIELDS:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from hyperlaunch.cli import checkpoints as checkpoints_command
 from hyperlaunch.cli import dev_cluster
+from hyperlaunch.cli import models as models_command
 from hyperlaunch.cli import render as render_command
 from hyperlaunch.cli._errors import EXIT_CODE_HELP, run_app
 
@@ -22,6 +24,8 @@ app = typer.Typer(
 app.add_typer(dev_cluster.app, name="dev-cluster")
 app.command(name="render")(render_command.render)
 
+app.command(name="models")(models_command.models)
+app.command(name="checkpoints")(checkpoints_command.checkpoints)
 
 def main() -> None:
     run_app(app)

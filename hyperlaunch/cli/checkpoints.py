@@ -1,0 +1,141 @@
+"""`hyperlaunch checkpoints`: what is in the checkpoint folder, model by model, by the rules
+of hyperlaunch.checkpoints (a `.metadata` file marks a complete checkpoint; `<model>-latest`
+names the one a resume loads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from hyperlaunch.checkpoints import CheckpointInfo, list_checkpoints, list_models, read_pointer
+from hyperlaunch.cli._tables import print_json, stdout_console, warn
+from hyperlaunch.config import resolve_checkpoint_dir
+from hyperlaunch.errors import CheckpointError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelCheckpoints:
+    """One model's checkpoints and what its `-latest` pointer says about them."""
+
+    model: str
+    checkpoints: list[CheckpointInfo]
+    pointer: str | None
+    """Directory name in `<model>-latest`; None when there is none or it is unreadable."""
+    warnings: list[str]
+
+
+def checkpoints(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", metavar="MODEL", help="Only this model's checkpoints [default: every model found].")
+    ] = None,
+    checkpoint_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint-dir",
+            metavar="DIR",
+            help="Checkpoint folder [default: as submit uses it: hyperlaunch.toml / profile / "
+            "HYPERLAUNCH_CHECKPOINT_DIR, else ./checkpoints].",
+        ),
+    ] = None,
+    profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
+) -> None:
+    """List checkpoints: step, size, complete or not (DCP's .metadata exists), and which one
+    the model's -latest pointer names (the one `resume` loads). Warns when the pointer names a
+    missing or incomplete checkpoint.
+
+    Examples:
+
+    \b
+      hyperlaunch checkpoints
+      hyperlaunch checkpoints --model qwen3_0_6b --checkpoint-dir /fsx/checkpoints
+      hyperlaunch checkpoints --json | jq '.models[].latest'
+    """
+    root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+    names = [model] if model else list_models(root)
+    found = [collect(root, name) for name in names]
+    for entry in found:
+        for message in entry.warnings:
+            warn(message)
+    if not root.is_dir():
+        warn(f"checkpoint folder {root} does not exist")
+    elif model and not found[0].checkpoints and found[0].pointer is None:
+        others = list_models(root)
+        warn(f"no checkpoints of {model} in {root}" + (f"; models there: {', '.join(others)}" if others else ""))
+    elif not names:
+        warn(f"no checkpoints in {root}")
+    if as_json:
+        print_json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
+    elif any(entry.checkpoints for entry in found):
+        stdout_console().print(_table(root, found))
+
+
+def collect(root: Path, model: str) -> ModelCheckpoints:
+    """A model's checkpoints plus warnings about its pointer (read here, not in
+    list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
+    infos = list_checkpoints(root, model)
+    warnings: list[str] = []
+    try:
+        pointer = read_pointer(root, model)
+    except CheckpointError as err:
+        return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()])
+    named = [info for info in infos if info.path.name == pointer]
+    if pointer is not None and not named:
+        warnings.append(f"{model}-latest names {pointer}, which does not exist; resume would fall back to the newest complete checkpoint")
+    elif named and not named[0].complete:
+        warnings.append(f"{model}-latest names {pointer}, which is incomplete (no .metadata); resume would fall back to the newest complete checkpoint")
+    elif pointer is None and any(info.complete for info in infos):
+        warnings.append(f"no {model}-latest pointer; resume would use the newest complete checkpoint")
+    return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings)
+
+
+def format_size(size_bytes: int) -> str:
+    """Binary units, as `du -h` shows them."""
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    size = float(size_bytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} TiB"
+
+
+def _document(entry: ModelCheckpoints) -> dict[str, object]:
+    return {
+        "model": entry.model,
+        "latest": entry.pointer,
+        "warnings": entry.warnings,
+        "checkpoints": [
+            {
+                "step": info.step,
+                "name": info.path.name,
+                "path": str(info.path),
+                "size_bytes": info.size_bytes,
+                "complete": info.complete,
+                "latest": info.is_latest,
+            }
+            for info in entry.checkpoints
+        ],
+    }
+
+
+def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
+    table = Table(title=f"Checkpoints in {root}", title_justify="left")
+    for header, justify in (("model", "left"), ("step", "right"), ("directory", "left"), ("size", "right"), ("complete", "left"), ("latest", "left")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for entry in found:
+        for info in entry.checkpoints:
+            table.add_row(
+                entry.model,
+                str(info.step),
+                info.path.name,
+                format_size(info.size_bytes),
+                "yes" if info.complete else "no",
+                "<- latest" if info.is_latest else "",
+            )
+    return table

@@ -1,0 +1,132 @@
+"""`hyperlaunch models`: the model presets, their architecture and the settings they run
+with by default (ModelSpec). Reads only hyperlaunch.models, so it needs no torch."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from hyperlaunch.cli._tables import print_json, stdout_console
+from hyperlaunch.models import PRESETS, ModelSpec
+
+_ARCHITECTURE_FIELDS = (
+    "kind",
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "tie_word_embeddings",
+    "rope_theta",
+    "rms_norm_eps",
+    "max_position_embeddings",
+)
+_RECOMMENDED_FIELDS = (
+    "nodes",
+    "gpus_per_node",
+    "micro_batch_size",
+    "seq_len",
+    "mixed_precision",
+    "sharding",
+    "activation_checkpointing",
+    "cpu_offload",
+    "checkpoint_every",
+    "tokenizer",
+)
+
+
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
+) -> None:
+    """List the model presets: architecture (layers, hidden size, heads, KV heads, vocab,
+    parameter estimate, tied embeddings) and recommended settings (nodes, GPUs per node,
+    micro-batch, sequence length, precision, sharding, checkpoint interval).
+
+    Pass a preset name to --model of submit/render; flags override its recommendations.
+
+    Examples:
+
+    \b
+      hyperlaunch models
+      hyperlaunch models --json | jq '.models[] | {name, params}'
+    """
+    specs = [factory() for factory in PRESETS.values()]
+    if as_json:
+        print_json({"models": [model_document(spec) for spec in specs]})
+        return
+    console = stdout_console()
+    console.print(_architecture_table(specs))
+    console.print(_recommended_table(specs))
+
+
+def model_document(spec: ModelSpec) -> dict[str, object]:
+    """One preset as JSON: numbers stay numbers; the parameter count is exact."""
+    architecture: dict[str, object] = {field: getattr(spec, field) for field in _ARCHITECTURE_FIELDS}
+    architecture["rope_scaling"] = dict(spec.rope_scaling) if spec.rope_scaling else None
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "params": spec.num_params,
+        "non_embedding_params": spec.non_embedding_params,
+        "architecture": architecture,
+        "recommended": {field: getattr(spec, field) for field in _RECOMMENDED_FIELDS},
+    }
+
+
+def format_params(count: int) -> str:
+    """596M, 8.03B: parameter counts the way model cards write them (powers of 1000)."""
+    for threshold, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if count >= threshold:
+            value = count / threshold
+            digits = 2 if value < 10 else 1 if value < 100 else 0
+            return f"{value:.{digits}f}{suffix}"
+    return str(count)
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _architecture_table(specs: list[ModelSpec]) -> Table:
+    table = Table(title="Model presets: architecture", title_justify="left")
+    for header in ("preset", "kind", "params", "layers", "hidden", "heads", "kv heads", "head dim", "mlp", "vocab", "tied"):
+        table.add_column(header, justify="left" if header in ("preset", "kind", "tied") else "right")
+    for spec in specs:
+        table.add_row(
+            spec.name,
+            spec.kind,
+            format_params(spec.num_params),
+            str(spec.num_layers),
+            str(spec.hidden_size),
+            str(spec.num_heads),
+            str(spec.num_kv_heads),
+            str(spec.head_dim),
+            str(spec.intermediate_size),
+            str(spec.vocab_size),
+            _yes_no(spec.tie_word_embeddings),
+        )
+    return table
+
+
+def _recommended_table(specs: list[ModelSpec]) -> Table:
+    table = Table(title="Recommended settings (flags override them)", title_justify="left")
+    for header in ("preset", "nodes x gpus", "micro-batch", "seq len", "precision", "sharding", "act. ckpt", "offload", "ckpt every", "description"):
+        table.add_column(header, justify="right" if header in ("micro-batch", "seq len", "ckpt every") else "left")
+    for spec in specs:
+        table.add_row(
+            spec.name,
+            f"{spec.nodes} x {spec.gpus_per_node}",
+            str(spec.micro_batch_size),
+            str(spec.seq_len),
+            spec.mixed_precision,
+            spec.sharding,
+            _yes_no(spec.activation_checkpointing),
+            _yes_no(spec.cpu_offload),
+            str(spec.checkpoint_every),
+            spec.description,
+        )
+    return table
