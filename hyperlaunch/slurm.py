@@ -114,24 +114,35 @@ class Attempt:
     start: str
     end: str
     exit_code: str
+    elapsed_s: int = 0
+    time_limit_s: int | None = None
 
 
 def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, list[Attempt]]:
     """Every attempt of each job, oldest first, in one sacct call (-D keeps requeued attempts)."""
     if not job_ids:
         return {}
-    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode"
+    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode,ElapsedRaw,TimelimitRaw"
     out = run(
         ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(job_ids)], env=env, timeout=60
     ).stdout
     attempts: dict[str, list[Attempt]] = {job: [] for job in job_ids}
     for line in out.splitlines():
         parts = line.split("|")
-        if len(parts) != 6:
+        if len(parts) != 8:
             continue
-        job_id, state_text, nodes, start, end, exit_code = parts
+        job_id, state_text, nodes, start, end, exit_code, elapsed, limit = parts
         attempts.setdefault(job_id, []).append(
-            Attempt(job_id, state_text.split()[0] if state_text else "", nodes, start, end, exit_code)
+            Attempt(
+                job_id=job_id,
+                state=state_text.split()[0] if state_text else "",
+                node_list=nodes,
+                start=start,
+                end=end,
+                exit_code=exit_code,
+                elapsed_s=int(elapsed) if elapsed.isdigit() else 0,
+                time_limit_s=int(limit) * 60 if limit.isdigit() else None,
+            )
         )
     return attempts
 
@@ -151,3 +162,42 @@ def cancel_running_jobs(*, env: Mapping[str, str] | None = None) -> None:
 def running_job_count(*, env: Mapping[str, str] | None = None) -> int:
     out = run(["squeue", "-h", "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%i"], env=env, timeout=15, check=False)
     return len(out.stdout.split())
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node state change recorded by slurmdbd (e.g. DOWN, "Not responding")."""
+
+    node: str
+    start: str
+    end: str
+    state: str
+    reason: str
+
+
+def node_events(since: str, *, env: Mapping[str, str] | None = None) -> list[NodeEvent]:
+    """Node events since `since` (Slurm time, e.g. 2026-01-01T00:00:00). sacct does not say
+    which node of a NODE_FAIL job died; these events, matched to the attempt's window, do."""
+    result = run(
+        ["sacctmgr", "-n", "-P", "show", "event", f"start={since}", "format=NodeName,TimeStart,TimeEnd,State,Reason"],
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    events = []
+    for line in result.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 5 and parts[0]:
+            events.append(NodeEvent(*parts))
+    return events
+
+
+def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
+    run(["scancel", job_id], env=env, timeout=30)
+
+
+def expand_hostlist(hostlist: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """node[1-3],gpu7 -> [node1, node2, node3, gpu7], as Slurm expands it."""
+    if not hostlist or hostlist in ("None assigned", "(null)"):
+        return []
+    return run(["scontrol", "show", "hostnames", hostlist], env=env, timeout=15).stdout.split()

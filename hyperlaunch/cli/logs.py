@@ -1,0 +1,85 @@
+"""`hyperlaunch logs` and `hyperlaunch cancel`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _attempt_header(marker: dict[str, str]) -> str:
+    restart = int(marker.get("restart", "0") or 0)
+    where = marker.get("nodes", "")
+    return f"===== attempt {restart + 1} (restart {restart}) on {where} at {marker.get('time', '?')} ====="
+
+
+def annotate(lines: list[str], attempt: int | None = None) -> list[str]:
+    """The log with a header before each attempt; with `attempt`, only that attempt's lines."""
+    from hyperlaunch.render import parse_attempt_marker
+
+    shown: list[str] = []
+    current: int | None = None
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "start":
+            current = int(marker.get("restart", "0") or 0)
+            if attempt is None or current == attempt:
+                shown.append(_attempt_header(marker))
+            continue
+        if attempt is None or current == attempt:
+            shown.append(line)
+    return shown
+
+
+def logs(
+    job_id: Annotated[str, typer.Argument(help="The job id.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing as the log grows, until the job ends.")] = False,
+    attempt: Annotated[int | None, typer.Option("--attempt", "-a", help="Only this attempt (0 = first run).")] = None,
+    err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
+) -> None:
+    """Print a job's log, every attempt of it, each under a header naming the attempt."""
+    from hyperlaunch import jobs, slurm
+    from hyperlaunch.errors import JobNotFound
+    from hyperlaunch.slurm_env import slurm_environment
+
+    record = jobs.load(job_id)
+    out_path, err_path = record.log_paths
+    path: Path = err_path if err else out_path
+    if not path.exists() and not follow:
+        raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    text = annotate(lines, attempt) if not err else lines
+    for line in text:
+        typer.echo(line)
+    if not follow:
+        return
+    env = slurm_environment(record.slurm_conf)
+    position = path.stat().st_size if path.exists() else 0
+    try:
+        while True:
+            if path.exists() and path.stat().st_size > position:
+                with path.open(errors="replace") as handle:
+                    handle.seek(position)
+                    chunk = handle.read()
+                    position = handle.tell()
+                for line in annotate(chunk.splitlines(), attempt) if not err else chunk.splitlines():
+                    typer.echo(line)
+                sys.stdout.flush()
+            elif not slurm.queue_state(job_id, env=env):
+                return
+            time.sleep(1)
+    except KeyboardInterrupt:
+        return
+
+
+def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
+    """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it."""
+    from hyperlaunch import jobs, slurm
+    from hyperlaunch.slurm_env import slurm_environment
+
+    record = jobs.load(job_id)
+    slurm.cancel(job_id, env=slurm_environment(record.slurm_conf))
+    typer.echo(f"cancelled job {job_id}; resume it with: hyperlaunch resume {job_id}")

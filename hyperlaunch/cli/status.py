@@ -1,0 +1,148 @@
+"""`hyperlaunch status`: the user's jobs, what happened to them and how far training got."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from hyperlaunch.job_status import JobStatus
+
+
+def _elapsed(seconds: int) -> str:
+    hours, rest = divmod(max(seconds, 0), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _restarts_cell(status: JobStatus) -> str:
+    if not status.restarts:
+        return "0"
+    return f"{len(status.restarts)}: " + "; ".join(r.describe() for r in status.restarts)
+
+
+def _number(value: Any, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _state_cell(status: JobStatus) -> str:
+    if status.failure is not None and status.state != "COMPLETED":
+        return f"{status.state} ({status.failure.describe()})"
+    return status.state
+
+
+def _table(statuses: list[JobStatus]) -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("JOB", "MODEL", "NODES", "STATE", "RESTARTS", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED"):
+        table.add_column(column, overflow="fold")
+    for s in statuses:
+        p = s.progress
+        table.add_row(
+            s.record.job_id,
+            s.record.spec.model,
+            str(s.record.spec.nodes),
+            _state_cell(s),
+            _restarts_cell(s),
+            s.nodes or "-",
+            _number(p.checkpoint_step, "d"),
+            _number(p.last_step, "d"),
+            _number(p.last_loss, ".4f"),
+            _number(p.tokens_per_s, ".0f"),
+            _elapsed(s.elapsed_s),
+        )
+    return table
+
+
+def _detail(status: JobStatus) -> list[Any]:
+    from rich.table import Table
+
+    spec, p = status.record.spec, status.progress
+    lines: list[Any] = [
+        f"job {status.record.job_id}: {spec.model} on {spec.nodes} node(s), {_state_cell(status)}",
+        f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}",
+        f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
+        f"  log:        {status.record.log_paths[0]}",
+    ]
+    if status.record.resumed_from:
+        lines.append(f"  resumes job {status.record.resumed_from}")
+    if p.resumed_from_steps:
+        lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
+    attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")
+    for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED", "WHY IT ENDED"):
+        attempts.add_column(column, overflow="fold")
+    causes = {r.attempt: r.describe() for r in status.restarts}
+    if status.failure is not None:
+        causes[status.failure.attempt] = status.failure.describe()
+    for index, attempt in enumerate(status.attempts):
+        attempts.add_row(
+            str(index), attempt.state, attempt.node_list, attempt.start, attempt.end,
+            _elapsed(attempt.elapsed_s), causes.get(index, "-" if attempt.state != "COMPLETED" else "completed"),
+        )
+    lines.append(attempts)
+    if status.steps:
+        steps = Table(title="recent steps", box=None, header_style="bold", title_justify="left")
+        for column in ("STEP", "LOSS", "LR", "TOK/S"):
+            steps.add_column(column)
+        for item in status.steps[-10:]:
+            steps.add_row(str(item.get("step")), _number(item.get("loss"), ".4f"), _number(item.get("lr"), ".3e"), _number(item.get("tokens_per_s"), ".0f"))
+        lines.append(steps)
+    return lines
+
+
+def status(
+    job_id: Annotated[str | None, typer.Argument(help="One job: show its attempts and step history.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many recent jobs to list.")] = 20,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Only jobs of this model.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted (Ctrl-C).")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 5.0,
+) -> None:
+    """Your recorded jobs: Slurm state, restarts and why (node failure, preemption, time limit,
+    crash), nodes, latest checkpoint, last loss and throughput.
+
+    Examples: hyperlaunch status | hyperlaunch status 42 | hyperlaunch status --json
+    """
+    from rich.console import Console
+
+    from hyperlaunch import jobs
+    from hyperlaunch.errors import InvalidInput
+    from hyperlaunch.job_status import collect
+    from hyperlaunch.slurm_env import slurm_environment
+
+    if limit < 1:
+        raise InvalidInput(f"--limit must be at least 1, got {limit}")
+    # Off a terminal (a pipe, a log) rich assumes 80 columns and folds every cell: use more.
+    console = Console(width=None if sys.stdout.isatty() else 220)
+
+    def gather() -> list[JobStatus]:
+        records = [jobs.load(job_id)] if job_id else jobs.recent(limit=limit, model=model)
+        if not records:
+            return []
+        return collect(records, env=slurm_environment(records[0].slurm_conf))
+
+    while True:
+        statuses = gather()
+        if as_json:
+            doc: Any = statuses[0].to_json() if job_id else {"jobs": [s.to_json() for s in statuses]}
+            typer.echo(json.dumps(doc))
+        elif not statuses:
+            typer.echo("no recorded jobs (submit one with 'hyperlaunch submit')")
+        elif job_id:
+            for part in _detail(statuses[0]):
+                console.print(part)
+        else:
+            console.print(_table(statuses))
+        if not watch:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+        if not as_json:
+            console.clear()

@@ -1,0 +1,316 @@
+"""What happened to a job: Slurm state, attempts, why each restart happened, and the
+trainer's progress (latest checkpoint, last loss and throughput).
+
+Everything here is computed from what Slurm and the trainer already record - sacct's
+attempts (one batched call for all jobs), slurmdbd's node events, the attempt markers the
+rendered script writes into the log, metrics.jsonl and the checkpoint folder - so `status`
+works from any shell, any time after the job ran."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hyperlaunch import checkpoints, slurm
+from hyperlaunch.jobs import JobRecord
+from hyperlaunch.models import PRESETS
+from hyperlaunch.render import parse_attempt_marker
+
+METRICS_FILE = "metrics.jsonl"
+ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
+# How long after an attempt ends its node's DOWN event may still be recorded.
+_EVENT_SLACK = timedelta(seconds=120)
+_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Why one attempt ended and the job ran again (or, for the last one, stopped)."""
+
+    attempt: int
+    """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
+    cause: str
+    """node failure | preemption | time limit | crash | requeued | cancelled."""
+    detail: str = ""
+    """The failed node(s), or the exit code and the error line of a crash."""
+    nodes: tuple[str, ...] = ()
+    """For a node failure: the nodes that went down during the attempt."""
+
+    def describe(self) -> str:
+        return f"{self.cause} ({self.detail})" if self.detail else self.cause
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The trainer's progress as its metrics.jsonl and checkpoint folder show it."""
+
+    last_step: int | None = None
+    last_loss: float | None = None
+    tokens_per_s: float | None = None
+    checkpoint_step: int | None = None
+    checkpoint: str | None = None
+    resumed_from_steps: tuple[int, ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    record: JobRecord
+    state: str
+    attempts: tuple[slurm.Attempt, ...]
+    restarts: tuple[Restart, ...]
+    progress: Progress
+    nodes: str = ""
+    elapsed_s: int = 0
+    failure: Restart | None = None
+    steps: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def failed_nodes(self) -> tuple[str, ...]:
+        """Every node that went down under this job, in the order it happened."""
+        ended = [*self.restarts, *([self.failure] if self.failure else [])]
+        return tuple(dict.fromkeys(node for r in ended for node in r.nodes))
+
+    def to_json(self) -> dict[str, Any]:
+        spec = self.record.spec
+        return {
+            "job_id": self.record.job_id,
+            "model": spec.model,
+            "job_name": spec.job_name,
+            "nodes": spec.nodes,
+            "state": self.state,
+            "node_list": self.nodes,
+            "elapsed_s": self.elapsed_s,
+            "restarts": [r.__dict__ for r in self.restarts],
+            "failure": self.failure.__dict__ if self.failure else None,
+            "attempts": [a.__dict__ for a in self.attempts],
+            "last_step": self.progress.last_step,
+            "last_loss": self.progress.last_loss,
+            "tokens_per_s": self.progress.tokens_per_s,
+            "checkpoint_step": self.progress.checkpoint_step,
+            "checkpoint": self.progress.checkpoint,
+            "resumed_from_steps": list(self.progress.resumed_from_steps),
+            "checkpoint_dir": spec.checkpoint_dir,
+            "run_dir": spec.run_dir,
+            "log": str(self.record.log_paths[0]),
+            "submitted_at": self.record.submitted_at,
+            "resumed_from_job": self.record.resumed_from,
+        }
+
+
+def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = None) -> list[JobStatus]:
+    """Status of each job: one sacct call for all of them (per Slurm config in use), one
+    node-event query only when some attempt ended in NODE_FAIL."""
+    by_conf: dict[str | None, list[JobRecord]] = {}
+    for record in records:
+        by_conf.setdefault(_conf_for(record, env), []).append(record)
+    attempts: dict[str, list[slurm.Attempt]] = {}
+    events: dict[str | None, list[slurm.NodeEvent]] = {}
+    for conf, group in by_conf.items():
+        slurm_env = _env_with_conf(env, conf)
+        found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+        attempts.update(found)
+        failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
+        if failed:
+            since = min(a.start for a in failed if a.start and a.start != "Unknown")
+            events[conf] = slurm.node_events(since, env=slurm_env)
+    return [
+        summarize(record, attempts.get(record.job_id, []), events.get(_conf_for(record, env), []))
+        for record in records
+    ]
+
+
+def _conf_for(record: JobRecord, env: Mapping[str, str] | None) -> str | None:
+    current = (env or {}).get("SLURM_CONF")
+    return current or record.slurm_conf
+
+
+def _env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str] | None:
+    import os
+
+    base = dict(env if env is not None else os.environ)
+    if conf:
+        base["SLURM_CONF"] = conf
+    return base
+
+
+def summarize(
+    record: JobRecord, attempts: Sequence[slurm.Attempt], events: Sequence[slurm.NodeEvent]
+) -> JobStatus:
+    """Pure: the status of one job from its sacct attempts, node events, log and metrics."""
+    out_log, err_log = record.log_paths
+    markers = _end_markers(_read_lines(out_log))
+    error_line = _last_error_line(_read_lines(err_log) + _read_lines(out_log))
+    restarts = []
+    for index, attempt in enumerate(attempts[:-1]):
+        restarts.append(_cause(index, attempt, markers.get(index), events, error_line, record))
+    last = attempts[-1] if attempts else None
+    failure = None
+    if last is not None and last.state not in ACTIVE_STATES and last.state != "COMPLETED":
+        failure = _cause(len(attempts) - 1, last, markers.get(len(attempts) - 1), events, error_line, record)
+    progress, steps = read_progress(record)
+    return JobStatus(
+        record=record,
+        state=last.state if last else "UNKNOWN",
+        attempts=tuple(attempts),
+        restarts=tuple(restarts),
+        progress=progress,
+        nodes=last.node_list if last else "",
+        elapsed_s=sum(a.elapsed_s for a in attempts),
+        failure=failure,
+        steps=tuple(steps),
+    )
+
+
+def _cause(
+    index: int,
+    attempt: slurm.Attempt,
+    marker: Mapping[str, str] | None,
+    events: Sequence[slurm.NodeEvent],
+    error_line: str,
+    record: JobRecord,
+) -> Restart:
+    state = attempt.state
+    if state == "NODE_FAIL":
+        down = tuple(failed_nodes(attempt, events))
+        return Restart(index, "node failure", ", ".join(down), down)
+    if state == "PREEMPTED":
+        return Restart(index, "preemption")
+    if state == "TIMEOUT":
+        return Restart(index, "time limit")
+    if state == "CANCELLED":
+        return Restart(index, "cancelled")
+    reason = (marker or {}).get("cause")
+    exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
+    if reason == "time-limit":
+        # The save signal reached the batch shell: Slurm's warning before the time limit,
+        # unless the attempt ended well before that limit (someone sent it: preemption).
+        limit = attempt.time_limit_s
+        near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.signal_seconds - 60
+        return Restart(index, "time limit" if near_limit else "preemption", "saved and requeued")
+    if reason == "requeue-requested":
+        return Restart(index, "preemption", "saved and requeued")
+    if reason == "crash" or state == "FAILED":
+        detail = f"exit {exit_code}" + (f": {error_line}" if error_line else "")
+        return Restart(index, "crash", detail)
+    if state == "REQUEUED":
+        return Restart(index, "requeued", "scontrol requeue")
+    return Restart(index, state.lower() or "unknown")
+
+
+def failed_nodes(attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent]) -> list[str]:
+    """Nodes of the attempt that went down between its start and shortly after its end."""
+    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    if start is None:
+        return []
+    end = (end or start) + _EVENT_SLACK
+    nodes = set(_expand(attempt.node_list))
+    hits = []
+    for event in events:
+        when = _parse_time(event.start)
+        if event.node in nodes and when is not None and start <= when <= end and event.node not in hits:
+            hits.append(event.node)
+    return sorted(hits)
+
+
+def _expand(hostlist: str) -> list[str]:
+    """node[1-3,5],gpu2 -> names, without calling Slurm (status must stay one sacct call)."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", hostlist):
+        match = re.fullmatch(r"(.*)\[(.*)\]", part)
+        if not match:
+            names.append(part)
+            continue
+        prefix, ranges = match.groups()
+        for item in ranges.split(","):
+            low, _, high = item.partition("-")
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{prefix}{number:0{width}d}")
+    return names
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _end_markers(lines: Iterable[str]) -> dict[int, dict[str, str]]:
+    ends: dict[int, dict[str, str]] = {}
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "end" and marker.get("restart", "").isdigit():
+            ends[int(marker["restart"])] = marker
+    return ends
+
+
+def _last_error_line(lines: Sequence[str]) -> str:
+    """The most telling error line: the root exception rather than torchrun's wrapper."""
+    candidates = [
+        line.strip()
+        for line in lines
+        if _ERROR_LINE.search(line) and "ChildFailedError" not in line and not line.startswith("###")
+    ]
+    return candidates[-1][:200] if candidates else ""
+
+
+def checkpoint_model_name(record: JobRecord) -> str:
+    model = record.spec.model
+    if model in PRESETS:
+        return model
+    args = list(record.spec.trainer_args)
+    if "--model-name" in args[:-1]:
+        return args[args.index("--model-name") + 1]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(model).name)
+
+
+def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
+    steps: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for line in _read_lines(Path(record.spec.run_dir) / METRICS_FILE):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash mid-write
+        if item.get("type") == "step":
+            steps.append(item)
+        elif item.get("type") == "event":
+            events.append(item)
+    ckpt_step, ckpt_name = None, None
+    try:
+        name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), checkpoint_model_name(record))
+    except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
+        name = None
+    if name is not None:
+        ckpt_name = name
+        ckpt_step = checkpoints.parse_step(name, checkpoint_model_name(record))
+    last = steps[-1] if steps else {}
+    resumed = tuple(int(e.get("step", 0)) for e in events if e.get("event") == "resumed")
+    progress = Progress(
+        last_step=last.get("step"),
+        last_loss=last.get("loss"),
+        tokens_per_s=last.get("tokens_per_s"),
+        checkpoint_step=ckpt_step,
+        checkpoint=ckpt_name,
+        resumed_from_steps=resumed,
+        events=tuple(events),
+    )
+    return progress, steps
