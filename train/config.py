@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     par = p.add_argument_group("parallelism")
     par.add_argument("--sharding", default="full", choices=SHARDING_CHOICES)
     par.add_argument("--hsdp-shard-size", type=int)
-    par.add_argument("--mixed-precision", choices=MIXED_PRECISION_CHOICES)
+    par.add_argument("--mixed-precision", choices=MIXED_PRECISION_CHOICES, help="default: the preset's on GPU, fp32 on CPU")
     par.add_argument("--cpu-offload", action="store_true")
     par.add_argument("--activation-checkpointing", action="store_true")
     par.add_argument("--prefetch", type=int, default=0)

@@ -59,7 +59,6 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     spec = source.spec
     seq_len = cfg.seq_len or spec.seq_len
     micro_batch = cfg.micro_batch_size or spec.micro_batch_size
-    mixed_precision = cfg.mixed_precision or spec.mixed_precision
 
     tokenizer = data_mod.load_tokenizer(_tokenizer_choice(cfg, source), warn=is_main)
     if tokenizer.vocab_size > spec.vocab_size:
@@ -69,6 +68,8 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     documents = data_mod.read_documents(cfg.data, cfg.text_field)
 
     d = init_distributed(cfg.device, async_checkpoint=cfg.async_checkpoint)
+    # The preset's bf16 recommendation is for GPUs; a CPU run stays fp32 unless asked.
+    mixed_precision = cfg.mixed_precision or (spec.mixed_precision if d.device.type == "cuda" else "fp32")
     torch.manual_seed(cfg.seed + d.rank)
     metrics = MetricsLog(cfg.run_dir, enabled=d.is_main)
     if resume.warning and d.is_main:

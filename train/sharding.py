@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper, checkpoint_wrapper
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
@@ -79,6 +79,6 @@ def describe(model: nn.Module, mesh: DeviceMesh) -> dict[str, object]:
         "param_dtype": str(param_dtype or torch.float32).replace("torch.", ""),
         "offload": type(group.offload_policy).__name__ if group is not None else None,
         "reshard_after_forward": bool(group is not None and group.post_forward_mesh_info is not None),
-        "activation_checkpointed_blocks": sum(type(b).__name__ == "CheckpointWrapper" for b in blocks),
+        "activation_checkpointed_blocks": sum(isinstance(b, CheckpointWrapper) for b in blocks),
         "forward_prefetch": len(first._get_fsdp_state()._states_to_forward_prefetch),  # type: ignore[operator]
     }
