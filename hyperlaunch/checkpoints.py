@@ -125,7 +125,7 @@ def read_pointer(ckpt_dir: Path, model: str) -> str | None:
     path = pointer_path(ckpt_dir, model)
     try:
         raw = path.read_bytes()[: _MAX_POINTER_BYTES + 1]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as err:
         raise CheckpointError(f"cannot read pointer {path}: {err.strerror}") from None

@@ -18,13 +18,16 @@ from .config import TrainConfig, parse_config
 def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
     """Every check that needs neither torch.distributed nor the model: fail in one line,
     before any rank waits on another and before anything is written."""
+    name = _model_name(cfg)
     if cfg.data is not None and not cfg.data.exists():
         raise InvalidInput(f"--data {cfg.data}: no such file or directory")
+    resume = rules.choose_resume(
+        cfg.checkpoint_dir, name, from_scratch=cfg.from_scratch, resume_from=cfg.resume_from
+    )
+    # Only now create anything: every read-only check above has passed.
     rules.check_writable(cfg.checkpoint_dir)
     rules.check_writable(cfg.run_dir)
-    return rules.choose_resume(
-        cfg.checkpoint_dir, _model_name(cfg), from_scratch=cfg.from_scratch, resume_from=cfg.resume_from
-    )
+    return resume
 
 
 def _model_name(cfg: TrainConfig) -> str:
