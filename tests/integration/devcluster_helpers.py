@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -24,20 +24,31 @@ class DevCluster:
     root: Path
     base_port: int
     nodes: int
-    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """This process's environment (as the test has set it) pointed at the cluster."""
+        return dict(os.environ, SLURM_CONF=str(self.root / "etc" / "slurm.conf"))
 
     def up(self) -> subprocess.CompletedProcess[str]:
         result = hyperlaunch(
             "dev-cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.root), "--base-port", str(self.base_port)
         )
-        self.env = dict(os.environ, SLURM_CONF=str(self.root / "etc" / "slurm.conf"))
         return result
 
     def down(self) -> subprocess.CompletedProcess[str]:
         return hyperlaunch("dev-cluster", "down", "--dir", str(self.root))
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A `hyperlaunch dev-cluster ...` command aimed at this cluster's directory."""
         return hyperlaunch(*args, "--dir", str(self.root), env=self.env)
+
+    def hyperlaunch(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """Any hyperlaunch command, with SLURM_CONF pointing at this cluster."""
+        return subprocess.run(
+            [sys.executable, "-m", "hyperlaunch", *args],
+            capture_output=True, text=True, env=self.env, cwd=cwd, timeout=600, check=False,
+        )
 
     def run(self, *args: str, check: bool = True) -> str:
         result = subprocess.run(list(args), capture_output=True, text=True, env=self.env, timeout=60, check=False)

@@ -1,0 +1,126 @@
+"""Why a job restarted, from sacct attempts, node events, the script's markers and the
+trainer's metrics - all pure, no Slurm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch import checkpoints
+from hyperlaunch.job_status import _expand, summarize
+from hyperlaunch.jobs import JobRecord
+from hyperlaunch.slurm import Attempt, NodeEvent
+from hyperlaunch.spec import JobSpec
+
+
+@pytest.fixture()
+def record(tmp_path: Path) -> JobRecord:
+    spec = JobSpec(
+        model="qwen3_tiny",
+        nodes=2,
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        log_dir=str(tmp_path / "logs"),
+        run_dir=str(tmp_path / "run"),
+        time="10:00",
+        signal_seconds=60,
+    )
+    (tmp_path / "logs").mkdir()
+    return JobRecord(job_id="7", spec=spec, submitted_at=0.0)
+
+
+def _attempt(state: str, nodes: str = "node[1-2]", start: str = "2026-01-01T00:00:00", end: str = "2026-01-01T00:01:00", elapsed: int = 60, limit: int | None = 600, exit_code: str = "0:0") -> Attempt:
+    return Attempt("7", state, nodes, start, end, exit_code, elapsed, limit)
+
+
+def _log(record: JobRecord, out: str = "", err: str = "") -> None:
+    out_path, err_path = record.log_paths
+    out_path.write_text(out)
+    err_path.write_text(err)
+
+
+def test_node_failure_names_the_node_that_went_down_during_the_attempt(record: JobRecord) -> None:
+    events = [
+        NodeEvent("node2", "2026-01-01T00:00:40", "2026-01-01T00:02:00", "DOWN", "Not responding"),
+        NodeEvent("node1", "2025-12-31T00:00:00", "2025-12-31T00:01:00", "DOWN", "earlier, unrelated"),
+        NodeEvent("node9", "2026-01-01T00:00:40", "", "DOWN", "not in this job"),
+    ]
+    status = summarize(record, [_attempt("NODE_FAIL"), _attempt("RUNNING", "node[1,3]", end="Unknown")], events)
+    assert status.state == "RUNNING"
+    assert [r.describe() for r in status.restarts] == ["node failure (node2)"]
+    assert status.failed_nodes == ("node2",)
+    assert status.failure is None
+
+
+def test_a_crash_shows_exit_code_and_the_root_error_line(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=t\n"
+        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=requeue time=t\n",
+        err="[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: injected failure on rank 1\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n",
+    )
+    status = summarize(record, [_attempt("REQUEUED"), _attempt("COMPLETED")], [])
+    (restart,) = status.restarts
+    assert restart.cause == "crash"
+    assert restart.detail == "exit 1: [rank1]: RuntimeError: injected failure on rank 1"
+
+
+def test_save_signal_near_the_limit_is_a_time_limit_and_early_one_a_preemption(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=time-limit action=requeue time=t\n"
+        "### hyperlaunch attempt-end restart=1 job=7 exit=1 cause=time-limit action=requeue time=t\n"
+        "### hyperlaunch attempt-end restart=2 job=7 exit=75 cause=requeue-requested action=requeue time=t\n",
+    )
+    attempts = [_attempt("REQUEUED", elapsed=545), _attempt("REQUEUED", elapsed=100), _attempt("REQUEUED"), _attempt("RUNNING")]
+    causes = [r.cause for r in summarize(record, attempts, []).restarts]
+    assert causes == ["time limit", "preemption", "preemption"]
+
+
+def test_slurm_states_map_to_causes_and_a_failed_end_is_reported(record: JobRecord) -> None:
+    attempts = [_attempt("PREEMPTED"), _attempt("TIMEOUT"), _attempt("REQUEUED"), _attempt("FAILED", exit_code="1:0")]
+    status = summarize(record, attempts, [])
+    assert [r.cause for r in status.restarts] == ["preemption", "time limit", "requeued"]
+    assert status.state == "FAILED"
+    assert status.failure is not None and status.failure.cause == "crash" and status.failure.detail.startswith("exit 1")
+
+
+def test_progress_comes_from_metrics_and_the_pointer(record: JobRecord) -> None:
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    lines = [
+        {"type": "event", "event": "resumed", "step": 10},
+        {"type": "step", "step": 11, "loss": 2.5, "tokens_per_s": 100.0},
+        {"type": "step", "step": 12, "loss": 2.25, "tokens_per_s": 120.0},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"type": "st')
+    ckpt = Path(record.spec.checkpoint_dir) / "qwen3_tiny-10steps"
+    ckpt.mkdir(parents=True)
+    (ckpt / checkpoints.METADATA_FILE).write_text("")
+    checkpoints.write_pointer(Path(record.spec.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-10steps")
+    status = summarize(record, [_attempt("RUNNING")], [])
+    p = status.progress
+    assert (p.last_step, p.last_loss, p.tokens_per_s, p.checkpoint_step) == (12, 2.25, 120.0, 10)
+    assert p.resumed_from_steps == (10,)
+    doc = json.loads(json.dumps(status.to_json()))
+    assert doc["checkpoint_step"] == 10 and doc["state"] == "RUNNING"
+
+
+def test_a_job_sacct_does_not_know_yet_is_unknown(record: JobRecord) -> None:
+    status = summarize(record, [], [])
+    assert status.state == "UNKNOWN" and status.restarts == () and status.progress.last_step is None
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "names"),
+    [
+        ("node[1-3]", ["node1", "node2", "node3"]),
+        ("node[1,3],gpu7", ["node1", "node3", "gpu7"]),
+        ("ip-10-1-[01-02]", ["ip-10-1-01", "ip-10-1-02"]),
+        ("single", ["single"]),
+    ],
+)
+def test_hostlists_expand_like_slurm(hostlist: str, names: list[str]) -> None:
+    assert _expand(hostlist) == names

@@ -1,0 +1,101 @@
+"""Job records: written whole or not at all, read back from any directory, submitted
+through submitit with a fake sbatch (the real one runs in the integration tests)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch import jobs
+from hyperlaunch.cli.logs import annotate
+from hyperlaunch.cli.submit import _resume_args
+from hyperlaunch.errors import JobNotFound, SlurmError
+from hyperlaunch.spec import JobSpec
+from hyperlaunch.submission import submit
+
+
+def _spec(tmp_path: Path, **changes: object) -> JobSpec:
+    base: dict[str, object] = dict(
+        model="qwen3_tiny",
+        nodes=2,
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        log_dir=str(tmp_path / "logs"),
+        run_dir=str(tmp_path / "run"),
+        env=(("A", "1 2"),),
+        trainer_args=("--lr", "3e-4"),
+    )
+    base.update(changes)
+    return JobSpec(**base)  # type: ignore[arg-type]
+
+
+def test_record_round_trips_with_its_script(tmp_path: Path) -> None:
+    record = jobs.JobRecord(job_id="12", spec=_spec(tmp_path), submitted_at=5.0, slurm_conf="/x/slurm.conf")
+    jobs.save(record, "#!/bin/bash\necho hi\n")
+    assert jobs.load("12") == record
+    assert jobs.script_of("12").startswith("#!/bin/bash")
+    assert record.log_paths[0] == tmp_path / "logs" / "qwen3_tiny_12.out"
+
+
+def test_recent_is_newest_first_and_skips_unreadable_records(tmp_path: Path) -> None:
+    for job_id, when in (("1", 1.0), ("3", 3.0), ("2", 2.0)):
+        jobs.save(jobs.JobRecord(job_id=job_id, spec=_spec(tmp_path), submitted_at=when), "")
+    (jobs.jobs_dir() / "9").mkdir()
+    (jobs.jobs_dir() / "9" / jobs.RECORD_FILE).write_text("{broken")
+    assert [r.job_id for r in jobs.recent()] == ["3", "2", "1"]
+    assert [r.job_id for r in jobs.recent(limit=1)] == ["3"]
+    assert jobs.recent(model="llama_tiny") == []
+
+
+def test_unknown_job_is_a_one_line_error() -> None:
+    with pytest.raises(JobNotFound, match="no recorded job 404"):
+        jobs.load("404")
+
+
+def _fake_sbatch(tmp_path: Path, body: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "sbatch"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    os.environ["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+
+
+def test_submit_hands_our_script_to_sbatch_and_records_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    seen = tmp_path / "submitted.sh"
+    _fake_sbatch(tmp_path, f'cp "$1" {seen}\necho "Submitted batch job 4242"\n')
+    record = submit(_spec(tmp_path), "#!/bin/bash\n# our rendered script\n")
+    assert record.job_id == "4242"
+    assert seen.read_text() == "#!/bin/bash\n# our rendered script\n"
+    assert jobs.load("4242").spec == _spec(tmp_path)
+    assert (tmp_path / "logs").is_dir(), "Slurm does not create the log folder itself"
+
+
+def test_sbatch_refusal_carries_slurms_message_and_writes_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    _fake_sbatch(tmp_path, 'echo "sbatch: error: invalid partition specified: gpu" >&2\nexit 1\n')
+    with pytest.raises(SlurmError, match="invalid partition specified: gpu"):
+        submit(_spec(tmp_path), "#!/bin/bash\n")
+    assert jobs.recent() == []
+
+
+def test_resume_drops_arguments_that_would_not_resume() -> None:
+    args = ("--lr", "1", "--from-scratch", "--resume-from", "/c/x-5steps", "--resume-from=/y", "--seed", "3")
+    assert _resume_args(args) == ("--lr", "1", "--seed", "3")
+
+
+def test_logs_split_into_attempts() -> None:
+    lines = [
+        "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=T0",
+        "step 1",
+        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=requeue time=T1",
+        "### hyperlaunch attempt-start restart=1 job=7 nodes=node[1,3] host=h time=T2",
+        "step 2",
+    ]
+    shown = annotate(lines)
+    assert shown[0].startswith("===== attempt 1 (restart 0) on node[1-2]")
+    assert "===== attempt 2 (restart 1) on node[1,3] at T2 =====" in shown
+    assert annotate(lines, attempt=1) == ["===== attempt 2 (restart 1) on node[1,3] at T2 =====", "step 2"]
