@@ -35,7 +35,7 @@ class Restart:
     attempt: int
     """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
     cause: str
-    """node failure | preemption | time limit | crash | requeued | cancelled."""
+    """node failure | preemption | time limit | crash | requeued | cancelled | restart limit."""
     detail: str = ""
     """The failed node(s), or the exit code and the error line of a crash."""
     nodes: tuple[str, ...] = ()
@@ -157,6 +157,8 @@ def summarize(
     failure = None
     if last is not None and last.state not in ACTIVE_STATES and last.state != "COMPLETED":
         failure = _cause(len(attempts) - 1, last, markers.get(len(attempts) - 1), events, error_line, record)
+        if failure.cause == "restart limit" and restarts:
+            failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     return JobStatus(
         record=record,
@@ -191,6 +193,8 @@ def _cause(
         return Restart(index, "cancelled")
     reason = (marker or {}).get("cause")
     exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
+    if reason == "restart-limit":
+        return Restart(index, "restart limit", f"{record.spec.max_restarts} restart(s) allowed")
     if reason == "time-limit":
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).

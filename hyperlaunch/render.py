@@ -22,7 +22,7 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__
-from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
+from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.spec import JobSpec, default_container_mounts
@@ -38,8 +38,9 @@ ATTEMPT_MARKER = "### hyperlaunch attempt-"
 """Prefix of the one-line markers the script prints at each attempt's start and end, e.g.
 `### hyperlaunch attempt-start restart=0 job=12 nodes=node[1-2] host=node1 time=...` and
 `### hyperlaunch attempt-end restart=0 job=12 exit=0 cause=completed action=exit time=...`.
-cause is one of completed, time-limit (USR2 received), requeue-requested (the trainer's
-REQUEUE_EXIT_CODE), crash; action is requeue or exit."""
+cause is one of completed, time-limit (USR2 received), requeue-requested (the trainer saved
+after a stop signal: its requeue-request file, or REQUEUE_EXIT_CODE), crash, restart-limit
+(the attempt found the job already restarted max_restarts times); action is requeue or exit."""
 _MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
 
 
@@ -63,6 +64,7 @@ def render_sbatch(spec: JobSpec) -> str:
         make_dirs=[spec.checkpoint_dir, spec.run_dir],
         max_restarts=spec.max_restarts,
         requeue_exit_code=REQUEUE_EXIT_CODE,
+        requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
         save_signal=SAVE_SIGNAL,
         srun_flags=srun_flags(spec),
         hyperpod_auto=spec.hyperpod == "auto",

@@ -124,3 +124,14 @@ def test_a_job_sacct_does_not_know_yet_is_unknown(record: JobRecord) -> None:
 )
 def test_hostlists_expand_like_slurm(hostlist: str, names: list[str]) -> None:
     assert _expand(hostlist) == names
+
+
+def test_restart_limit_fails_the_job_naming_the_last_failure(record: JobRecord) -> None:
+    _log(record, out="### hyperlaunch attempt-end restart=2 job=7 exit=1 cause=restart-limit action=exit time=t\n")
+    events = [NodeEvent("node2", "2026-01-01T00:00:30", "", "DOWN", "Not responding"), NodeEvent("node3", "2026-01-01T00:00:30", "", "DOWN", "x")]
+    attempts = [_attempt("NODE_FAIL", "node[1-2]"), _attempt("NODE_FAIL", "node[1,3]"), _attempt("FAILED", "node[1-2]", exit_code="1:0")]
+    status = summarize(record.__class__(job_id="7", spec=record.spec.replace(max_restarts=1), submitted_at=0.0), attempts, events)
+    assert status.state == "FAILED"
+    assert status.failure is not None
+    assert status.failure.describe() == "restart limit (1 restart(s) allowed; last: node failure (node3))"
+    assert status.failed_nodes == ("node2", "node3")

@@ -189,3 +189,25 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
         assert result.trainer["argv"][3:] == launch_command(spec)[1:]
         assert result.trainer["env"]["HOSTILE"] == spec.env[0][1]
         assert Path(spec.checkpoint_dir).is_dir() and Path(spec.run_dir).is_dir()
+
+
+def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path: Path) -> None:
+    from hyperlaunch.checkpoints import requeue_request_path
+
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    requeue_request_path(tmp_path / "run", JOB_ID, 1).touch()
+    # torchrun exits 1 whatever its workers returned; the file says they saved and stopped.
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "SLURM_RESTART_COUNT": "1"})
+    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert end[0]["cause"] == "requeue-requested" and run.requeued
+
+
+def test_an_attempt_past_the_restart_limit_fails_without_running(tmp_path: Path) -> None:
+    # Slurm requeues node failures by itself; the script is what bounds them.
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), max_restarts=1)
+    run = run_script(render_sbatch(spec), tmp_path, env={"SLURM_RESTART_COUNT": "2"})
+    assert run.returncode == 1 and run.trainer is None and not run.requeued
+    assert "restart limit reached" in run.stderr
+    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert end[0]["cause"] == "restart-limit"
