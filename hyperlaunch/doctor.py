@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -85,178 +85,166 @@ class Probes:
 # ---------------------------------------------------------------- checks
 
 
+def passed(name: str, detail: str) -> CheckResult:
+    return CheckResult(name=name, status="pass", detail=detail)
+
+
+def warned(name: str, detail: str, hint: str) -> CheckResult:
+    return CheckResult(name=name, status="warn", detail=detail, hint=hint)
+
+
+def failed(name: str, detail: str, hint: str) -> CheckResult:
+    return CheckResult(name=name, status="fail", detail=detail, hint=hint)
+
+
+_LOGIN_NODE_HINT = "run doctor on a Slurm login node"
+
+
 def check_sbatch(probes: Probes) -> CheckResult:
     if probes.which("sbatch") is None:
-        return CheckResult(
-            name="sbatch", status="fail", detail="sbatch is not on PATH", hint="run doctor on a Slurm login node"
-        )
+        return failed("sbatch", "sbatch is not on PATH", _LOGIN_NODE_HINT)
     version = probes.run(["sbatch", "--version"])
     if not version.ok:
-        return CheckResult(
-            name="sbatch",
-            status="fail",
-            detail=f"sbatch --version failed: {version.first_line()}",
-            hint="check that SLURM_CONF (or /etc/slurm/slurm.conf) names a readable slurm.conf",
+        return failed(
+            "sbatch",
+            f"sbatch --version failed: {version.first_line()}",
+            "check that SLURM_CONF (or /etc/slurm/slurm.conf) names a readable slurm.conf",
         )
     ping = probes.run(["scontrol", "ping"])
     if not (ping.ok and "UP" in ping.stdout):
-        return CheckResult(
-            name="sbatch",
-            status="fail",
-            detail=f"{version.stdout.strip()} is installed, but slurmctld does not answer: {ping.first_line()}",
-            hint="check SLURM_CONF and that slurmctld runs (`scontrol ping`)",
+        return failed(
+            "sbatch",
+            f"{version.stdout.strip()} is installed, but slurmctld does not answer: {ping.first_line()}",
+            "check SLURM_CONF and that slurmctld runs (`scontrol ping`)",
         )
-    return CheckResult(name="sbatch", status="pass", detail=f"{version.stdout.strip()}; slurmctld answers")
+    return passed("sbatch", f"{version.stdout.strip()}; slurmctld answers")
 
 
 def check_sacct(probes: Probes) -> CheckResult:
     hint = "submitit and `hyperlaunch status` poll sacct: run slurmdbd and set AccountingStorageType=accounting_storage/slurmdbd"
     if probes.which("sacct") is None:
-        return CheckResult(name="sacct", status="fail", detail="sacct is not on PATH", hint=hint)
+        return failed("sacct", "sacct is not on PATH", hint)
     # A job id that no one asks about keeps the query tiny; sacct exits 0 even when it
     # cannot reach slurmdbd, so its stderr decides.
     out = probes.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-j", "1"])
     if not out.ok or "error" in out.stderr.lower():
-        return CheckResult(name="sacct", status="fail", detail=f"sacct does not answer: {out.first_line()}", hint=hint)
-    return CheckResult(name="sacct", status="pass", detail="sacct answers (slurmdbd reachable)")
+        return failed("sacct", f"sacct does not answer: {out.first_line()}", hint)
+    return passed("sacct", "sacct answers (slurmdbd reachable)")
 
 
 def check_accounting(probes: Probes) -> CheckResult:
     out = probes.run(["scontrol", "show", "config"])
     if not out.ok:
-        return CheckResult(
-            name="accounting",
-            status="fail",
-            detail=f"cannot read the Slurm configuration: {out.first_line()}",
-            hint="check SLURM_CONF and that slurmctld runs",
+        return failed(
+            "accounting", f"cannot read the Slurm configuration: {out.first_line()}", "check SLURM_CONF and that slurmctld runs"
         )
     match = re.search(r"^AccountingStorageType\s*=\s*(\S+)", out.stdout, re.MULTILINE)
     storage = match.group(1) if match else "accounting_storage/none"
     if storage.endswith("/none"):
-        return CheckResult(
-            name="accounting",
-            status="fail",
-            detail=f"AccountingStorageType = {storage}: no job history, so restarts cannot be traced",
-            hint="set AccountingStorageType=accounting_storage/slurmdbd in slurm.conf",
+        return failed(
+            "accounting",
+            f"AccountingStorageType = {storage}: no job history, so restarts cannot be traced",
+            "set AccountingStorageType=accounting_storage/slurmdbd in slurm.conf",
         )
-    return CheckResult(name="accounting", status="pass", detail=f"AccountingStorageType = {storage}")
+    return passed("accounting", f"AccountingStorageType = {storage}")
 
 
 def check_pyxis(probes: Probes) -> CheckResult:
     if probes.which("srun") is None:
-        return CheckResult(name="pyxis", status="fail", detail="srun is not on PATH", hint="run doctor on a Slurm login node")
+        return failed("pyxis", "srun is not on PATH", _LOGIN_NODE_HINT)
     out = probes.run(["srun", "--help"])
     if "--container-image" in out.stdout + out.stderr:
-        return CheckResult(name="pyxis", status="pass", detail="srun knows --container-image (Pyxis plugin loaded)")
+        return passed("pyxis", "srun knows --container-image (Pyxis plugin loaded)")
     if not out.ok and not out.stdout:
-        return CheckResult(
-            name="pyxis",
-            status="warn",
-            detail=f"cannot tell: srun --help failed: {out.first_line()}",
-            hint="fix the Slurm checks above, then run doctor again",
-        )
-    return CheckResult(
-        name="pyxis",
-        status="warn",
-        detail="srun does not know --container-image: Pyxis is not installed; --container-image jobs would fail",
-        hint="install Pyxis (NVIDIA/pyxis) and enroot on every node, or run without --container-image",
+        return warned("pyxis", f"cannot tell: srun --help failed: {out.first_line()}", "fix the Slurm checks above, then run doctor again")
+    return warned(
+        "pyxis",
+        "srun does not know --container-image: Pyxis is not installed; --container-image jobs would fail",
+        "install Pyxis (NVIDIA/pyxis) and enroot on every node, or run without --container-image",
     )
 
 
 def check_enroot(probes: Probes) -> CheckResult:
     if probes.which("enroot") is None:
-        return CheckResult(
-            name="enroot",
-            status="warn",
-            detail="enroot is not on PATH: no .sqsh images can be built here",
-            hint="install enroot (NVIDIA/enroot) for setup-pyxis.sh and Pyxis; not needed without containers",
+        return warned(
+            "enroot",
+            "enroot is not on PATH: no .sqsh images can be built here",
+            "install enroot (NVIDIA/enroot) for setup-pyxis.sh and Pyxis; not needed without containers",
         )
     out = probes.run(["enroot", "version"])
-    version = out.stdout.strip() if out.ok else "present"
-    return CheckResult(name="enroot", status="pass", detail=f"enroot {version}")
+    return passed("enroot", f"enroot {out.stdout.strip() if out.ok else 'present'}")
 
 
 def check_shared_filesystem(probes: Probes, checkpoint_dir: Path) -> CheckResult:
+    name = "shared filesystem"
     existing = _nearest_existing(probes, checkpoint_dir)
     where = str(checkpoint_dir) if existing == str(checkpoint_dir) else f"{checkpoint_dir} (not created yet; its parent {existing})"
     fs_type = filesystem_type(probes.realpath(existing), probes.mounts())
     if fs_type in SHARED_FS_TYPES:
-        return CheckResult(name="shared filesystem", status="pass", detail=f"{where} is on {fs_type}, shared by the nodes")
+        return passed(name, f"{where} is on {fs_type}, shared by the nodes")
     kind = "local" if fs_type in LOCAL_FS_TYPES else "unknown"
     nodes = slurm_nodes(probes)
     if nodes and all(node.on_this_host(probes.local_names()) for node in nodes):
-        return CheckResult(
-            name="shared filesystem",
-            status="pass",
-            detail=f"{where} is on {kind} {fs_type}, but every Slurm node runs on this host (dev cluster)",
-        )
-    return CheckResult(
-        name="shared filesystem",
-        status="warn",
-        detail=f"{where} is on {kind} filesystem {fs_type}: nodes on other hosts cannot see these checkpoints",
-        hint="use --checkpoint-dir on FSx for Lustre, EFS or NFS (e.g. /fsx/checkpoints)",
+        return passed(name, f"{where} is on {kind} {fs_type}, but every Slurm node runs on this host (dev cluster)")
+    return warned(
+        name,
+        f"{where} is on {kind} filesystem {fs_type}: nodes on other hosts cannot see these checkpoints",
+        "use --checkpoint-dir on FSx for Lustre, EFS or NFS (e.g. /fsx/checkpoints)",
     )
 
 
 def check_efa(probes: Probes) -> CheckResult:
+    # EFA devices are named rdmapXsY on current instances; their driver link says efa.
     devices = [
         Path(device).name
         for device in probes.glob("/sys/class/infiniband/*")
         if "efa" in Path(device).name or probes.realpath(f"{device}/device/driver").endswith("/efa")
     ]
     if devices:
-        return CheckResult(name="efa", status="pass", detail=f"{len(devices)} EFA device(s): {', '.join(sorted(devices))}")
+        return passed("efa", f"{len(devices)} EFA device(s): {', '.join(sorted(devices))}")
     if probes.which("fi_info") is not None and probes.run(["fi_info", "-p", "efa"]).ok:
-        return CheckResult(name="efa", status="pass", detail="libfabric's efa provider answers (fi_info -p efa)")
-    return CheckResult(
-        name="efa",
-        status="warn",
-        detail="no EFA devices here: NCCL would use TCP sockets between nodes",
-        hint="expected on g5/g6/CPU nodes; on p4d/p5/p5en/p6 install the EFA driver and aws-ofi-nccl (EFA installer)",
+        return passed("efa", "libfabric's efa provider answers (fi_info -p efa)")
+    return warned(
+        "efa",
+        "no EFA devices here: NCCL would use TCP sockets between nodes",
+        "expected on g5/g6/CPU nodes; on p4d/p5/p5en/p6 install the EFA driver and aws-ofi-nccl (EFA installer)",
     )
 
 
 def check_hyperpod(probes: Probes) -> CheckResult:
+    # Informational either way: outside HyperPod, Slurm's own requeue still restarts jobs.
     if probes.exists(HYPERPOD_MARKER):
-        return CheckResult(
-            name="hyperpod", status="pass", detail=f"HyperPod detected ({HYPERPOD_MARKER}): srun gets --auto-resume=1"
-        )
-    return CheckResult(
-        name="hyperpod",
-        status="pass",
-        detail=f"not HyperPod (no {HYPERPOD_MARKER}): restarts rely on Slurm requeue alone",
-    )
+        return passed("hyperpod", f"HyperPod detected ({HYPERPOD_MARKER}): srun gets --auto-resume=1")
+    return passed("hyperpod", f"not HyperPod (no {HYPERPOD_MARKER}): restarts rely on Slurm requeue alone")
 
 
 def check_gpus(probes: Probes) -> CheckResult:
+    name = "gpus per node"
     nodes = slurm_nodes(probes)
-    counts = {node.name: node.gpus for node in nodes}
-    if counts and any(counts.values()):
-        distinct = sorted(set(counts.values()))
+    counts = [node.gpus for node in nodes]
+    if any(counts):
+        distinct = sorted(set(counts))
         if len(distinct) == 1:
-            return CheckResult(name="gpus per node", status="pass", detail=f"{distinct[0]} GPU(s) on each of {len(counts)} node(s) (Gres)")
-        summary = ", ".join(f"{n}: {sum(1 for c in counts.values() if c == n)} node(s)" for n in distinct)
-        return CheckResult(
-            name="gpus per node",
-            status="warn",
-            detail=f"nodes differ in GPUs ({summary})",
-            hint="pick a partition of one instance type, or set --gpus-per-node to the smallest",
+            return passed(name, f"{distinct[0]} GPU(s) on each of {len(counts)} node(s) (Gres)")
+        summary = ", ".join(f"{n}: {counts.count(n)} node(s)" for n in distinct)
+        return warned(
+            name,
+            f"nodes differ in GPUs ({summary})",
+            "pick a partition of one instance type, or set --gpus-per-node to the smallest",
         )
     local = _local_gpu_count(probes)
     if local:
         where = "Slurm advertises no gpu Gres, but" if nodes else "Slurm nodes unreadable;"
-        return CheckResult(
-            name="gpus per node",
-            status="warn",
-            detail=f"{where} nvidia-smi sees {local} GPU(s) on this host",
-            hint="set --gpus-per-node; add GresTypes=gpu and Gres=gpu:N to slurm.conf for --gpus-per-node scheduling",
+        return warned(
+            name,
+            f"{where} nvidia-smi sees {local} GPU(s) on this host",
+            "set --gpus-per-node; add GresTypes=gpu and Gres=gpu:N to slurm.conf for --gpus-per-node scheduling",
         )
     slurm_view = f"{len(nodes)} Slurm node(s) without gpu Gres" if nodes else "Slurm nodes unreadable"
-    return CheckResult(
-        name="gpus per node",
-        status="warn",
-        detail=f"no GPUs found ({slurm_view}, no nvidia-smi here)",
-        hint="fine for the dev cluster: use --instance-type cpu (gloo); GPU jobs need GPU nodes",
+    return warned(
+        name,
+        f"no GPUs found ({slurm_view}, no nvidia-smi here)",
+        "fine for the dev cluster: use --instance-type cpu (gloo); GPU jobs need GPU nodes",
     )
 
 
@@ -376,15 +364,7 @@ def _caching(probes: Probes) -> Probes:
         return seen[key]
 
     names = probes.local_names()
-    return Probes(
-        which=probes.which,
-        run=run,
-        exists=probes.exists,
-        glob=probes.glob,
-        realpath=probes.realpath,
-        mounts=probes.mounts,
-        local_names=lambda: names,
-    )
+    return replace(probes, run=run, local_names=lambda: names)
 
 
 # ---------------------------------------------------------------- the real probes
