@@ -54,6 +54,12 @@ class JobNotFound(HyperlaunchError):
     exit_code = 7
 
 
+class ChecksFailed(HyperlaunchError):
+    """`hyperlaunch doctor` found at least one failing check (warnings alone exit 0)."""
+
+    exit_code = 8
+
+
 EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
@@ -63,5 +69,6 @@ EXIT_CODES: dict[int, str] = {
     5: "dev cluster error (the message names the log to read)",
     6: "checkpoint error",
     7: "job not found",
+    8: "doctor: at least one check failed",
     130: "interrupted",
 }

@@ -298,6 +298,11 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
             steps.append(item)
         elif item.get("type") == "event":
             events.append(item)
+    # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
+    # with its Slurm job id, so each job shows its own part (untagged files: all of it).
+    if any("job_id" in item for item in steps + events):
+        steps = [item for item in steps if item.get("job_id") == record.job_id]
+        events = [item for item in events if item.get("job_id") == record.job_id]
     ckpt_step, ckpt_name = None, None
     try:
         name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), checkpoint_model_name(record))

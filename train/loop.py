@@ -110,6 +110,7 @@ class Trainer:
         self.probe(state, "start")
         while state.step < self.max_steps:
             started = time.perf_counter()
+            testing_hooks.crash_at_step(state.step + 1, self.d.rank)
             loss, grad_norm, lr = self.train_step(state)
             if not math.isfinite(loss):
                 self.metrics.event("non_finite_loss", f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
@@ -146,6 +147,7 @@ class Trainer:
             "exit", f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
             step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
         )
+        self.metrics.request_requeue()
         return REQUEUE_EXIT_CODE
 
     @torch.no_grad()

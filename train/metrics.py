@@ -5,6 +5,7 @@ The CLI's `status` reads this file."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -13,10 +14,17 @@ from typing import Any
 
 import torch
 
+from hyperlaunch.checkpoints import requeue_request_path
+
 # Dense bf16 peak per device, FLOP/s (vendor figures); MFU is reported only for these.
 _PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
 
 METRICS_FILE = "metrics.jsonl"
+_SLURM_TAGS = {
+    key: os.environ[var]
+    for key, var in (("job_id", "SLURM_JOB_ID"), ("restart", "SLURM_RESTART_COUNT"))
+    if os.environ.get(var)
+}
 
 
 def peak_flops(device: torch.device, mixed_precision: str) -> float | None:
@@ -43,6 +51,9 @@ class MetricsLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _append(self, record: dict[str, Any]) -> None:
+        # Several jobs (a run and its resumptions) may share a run dir: tag each record with
+        # the Slurm job and attempt that wrote it, so `status` shows each job its own part.
+        record.update(_SLURM_TAGS)
         with self.path.open("a") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
 
@@ -51,6 +62,15 @@ class MetricsLog:
             return
         print(f"[hyperlaunch.train] {message}", flush=True)
         self._append({"type": "event", "event": event, "time": time.time(), "message": message, **fields})
+
+    def request_requeue(self) -> None:
+        """Tell the batch script this stop was a save, not a crash (torchrun reports both as
+        exit code 1): the requeue-request file of this job attempt, see hyperlaunch.checkpoints."""
+        job_id = os.environ.get("SLURM_JOB_ID")
+        if not self.enabled or not job_id:
+            return
+        restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        requeue_request_path(self.path.parent, job_id, restart).touch()
 
     def step(self, record: dict[str, Any]) -> None:
         if not self.enabled:

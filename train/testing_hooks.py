@@ -30,3 +30,16 @@ def probe_path() -> str | None:
     """HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; the trainer writes loss and logits
     on it at start and end to FILE.out.pt (compared with plain transformers by the tests)."""
     return os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
+
+
+def crash_at_step(step: int, rank: int) -> None:
+    """HYPERLAUNCH_TEST_CRASH_AT_STEP=N (with HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank
+    raises before step N, a crashed rank on a healthy node. Only in the Slurm attempt given by
+    HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), so the retried job can finish."""
+    if _step_from_env("HYPERLAUNCH_TEST_CRASH_AT_STEP") != step:
+        return
+    if rank != int(os.environ.get("HYPERLAUNCH_TEST_CRASH_RANK") or 1):
+        return
+    if int(os.environ.get("SLURM_RESTART_COUNT") or 0) != int(os.environ.get("HYPERLAUNCH_TEST_CRASH_ATTEMPT") or 0):
+        return
+    raise RuntimeError(f"injected failure at step {step} on rank {rank}")

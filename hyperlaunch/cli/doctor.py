@@ -8,16 +8,7 @@ import typer
 from rich.table import Table
 
 from hyperlaunch.cli._tables import print_json, stdout_console
-from hyperlaunch.errors import HyperlaunchError
-
-CHECKS_FAILED_EXIT_CODE = 8
-
-
-class ChecksFailed(HyperlaunchError):
-    """At least one doctor check failed (warnings alone exit 0)."""
-
-    exit_code = CHECKS_FAILED_EXIT_CODE
-
+from hyperlaunch.errors import ChecksFailed
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 

@@ -135,3 +135,16 @@ def test_restart_limit_fails_the_job_naming_the_last_failure(record: JobRecord) 
     assert status.failure is not None
     assert status.failure.describe() == "restart limit (1 restart(s) allowed; last: node failure (node3))"
     assert status.failed_nodes == ("node2", "node3")
+
+
+def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecord) -> None:
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    lines = [
+        {"type": "step", "step": 5, "loss": 3.0, "job_id": "6"},
+        {"type": "step", "step": 6, "loss": 2.0, "job_id": "7"},
+        {"type": "step", "step": 9, "loss": 1.0, "job_id": "8"},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    status = summarize(record, [_attempt("COMPLETED")], [])
+    assert status.progress.last_step == 6 and [s["step"] for s in status.steps] == [6]
