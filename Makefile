@@ -21,13 +21,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(BIN)/python -m pytest -q -rs tests/unit tests/integration
+	$(BIN)/python -m pytest -q -rs -n 3 --dist worksteal --durations=15 tests/unit tests/integration
 
 unit: setup
 	$(BIN)/python -m pytest -q tests/unit
 
 integration: setup
-	$(BIN)/python -m pytest -q -rs tests/integration
+	$(BIN)/python -m pytest -q -rs -n 3 --dist worksteal tests/integration
 
 demo: setup
 	$(BIN)/python -m hyperlaunch.demo

@@ -115,16 +115,23 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
         by_conf.setdefault(_conf_for(record, env), []).append(record)
     attempts: dict[str, list[slurm.Attempt]] = {}
     events: dict[str | None, list[slurm.NodeEvent]] = {}
+    queued: dict[str, str] = {}
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
         found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
         attempts.update(found)
+        queued.update(slurm.my_queue_states(env=slurm_env))
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
         if failed:
             since = min(a.start for a in failed if a.start and a.start != "Unknown")
             events[conf] = slurm.node_events(since, env=slurm_env)
     return [
-        summarize(record, attempts.get(record.job_id, []), events.get(_conf_for(record, env), []))
+        summarize(
+            record,
+            attempts.get(record.job_id, []),
+            events.get(_conf_for(record, env), []),
+            queue_state=queued.get(record.job_id),
+        )
         for record in records
     ]
 
@@ -144,25 +151,38 @@ def _env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str,
 
 
 def summarize(
-    record: JobRecord, attempts: Sequence[slurm.Attempt], events: Sequence[slurm.NodeEvent]
+    record: JobRecord,
+    attempts: Sequence[slurm.Attempt],
+    events: Sequence[slurm.NodeEvent],
+    *,
+    queue_state: str | None = None,
 ) -> JobStatus:
-    """Pure: the status of one job from its sacct attempts, node events, log and metrics."""
+    """Pure: the status of one job from its sacct attempts, node events, queue state, log
+    and metrics."""
     out_log, err_log = record.log_paths
     markers = _end_markers(_read_lines(out_log))
-    error_line = _last_error_line(_read_lines(err_log) + _read_lines(out_log))
+    err_by_attempt = _split_attempts(_read_lines(err_log))
     restarts = []
     for index, attempt in enumerate(attempts[:-1]):
-        restarts.append(_cause(index, attempt, markers.get(index), events, error_line, record))
+        restarts.append(_cause(index, attempt, markers.get(index), events, err_by_attempt.get(index, []), record))
     last = attempts[-1] if attempts else None
     failure = None
-    if last is not None and last.state not in ACTIVE_STATES and last.state != "COMPLETED":
-        failure = _cause(len(attempts) - 1, last, markers.get(len(attempts) - 1), events, error_line, record)
+    in_queue = queue_state is not None and queue_state in ACTIVE_STATES
+    if last is not None and not in_queue and last.state not in ACTIVE_STATES and last.state != "COMPLETED":
+        index = len(attempts) - 1
+        failure = _cause(index, last, markers.get(index), events, err_by_attempt.get(index, []), record)
         if failure.cause == "restart limit" and restarts:
             failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
+    state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
+    if in_queue and last is not None and last.state not in ACTIVE_STATES:
+        # The last recorded attempt ended and the job is back in the queue: that attempt
+        # is a restart too.
+        index = len(attempts) - 1
+        restarts.append(_cause(index, last, markers.get(index), events, err_by_attempt.get(index, []), record))
     return JobStatus(
         record=record,
-        state=last.state if last else "UNKNOWN",
+        state=state,
         attempts=tuple(attempts),
         restarts=tuple(restarts),
         progress=progress,
@@ -178,12 +198,15 @@ def _cause(
     attempt: slurm.Attempt,
     marker: Mapping[str, str] | None,
     events: Sequence[slurm.NodeEvent],
-    error_line: str,
+    err_lines: Sequence[str],
     record: JobRecord,
 ) -> Restart:
     state = attempt.state
-    if state == "NODE_FAIL":
+    reason = (marker or {}).get("cause")
+    if state == "NODE_FAIL" or reason == "node-failure":
         down = tuple(failed_nodes(attempt, events))
+        if not down and (marker or {}).get("nodes"):
+            down = tuple((marker or {})["nodes"].split(","))
         return Restart(index, "node failure", ", ".join(down), down)
     if state == "PREEMPTED":
         return Restart(index, "preemption")
@@ -191,7 +214,6 @@ def _cause(
         return Restart(index, "time limit")
     if state == "CANCELLED":
         return Restart(index, "cancelled")
-    reason = (marker or {}).get("cause")
     exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
     if reason == "restart-limit":
         return Restart(index, "restart limit", f"{record.spec.max_restarts} restart(s) allowed")
@@ -204,7 +226,9 @@ def _cause(
     if reason == "requeue-requested":
         return Restart(index, "preemption", "saved and requeued")
     if reason == "crash" or state == "FAILED":
-        detail = f"exit {exit_code}" + (f": {error_line}" if error_line else "")
+        task_exit = _task_exit_code(err_lines)
+        error_line = root_error_line(err_lines)
+        detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
         return Restart(index, "crash", detail)
     if state == "REQUEUED":
         return Restart(index, "requeued", "scontrol requeue")
@@ -266,14 +290,48 @@ def _end_markers(lines: Iterable[str]) -> dict[int, dict[str, str]]:
     return ends
 
 
-def _last_error_line(lines: Sequence[str]) -> str:
-    """The most telling error line: the root exception rather than torchrun's wrapper."""
-    candidates = [
-        line.strip()
-        for line in lines
-        if _ERROR_LINE.search(line) and "ChildFailedError" not in line and not line.startswith("###")
-    ]
-    return candidates[-1][:200] if candidates else ""
+def _split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
+    """Log lines by attempt (restart count), cut at the script's attempt-start markers."""
+    parts: dict[int, list[str]] = {}
+    current = 0
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
+            current = int(marker["restart"])
+            continue
+        parts.setdefault(current, []).append(line)
+    return parts
+
+
+# Consequences of a failure elsewhere, never its cause.
+_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
+_RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+_EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
+_TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
+
+
+def root_error_line(lines: Sequence[str]) -> str:
+    """The line that names the root cause of a crash: the first exception a rank reported
+    (torch prefixes them with [rankN]), else the first exception that is not a consequence
+    of another rank's failure, else the last line that says error."""
+    def usable(line: str) -> bool:
+        return not any(word in line for word in _SECONDARY) and not line.startswith("###")
+
+    for pattern in (_RANK_EXCEPTION, _EXCEPTION):
+        for line in lines:
+            if pattern.search(line) and usable(line):
+                return line.strip()[:200]
+    fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
+    return fallback[-1][:200] if fallback else ""
+
+
+def _task_exit_code(lines: Sequence[str]) -> str | None:
+    """The exit code of the first task that failed, as srun reported it."""
+    for line in lines:
+        match = _TASK_EXIT.search(line)
+        if match and match.group(1) != "0":
+            return match.group(1)
+    return None
 
 
 def checkpoint_model_name(record: JobRecord) -> str:

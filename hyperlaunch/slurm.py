@@ -201,3 +201,16 @@ def expand_hostlist(hostlist: str, *, env: Mapping[str, str] | None = None) -> l
     if not hostlist or hostlist in ("None assigned", "(null)"):
         return []
     return run(["scontrol", "show", "hostnames", hostlist], env=env, timeout=15).stdout.split()
+
+
+def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """State of each of this user's jobs still in the queue (PENDING, RUNNING, ...), one call.
+    sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in the
+    queue; squeue says what it is now."""
+    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%T"], env=env, timeout=30, check=False).stdout
+    states = {}
+    for line in out.splitlines():
+        job_id, _, state_text = line.partition("|")
+        if job_id.strip():
+            states[job_id.strip()] = state_text.strip()
+    return states

@@ -22,6 +22,7 @@ _UNLIMITED = ("UNLIMITED", "INFINITE")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
+_SIGNAL_SLACK_SECONDS = 60
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,8 +235,11 @@ def _validate_signal(spec: JobSpec) -> None:
     if spec.time is None:
         return
     limit = _time_limit_seconds(spec.time)
-    if limit is not None and spec.signal_seconds >= limit:
+    # slurmctld checks warning signals every 30 s and sends them up to that much early, so a
+    # signal time within a minute of the limit can arrive as the job starts, every attempt.
+    if limit is not None and spec.signal_seconds > limit - _SIGNAL_SLACK_SECONDS:
         _fail(
-            f"the save signal ({spec.signal_seconds} s before the end) must come after the job starts; "
-            f"--time {spec.time} is only {limit} s"
+            f"--signal-seconds {spec.signal_seconds} leaves no time to train within --time {spec.time} "
+            f"({limit} s): Slurm may send the signal up to 30 s early, so use at most "
+            f"{max(limit - _SIGNAL_SLACK_SECONDS, 0)} s, or a longer --time"
         )

@@ -111,6 +111,7 @@ class Trainer:
         while state.step < self.max_steps:
             started = time.perf_counter()
             testing_hooks.crash_at_step(state.step + 1, self.d.rank)
+            testing_hooks.slow_step()
             loss, grad_norm, lr = self.train_step(state)
             if not math.isfinite(loss):
                 self.metrics.event("non_finite_loss", f"loss is {loss} at step {state.step + 1}", step=state.step + 1)

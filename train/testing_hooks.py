@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 def _step_from_env(name: str) -> int | None:
@@ -43,3 +44,11 @@ def crash_at_step(step: int, rank: int) -> None:
     if int(os.environ.get("SLURM_RESTART_COUNT") or 0) != int(os.environ.get("HYPERLAUNCH_TEST_CRASH_ATTEMPT") or 0):
         return
     raise RuntimeError(f"injected failure at step {step} on rank {rank}")
+
+
+def slow_step() -> None:
+    """HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a test can make a
+    run outlast a time limit whatever the machine's speed."""
+    seconds = os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS")
+    if seconds:
+        time.sleep(float(seconds))

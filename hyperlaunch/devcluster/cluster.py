@@ -90,7 +90,7 @@ def up(
     os.chmod(layout.slurmdbd_conf, 0o600)
     current = state.ClusterState(layout=layout)
     try:
-        hosts.add_node_names(layout.node_names)
+        hosts.add_node_names(layout.node_names, layout.root)
         steps: list[tuple[str, Callable[[], procs.ProcessRecord | None]]] = [
             ("munge", lambda: services.start_munge(layout, progress)),
             ("MariaDB", lambda: services.start_mariadb(layout)),
@@ -154,7 +154,7 @@ def _stop_everything(current: state.ClusterState) -> None:
             procs.stop([current.daemons[name]], grace_s=15)
     procs.kill_pids(procs.cluster_process_ids(layout.root))
     layout.state_file.unlink(missing_ok=True)
-    hosts.remove_node_names()
+    hosts.remove_node_names(layout.root)
 
 
 def down(*, root: Path, progress: Progress) -> list[str]:

@@ -1,17 +1,23 @@
-"""The integration tests' Slurm cluster: brought up once per session, down at the end.
+"""The integration tests' Slurm cluster: one per test session, shared by every pytest-xdist
+worker (the first to need it brings it up, under a file lock; `up` is idempotent), and
+brought down by the controlling process at the end of the session (tests/conftest.py).
 
-Only tests that ask for `dev_cluster` start it (trainer tests run without Slurm)."""
+Only tests that ask for `dev_cluster` start it (trainer tests run without Slurm). Tests on
+it must not assume they are alone: their jobs use --exclusive, and they kill only nodes of
+their own jobs."""
 
 from __future__ import annotations
 
+import fcntl
 import os
-from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster
+from tests.integration.devcluster_helpers import DevCluster, session_cluster_root
 
 BASE_PORT = int(os.environ.get("HYPERLAUNCH_TEST_BASE_PORT", "27817"))
+# Enough for three tests' 2-node exclusive jobs at once plus spares for requeues.
+NODES = 8
 
 
 def require_root() -> None:
@@ -20,13 +26,14 @@ def require_root() -> None:
 
 
 @pytest.fixture(scope="session")
-def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
     require_root()
-    cluster = DevCluster(root=tmp_path_factory.mktemp("devcluster"), base_port=BASE_PORT, nodes=3)
-    result = cluster.up()
+    root = session_cluster_root(tmp_path_factory.getbasetemp())
+    cluster = DevCluster(root=root, base_port=BASE_PORT, nodes=NODES)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / "devcluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = cluster.up()
     if result.returncode != 0:
         pytest.fail(f"dev-cluster up failed: {result.stderr.strip()}")
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+    return cluster

@@ -73,6 +73,13 @@ class DevCluster:
         return dict(line.split() for line in out.splitlines() if line.strip())
 
 
+def session_cluster_root(basetemp: Path) -> Path:
+    """The shared cluster's directory: beside the xdist workers' own temp dirs (they live in
+    <session basetemp>/popen-gwN), or in the basetemp of a run without workers."""
+    session = basetemp.parent if basetemp.name.startswith("popen-gw") else basetemp
+    return session / "devcluster"
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 1.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

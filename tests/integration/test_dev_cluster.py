@@ -25,17 +25,22 @@ def _script(path: Path, body: str, *flags: str) -> Path:
     return path
 
 
-def test_up_gives_idle_nodes_and_up_again_changes_nothing(dev_cluster: DevCluster) -> None:
-    assert dev_cluster.node_states() == {"node1": "idle", "node2": "idle", "node3": "idle"}
+def test_up_gives_its_nodes_and_up_again_changes_nothing(dev_cluster: DevCluster) -> None:
+    # Other tests run jobs and kill nodes on this shared cluster meanwhile: the strict "all
+    # idle" check is on a private cluster below.
+    assert sorted(dev_cluster.node_states()) == sorted(f"node{i}" for i in range(1, dev_cluster.nodes + 1))
     before = state.load(dev_cluster.root / "cluster.json")
     again = dev_cluster.up()
     assert again.returncode == 0, again.stderr
     assert "already running" in again.stdout
     after = state.load(dev_cluster.root / "cluster.json")
-    assert before is not None and after is not None and before.daemons == after.daemons
+    assert before is not None and after is not None
+    # slurmd records change when other tests revive the nodes they killed; the rest must not.
+    services = ("munged", "mariadb", "slurmdbd", "slurmctld")
+    assert {k: v for k, v in before.daemons.items() if k in services} == {k: v for k, v in after.daemons.items() if k in services}
     status = json.loads(dev_cluster.cli("dev-cluster", "status", "--json").stdout)
-    assert status["running"] and all(d["alive"] for d in status["daemons"])
-    assert {n["name"] for n in status["nodes"]} == {"node1", "node2", "node3"}
+    assert status["running"] and all(d["alive"] for d in status["daemons"] if d["name"] in services)
+    assert len(status["nodes"]) == dev_cluster.nodes
 
 
 def test_two_node_job_runs_on_two_nodes_and_sacct_records_it(dev_cluster: DevCluster, tmp_path: Path) -> None:
@@ -44,10 +49,11 @@ def test_two_node_job_runs_on_two_nodes_and_sacct_records_it(dev_cluster: DevClu
         tmp_path / "job.sh",
         f"srun --ntasks-per-node=1 bash -c 'echo $SLURMD_NODENAME' > {out}\n",
         "--nodes=2",
+        "--exclusive",
         f"--output={tmp_path}/slurm-%j.out",
     )
     job = dev_cluster.sbatch(script)
-    wait_until(lambda: dev_cluster.job_field(job, "%T") == "", 60, f"job {job} to finish")
+    wait_until(lambda: dev_cluster.job_field(job, "%T") == "", 120, f"job {job} to finish")
     nodes = out.read_text().split()
     assert len(nodes) == 2 and len(set(nodes)) == 2, nodes
     wait_until(lambda: dev_cluster.sacct_attempts(job)[-1:] != [] and dev_cluster.sacct_attempts(job)[-1][0] == "COMPLETED", 30, "sacct COMPLETED")
@@ -63,6 +69,7 @@ def test_killed_node_fails_the_job_and_slurm_requeues_it_on_healthy_nodes(dev_cl
         srun --ntasks-per-node=1 sleep "$pause"
         """,
         "--nodes=2",
+        "--exclusive",
         "--requeue",
         "--open-mode=append",
         f"--output={tmp_path}/slurm-%j.out",
@@ -84,18 +91,19 @@ def test_killed_node_fails_the_job_and_slurm_requeues_it_on_healthy_nodes(dev_cl
     finally:
         revived = dev_cluster.cli("dev-cluster", "revive-node", victim)
     assert revived.returncode == 0, revived.stderr
-    assert dev_cluster.node_states()[victim] == "idle"
+    assert dev_cluster.node_states()[victim] in ("idle", "allocated", "mixed")
 
 
-def _private_cluster(tmp_path: Path, offset: int) -> DevCluster:
+def _private_cluster(tmp_path: Path, offset: int, nodes: int = 1) -> DevCluster:
     require_root()
-    return DevCluster(root=tmp_path / "cluster", base_port=BASE_PORT + offset, nodes=1)
+    return DevCluster(root=tmp_path / "cluster", base_port=BASE_PORT + offset, nodes=nodes)
 
 
-def test_down_stops_every_process_it_started(tmp_path: Path) -> None:
-    cluster = _private_cluster(tmp_path, 100)
+def test_up_gives_idle_nodes_and_down_stops_every_process_it_started(tmp_path: Path) -> None:
+    cluster = _private_cluster(tmp_path, 100, nodes=2)
     result = cluster.up()
     assert result.returncode == 0, result.stderr
+    assert cluster.node_states() == {"node1": "idle", "node2": "idle"}
     recorded = state.load(cluster.root / "cluster.json")
     assert recorded is not None and procs.cluster_process_ids(cluster.root)
     assert cluster.down().returncode == 0

@@ -25,7 +25,7 @@ def test_doctor_on_the_dev_cluster(dev_cluster: DevCluster, tmp_path: Path) -> N
     assert pyxis["status"] in ("warn", "fail") and "Pyxis" in pyxis["detail"] and pyxis["hint"]
     shared = checks["shared filesystem"]
     assert shared["status"] == "pass" and "this host" in shared["detail"], shared
-    assert "3 Slurm node(s)" in checks["gpus per node"]["detail"]
+    assert f"{dev_cluster.nodes} Slurm node(s)" in checks["gpus per node"]["detail"]
     # Nothing failed, so the exit code is 0 and the warnings do not count against it.
     assert document["ok"] is True and result.returncode == 0, result.stderr
 

@@ -123,9 +123,12 @@ def test_hosts_lines_are_added_and_removed_by_marker(tmp_path: Path, monkeypatch
     monkeypatch.setattr(hosts, "_resolves", lambda name: False)
     path = tmp_path / "hosts"
     path.write_text("127.0.0.1 localhost\n10.0.0.1 other\n")
-    hosts.add_node_names(["node1", "node2"], hosts=path)
-    hosts.add_node_names(["node1", "node2"], hosts=path)
-    assert path.read_text().count(hosts.MARKER) == 1
+    hosts.add_node_names(["node1", "node2"], tmp_path / "a", hosts=path)
+    hosts.add_node_names(["node1", "node2"], tmp_path / "a", hosts=path)
+    hosts.add_node_names(["node1"], tmp_path / "b", hosts=path)
+    assert path.read_text().count(hosts.MARKER) == 2
     assert "127.0.0.1 node1 node2" in path.read_text()
-    hosts.remove_node_names(hosts=path)
+    hosts.remove_node_names(tmp_path / "b", hosts=path)
+    assert path.read_text().count(hosts.MARKER) == 1, "another cluster's names stay"
+    hosts.remove_node_names(tmp_path / "a", hosts=path)
     assert path.read_text() == "127.0.0.1 localhost\n10.0.0.1 other\n"

@@ -148,3 +148,35 @@ def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecor
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     status = summarize(record, [_attempt("COMPLETED")], [])
     assert status.progress.last_step == 6 and [s["step"] for s in status.steps] == [6]
+
+
+def test_a_job_back_in_the_queue_is_active_and_its_last_attempt_counts_as_a_restart(record: JobRecord) -> None:
+    # Right after a node failure sacct's newest record reads NODE_FAIL; squeue knows better.
+    status = summarize(record, [_attempt("NODE_FAIL")], [], queue_state="PENDING")
+    assert status.state == "PENDING" and status.active and status.failure is None
+    assert [r.cause for r in status.restarts] == ["node failure"]
+
+
+def test_the_root_cause_is_the_first_rank_exception_of_that_attempt(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=1 job=7 exit=143 cause=crash action=requeue time=t\n",
+        err="### hyperlaunch attempt-start restart=0 job=7 nodes=n host=h time=t\n"
+        "1: [rank1]: ValueError: from the first attempt\n"
+        "### hyperlaunch attempt-start restart=1 job=7 nodes=n host=h time=t\n"
+        "1: [rank1]:     raise RuntimeError(f'injected failure')\n"
+        "1: [rank1]: RuntimeError: injected failure at step 8 on rank 1\n"
+        "0: [rank0]: RuntimeError: [gloo/pair.cc:553] Connection closed by peer [127.0.0.1]:10164\n"
+        "1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "srun: error: node6: task 1: Exited with exit code 1\n"
+        "slurmstepd-node5: error: *** JOB 3 ON node5 CANCELLED AT 2026 DUE TO JOB REQUEUE ***\n",
+    )
+    status = summarize(record, [_attempt("COMPLETED"), _attempt("REQUEUED"), _attempt("RUNNING")], [])
+    crash = status.restarts[1]
+    assert crash.describe() == "crash (exit 1: 1: [rank1]: RuntimeError: injected failure at step 8 on rank 1)"
+
+
+def test_a_node_failure_the_script_saw_names_the_node_from_its_marker(record: JobRecord) -> None:
+    _log(record, out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 action=slurm-requeue time=t\n")
+    status = summarize(record, [_attempt("REQUEUED"), _attempt("RUNNING")], [])
+    assert status.restarts[0].describe() == "node failure (node2)"

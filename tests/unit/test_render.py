@@ -211,3 +211,16 @@ def test_an_attempt_past_the_restart_limit_fails_without_running(tmp_path: Path)
     assert "restart limit reached" in run.stderr
     end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
     assert end[0]["cause"] == "restart-limit"
+
+
+def test_a_step_that_lost_a_node_is_left_to_slurms_own_requeue(tmp_path: Path) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    (tmp_path / "bin").mkdir()
+    sinfo = tmp_path / "bin" / "sinfo"
+    sinfo.write_text("#!/bin/sh\necho node2\n")  # what sinfo -t down,...,no_respond lists
+    sinfo.chmod(0o755)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
+    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert (end[0]["cause"], end[0]["nodes"], end[0]["action"]) == ("node-failure", "node2", "slurm-requeue")
+    assert not run.requeued, "Slurm requeues a NODE_FAIL job itself"
+    assert "attempt-end" in run.stderr, "markers go to both logs"

@@ -1,0 +1,151 @@
+"""The promise, end to end on the dev cluster with the real CLI and trainer: a node dies,
+the job is preempted, runs out of time or a rank crashes - and training continues from the
+last checkpoint, with the same losses as a run that was never interrupted."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.fault_helpers import (
+    Job,
+    assert_losses_match,
+    kill_a_node_of,
+    revive,
+    submit,
+    wait_attempts,
+)
+
+pytestmark = pytest.mark.integration
+
+STEPS = 60
+EVERY = 10
+
+
+@pytest.fixture(scope="module")
+def reference(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
+    """Per-step losses of the scenarios' spec, run once without interruption."""
+    job = submit(dev_cluster, tmp_path_factory.mktemp("reference"), max_steps=STEPS, checkpoint_every=EVERY)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    losses = job.losses()
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    return losses
+
+
+def test_three_node_failures_in_one_job_end_completed_with_the_same_losses(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(dev_cluster, tmp_path, max_steps=STEPS, checkpoint_every=EVERY)
+    victims = []
+    # Right after a checkpoint: the pointer has just moved to step 10.
+    wait_until(lambda: job.pointer_step() == EVERY, 240, "the step-10 checkpoint", interval=0.1)
+    victims.append(kill_a_node_of(job))
+    wait_attempts(job, 2)
+    revive(dev_cluster, victims[-1])
+    # Between checkpoints: steps after the last checkpoint are lost and trained again.
+    job.wait_step(2 * EVERY + 3)
+    victims.append(kill_a_node_of(job))
+    wait_attempts(job, 3)
+    revive(dev_cluster, victims[-1])
+    job.wait_step(4 * EVERY + 5)
+    victims.append(kill_a_node_of(job))
+    try:
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, victims[-1])
+    assert final["state"] == "COMPLETED", final
+    assert [(r["cause"], r["nodes"]) for r in final["restarts"]] == [("node failure", [v]) for v in victims]
+    assert final["last_step"] == STEPS
+    # Every attempt resumed from the model's -latest checkpoint.
+    resumed = [e["step"] for e in job.events("resumed")]
+    assert resumed[0] == EVERY and len(resumed) == 3 and resumed == sorted(resumed)
+    assert_losses_match(job, reference)
+    log = dev_cluster.hyperlaunch("logs", job.job_id, cwd=tmp_path).stdout
+    for attempt in range(1, 5):
+        assert f"===== attempt {attempt} (restart {attempt - 1})" in log
+
+
+def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
+    dev_cluster: DevCluster, tmp_path: Path
+) -> None:
+    job = submit(dev_cluster, tmp_path, "--max-restarts", "1", max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(EVERY + 2)
+    first = kill_a_node_of(job)
+    wait_attempts(job, 2)
+    revive(dev_cluster, first)
+    job.wait_step(job.last_step() + 2)
+    second = kill_a_node_of(job)
+    try:
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, second)
+    assert final["state"] == "FAILED", final
+    assert final["failure"]["cause"] == "restart limit"
+    assert f"node failure ({second})" in final["failure"]["detail"]
+    # Two nodes failed it; with the third alone it continues on one node (DCP reshards 2 -> 1).
+    resumed = dev_cluster.hyperlaunch("resume", job.job_id, "--exclude-failed", "--nodes", "1", "--json", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert first in resumed.stderr and second in resumed.stderr
+    import json
+
+    new = Job(dev_cluster, tmp_path, json.loads(resumed.stdout)["job_id"])
+    done = new.wait_final()
+    assert done["state"] == "COMPLETED", done
+    assert done["last_step"] == STEPS
+    assert first not in done["node_list"] and second not in done["node_list"]
+
+
+def test_time_limit_saves_requeues_and_finishes(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    # A 2-minute limit with the save signal 45 s before it (Slurm may send it up to 30 s
+    # early), steps of at least 0.25 s: 400 steps need more than one attempt. No periodic
+    # checkpoints: only the signal saves.
+    job = submit(
+        dev_cluster, tmp_path, "--time", "2", "--signal-seconds", "45", "--max-restarts", "6",
+        "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.25", max_steps=400, checkpoint_every=1000,
+    )
+    final = job.wait_final(timeout=600)
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] and all(r["cause"] == "time limit" for r in final["restarts"]), final["restarts"]
+    saved = [e["step"] for e in job.events("exit") if e.get("requeue")]
+    resumed = [e["step"] for e in job.events("resumed")]
+    assert saved and resumed[: len(saved)] == saved, (saved, resumed)
+    # At most the step in flight is lost: each attempt saved the step it had just finished.
+    for event in job.events("signal_received"):
+        assert event["step"] in saved
+
+
+def test_preemption_by_signal_and_by_requeue_continues_with_the_same_losses(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(dev_cluster, tmp_path, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(EVERY + 3)
+    dev_cluster.run("scancel", "--signal=USR2", job.job_id)  # what a preempting scheduler sends
+    wait_attempts(job, 2)
+    job.wait_step(job.last_step() + 3)
+    dev_cluster.run("scontrol", "requeue", job.job_id)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    causes = [r["cause"] for r in final["restarts"]]
+    assert causes[0] == "preemption" and causes[1] in ("requeued", "preemption"), final["restarts"]
+    assert_losses_match(job, reference)
+
+
+def test_a_crashed_rank_fails_the_step_fast_and_the_job_is_retried(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    started = time.monotonic()
+    job = submit(
+        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_CRASH_RANK=1",
+        max_steps=20, checkpoint_every=5,
+    )
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    (restart,) = final["restarts"]
+    assert restart["cause"] == "crash"
+    assert restart["detail"].startswith("exit ") and "injected failure at step 8 on rank 1" in restart["detail"]
+    first = final["attempts"][0]
+    assert first["elapsed_s"] < 120, "the step hung instead of failing"
+    assert [e["step"] for e in job.events("resumed")] == [5]
+    assert time.monotonic() - started < 400
