@@ -20,11 +20,12 @@ from hyperlaunch.checkpoints import requeue_request_path
 _PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
 
 METRICS_FILE = "metrics.jsonl"
-_SLURM_TAGS = {
-    key: os.environ[var]
-    for key, var in (("job_id", "SLURM_JOB_ID"), ("restart", "SLURM_RESTART_COUNT"))
-    if os.environ.get(var)
-}
+# Slurm leaves SLURM_RESTART_COUNT unset in a job's first attempt.
+_SLURM_TAGS: dict[str, Any] = (
+    {"job_id": os.environ["SLURM_JOB_ID"], "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
+    if os.environ.get("SLURM_JOB_ID")
+    else {}
+)
 
 
 def peak_flops(device: torch.device, mixed_precision: str) -> float | None:

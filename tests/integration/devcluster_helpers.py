@@ -43,11 +43,13 @@ class DevCluster:
         """A `hyperlaunch dev-cluster ...` command aimed at this cluster's directory."""
         return hyperlaunch(*args, "--dir", str(self.root), env=self.env)
 
-    def hyperlaunch(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def hyperlaunch(
+        self, *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Any hyperlaunch command, with SLURM_CONF pointing at this cluster."""
         return subprocess.run(
             [sys.executable, "-m", "hyperlaunch", *args],
-            capture_output=True, text=True, env=self.env, cwd=cwd, timeout=600, check=False,
+            capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=cwd, timeout=600, check=False,
         )
 
     def run(self, *args: str, check: bool = True) -> str:

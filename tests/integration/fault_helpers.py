@@ -79,12 +79,21 @@ class Job:
         return self.status()
 
 
-def submit(cluster: DevCluster, workdir: Path, *flags: str, max_steps: int, checkpoint_every: int, extra: list[str] | None = None) -> Job:
+def submit(
+    cluster: DevCluster,
+    workdir: Path,
+    *flags: str,
+    max_steps: int,
+    checkpoint_every: int,
+    extra: list[str] | None = None,
+    submit_env: dict[str, str] | None = None,
+) -> Job:
+    """`hyperlaunch submit` of the scenarios' spec; submit_env reaches the job (sbatch exports it)."""
     workdir.mkdir(parents=True, exist_ok=True)
     result = cluster.hyperlaunch(
         "submit", "--model", MODEL, "--nodes", "2", "--exclusive", "--max-steps", str(max_steps), "--json", *flags,
         "--", *TRAINER_ARGS, "--checkpoint-every", str(checkpoint_every), *(extra or []),
-        cwd=workdir,
+        cwd=workdir, extra_env=submit_env,
     )
     assert result.returncode == 0, result.stderr
     return Job(cluster, workdir, json.loads(result.stdout)["job_id"])

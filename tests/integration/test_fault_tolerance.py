@@ -101,11 +101,11 @@ def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
 
 def test_time_limit_saves_requeues_and_finishes(dev_cluster: DevCluster, tmp_path: Path) -> None:
     # A 2-minute limit with the save signal 45 s before it (Slurm may send it up to 30 s
-    # early), steps of at least 0.25 s: 400 steps need more than one attempt. No periodic
+    # early), steps of at least 0.25 s: 250 steps need more than one attempt. No periodic
     # checkpoints: only the signal saves.
     job = submit(
         dev_cluster, tmp_path, "--time", "2", "--signal-seconds", "45", "--max-restarts", "6",
-        "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.25", max_steps=400, checkpoint_every=1000,
+        "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.25", max_steps=250, checkpoint_every=1000,
     )
     final = job.wait_final(timeout=600)
     assert final["state"] == "COMPLETED", final
@@ -149,3 +149,60 @@ def test_a_crashed_rank_fails_the_step_fast_and_the_job_is_retried(dev_cluster: 
     assert first["elapsed_s"] < 120, "the step hung instead of failing"
     assert [e["step"] for e in job.events("resumed")] == [5]
     assert time.monotonic() - started < 400
+
+
+# HyperPod's auto-resume, as far as a plain Slurm cluster allows: srun accepts
+# --auto-resume=1 and, when the step fails, runs the same, already expanded srun line again
+# in the same allocation (HyperPod would first swap the faulty node for a new one).
+FAKE_HYPERPOD_SRUN = """#!/bin/bash
+args=()
+auto=0
+for arg in "$@"; do
+  if [ "$arg" = --auto-resume=1 ]; then auto=1; else args+=("$arg"); fi
+done
+{real} "${{args[@]}}"
+status=$?
+if [ "$auto" = 1 ] && [ "$status" -ne 0 ]; then
+  echo "### fake-hyperpod: step failed ($status); re-running the same srun line" >&2
+  {real} "${{args[@]}}"
+  status=$?
+fi
+exit "$status"
+"""
+
+
+def test_hyperpod_rerun_of_the_same_step_rendezvouses_and_resumes(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    import shutil
+
+    from hyperlaunch.devcluster import procs
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "srun"
+    wrapper.write_text(FAKE_HYPERPOD_SRUN.format(real=shutil.which("srun")))
+    wrapper.chmod(0o755)
+    job = submit(
+        dev_cluster, tmp_path / "work", "--hyperpod", max_steps=30, checkpoint_every=5,
+        submit_env={"PATH": f"{bin_dir}:{dev_cluster.env['PATH']}"},
+    )
+    assert "--auto-resume=1" in dev_cluster.hyperlaunch("render", "--model", "qwen3_tiny", "--hyperpod").stdout
+    wait_until(lambda: (job.pointer_step() or 0) >= 10, 240, "the step-10 checkpoint", interval=0.2)
+    # A rank dies on a healthy node: kill the training processes (not torchrun) of one node.
+    node = job.running_nodes()[-1]
+    trainers = [
+        pid for pid in procs.node_process_ids(dev_cluster.root, node)
+        if b"hyperlaunch.train" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        and b"torch.distributed.run" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        and b"torchrun" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert trainers
+    saved = job.pointer_step()
+    procs.kill_pids(trainers)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and len(final["attempts"]) == 1, "the step was re-run inside the same attempt"
+    err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    assert err.count("fake-hyperpod: step failed") == 1
+    resumed = job.events("resumed")
+    assert len(resumed) == 1 and resumed[0]["step"] >= (saved or 0) and resumed[0]["restart"] == 0
+    assert final["last_step"] == 30
