@@ -9,10 +9,13 @@ neither skips nor repeats a sample.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Protocol
+from urllib.parse import urlparse
 
 import torch
 
@@ -101,16 +104,34 @@ def load_tokenizer(choice: str, warn: bool) -> TextTokenizer:
             return HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         except (OSError, ValueError) as err:
             raise InvalidInput(f"--tokenizer {choice}: cannot load a tokenizer there ({err})") from None
+    # A copy in the local Hugging Face cache needs no network; without one, ask the hub only
+    # when it answers at all: its client retries for half a minute on a cluster with no
+    # internet, on every rank and every restart.
+    attempts = [{"local_files_only": True}] + ([{}] if _hub_reachable() else [])
+    error: Exception | None = None
+    for kwargs in attempts:
+        try:
+            return HFTokenizer(AutoTokenizer.from_pretrained(choice, **kwargs))
+        except Exception as err:  # noqa: BLE001 - any hub failure means: use the offline one
+            error = err
+    if warn:
+        print(
+            f"hyperlaunch.train: warning: tokenizer {choice!r} not reachable "
+            f"({type(error).__name__ if error else 'hub unreachable'}); using the offline tokenizer",
+            file=sys.stderr,
+        )
+    return OfflineTokenizer()
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
     try:
-        return HFTokenizer(AutoTokenizer.from_pretrained(choice))
-    except Exception as err:  # noqa: BLE001 - any hub failure means: use the offline one
-        if warn:
-            print(
-                f"hyperlaunch.train: warning: tokenizer {choice!r} not reachable "
-                f"({type(err).__name__}); using the offline tokenizer",
-                file=sys.stderr,
-            )
-        return OfflineTokenizer()
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
 
 
 def read_documents(data: Path | None, text_field: str) -> list[str]:

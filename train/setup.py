@@ -3,6 +3,7 @@ weights, optimizer, schedule, checkpointer, and the state to resume from."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 from hyperlaunch import checkpoints as rules
 from hyperlaunch.errors import InvalidInput
 
+from . import STARTED_AT
 from . import data as data_mod
 from .checkpointing import Checkpointer, TrainState
 from .config import TrainConfig
@@ -57,6 +59,7 @@ def _tokenizer_choice(cfg: TrainConfig, source: ModelSource) -> str:
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job:
     source = resolve_model(cfg.model, cfg.model_name, cfg.model_is_directory)
     spec = source.spec
+    build_started = time.time()
     seq_len = cfg.seq_len or spec.seq_len
     micro_batch = cfg.micro_batch_size or spec.micro_batch_size
 
@@ -109,15 +112,24 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
         dist_info=d, metrics=metrics, keep_last=cfg.keep_last, async_save=cfg.async_checkpoint,
     )
     state = TrainState()
+    built = time.time()
     if resume.path is not None:
         state = checkpointer.load(resume.path)
+    startup = {
+        "process_start": STARTED_AT,
+        "imports_s": build_started - STARTED_AT,
+        "build_s": built - build_started,
+        "load_s": time.time() - built,
+    }
+    if resume.path is not None:
         metrics.event(
             "resumed", f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
             step=state.step, path=str(resume.path), world_size=d.world_size, sharding=sharding_info,
+            startup=startup,
         )
     else:
         metrics.event("started", f"training {spec.name} from step 0 on {d.world_size} rank(s)",
-            world_size=d.world_size, sharding=sharding_info,
+            world_size=d.world_size, sharding=sharding_info, startup=startup,
         )
 
     trainer = Trainer(

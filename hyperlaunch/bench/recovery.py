@@ -1,0 +1,124 @@
+"""Recovery time on the dev cluster: node kill -> first resumed training step, split into
+Slurm's detection, the requeue wait, job start, trainer start-up (imports, build, checkpoint
+load) and the first step; plus the steps lost.
+
+    python -m hyperlaunch.bench.recovery [--runs 3] [--model qwen3_tiny]
+
+Uses (and starts, if needed) the dev cluster in $HYPERLAUNCH_HOME/dev-cluster; needs root."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+PHASES = ("detection", "requeue wait", "job start", "imports", "build", "checkpoint load", "first step")
+
+
+def _hl(*args: str, cwd: Path) -> str:
+    result = subprocess.run([sys.executable, "-m", "hyperlaunch", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"hyperlaunch {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _records(run_dir: Path, job: str) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if row.get("job_id") == job:
+            rows.append(row)
+    return rows
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def _epoch(slurm_time: str) -> float:
+    return datetime.fromisoformat(slurm_time).timestamp()  # sacct prints local time
+
+
+def one_run(model: str, work: Path) -> dict[str, float]:
+    work.mkdir(parents=True)
+    submitted = json.loads(_hl(
+        "submit", "--model", model, "--nodes", "2", "--exclusive", "--max-steps", "100000", "--json", "--",
+        "--seq-len", "32", "--micro-batch-size", "2", "--checkpoint-every", "10", "--keep-last", "2", cwd=work,
+    ))
+    job, run_dir = submitted["job_id"], Path(submitted["run_dir"])
+
+    def steps(restart: int) -> list[dict[str, Any]]:
+        return [r for r in _records(run_dir, job) if r.get("type") == "step" and r.get("restart") == restart]
+
+    _wait(lambda: len(steps(0)) >= 25, 300, "25 steps")
+    nodes = json.loads(_hl("status", job, "--json", cwd=work))["node_list"]
+    victim = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, check=True).stdout.split()[-1]
+    last_step = steps(0)[-1]["step"]
+    killed_at = time.time()
+    _hl("dev-cluster", "kill-node", victim, cwd=work)
+    first = _wait(lambda: (steps(1) or [None])[0], 600, "the first resumed step")
+    resumed = next(r for r in _records(run_dir, job) if r.get("event") == "resumed" and r.get("restart") == 1)
+    attempts = json.loads(_hl("status", job, "--json", cwd=work))["attempts"]
+    _hl("cancel", job, cwd=work)
+    _hl("dev-cluster", "revive-node", victim, cwd=work)
+    failed_at, started_at = _epoch(attempts[0]["end"]), _epoch(attempts[1]["start"])
+    startup = resumed["startup"]
+    figures = {
+        "detection": failed_at - killed_at,
+        "requeue wait": started_at - failed_at,
+        "job start": startup["process_start"] - started_at,
+        "imports": startup["imports_s"],
+        "build": startup["build_s"],
+        "checkpoint load": startup["load_s"],
+        "first step": first["time"] - resumed["time"],
+        "total": first["time"] - killed_at,
+        "hyperlaunch-owned (job start -> first step)": first["time"] - started_at,
+        "steps lost": float(last_step - resumed["step"]),
+    }
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model", default="qwen3_tiny")
+    args = parser.parse_args(argv)
+    base = Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-recovery-"))
+    _hl("dev-cluster", "up", "--nodes", "3", cwd=base)
+    status = json.loads(_hl("dev-cluster", "status", "--json", cwd=base))
+    os.environ["SLURM_CONF"] = status["slurm_conf"]
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; model {args.model}, 2 nodes; "
+          f"SlurmdTimeout=10 s, cred_expire=5 s; {args.runs} run(s)", flush=True)
+    runs = []
+    for index in range(args.runs):
+        figures = one_run(args.model, base / f"run{index}")
+        runs.append(figures)
+        print(f"run {index + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()), flush=True)
+    print("\nmedian [min - max] seconds:")
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        print(f"  {key:<45} {statistics.median(values):7.1f}  [{min(values):.1f} - {max(values):.1f}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
