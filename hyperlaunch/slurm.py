@@ -196,13 +196,6 @@ def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
     run(["scancel", job_id], env=env, timeout=30)
 
 
-def expand_hostlist(hostlist: str, *, env: Mapping[str, str] | None = None) -> list[str]:
-    """node[1-3],gpu7 -> [node1, node2, node3, gpu7], as Slurm expands it."""
-    if not hostlist or hostlist in ("None assigned", "(null)"):
-        return []
-    return run(["scontrol", "show", "hostnames", hostlist], env=env, timeout=15).stdout.split()
-
-
 def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """State of each of this user's jobs still in the queue (PENDING, RUNNING, ...), one call.
     sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in the

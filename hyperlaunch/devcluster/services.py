@@ -140,7 +140,7 @@ def start_mariadb(layout: ClusterLayout) -> procs.ProcessRecord:
         what="MariaDB",
         timeout_s=60,
     )
-    password = _db_password(layout)
+    password = db_password(layout)
     grants = "".join(
         f"CREATE USER IF NOT EXISTS 'slurm'@'{host}' IDENTIFIED BY '{password}';"
         f"ALTER USER 'slurm'@'{host}' IDENTIFIED BY '{password}';"
@@ -153,16 +153,13 @@ def start_mariadb(layout: ClusterLayout) -> procs.ProcessRecord:
     return record
 
 
-def _db_password(layout: ClusterLayout) -> str:
+def db_password(layout: ClusterLayout) -> str:
+    """The accounting database password, made once per cluster directory."""
     path = layout.db_password_file
     if not path.exists():
         path.write_text(secrets.token_hex(16))
         os.chmod(path, 0o600)
     return path.read_text().strip()
-
-
-def db_password(layout: ClusterLayout) -> str:
-    return _db_password(layout)
 
 
 def start_slurmdbd(layout: ClusterLayout) -> procs.ProcessRecord:
@@ -243,23 +240,7 @@ def _ready(node: slurm.NodeInfo | None) -> bool:
     return not not_responding and any(word in state for word in ("idle", "alloc", "mix", "complet"))
 
 
-def node_ready(layout: ClusterLayout, node: str) -> bool:
-    states = {n.name: n for n in slurm.node_states(env=daemon_env(layout))}
-    return _ready(states.get(node))
-
-
-def slurm_env_lines(layout: ClusterLayout) -> list[str]:
-    return [f"export SLURM_CONF={layout.slurm_conf}"]
-
-
 def ensure_layout(layout: ClusterLayout) -> None:
     for directory in layout.directories():
         directory.mkdir(parents=True, exist_ok=True)
     os.chmod(layout.root, 0o755)
-
-
-def read_log_tail(path: Path, lines: int = 3) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except OSError:
-        return ""
