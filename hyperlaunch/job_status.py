@@ -186,7 +186,7 @@ def summarize(
         attempts=tuple(attempts),
         restarts=tuple(restarts),
         progress=progress,
-        nodes=last.node_list if last else "",
+        nodes=last.node_list if last and last.node_list != "None assigned" else "",
         elapsed_s=sum(a.elapsed_s for a in attempts),
         failure=failure,
         steps=tuple(steps),

@@ -16,7 +16,7 @@ from hyperlaunch import checkpoints as ck
 from .train_helpers import PYTHON, launch, tiny_args, train_env, tree_digest
 
 
-@pytest.mark.parametrize("signum", [signal.SIGUSR2], ids=["SIGUSR2"])
+@pytest.mark.parametrize("signum", [signal.SIGUSR2, signal.SIGTERM], ids=["SIGUSR2", "SIGTERM"])
 def test_stop_signal_saves_and_exits_with_requeue_code(tmp_path: Path, signum: int) -> None:
     ckpt, run_dir = tmp_path / "ckpt", tmp_path / "run"
     cmd = [PYTHON, "-m", "hyperlaunch.train", *tiny_args(ckpt, "--checkpoint-every", "0", steps=100000), "--run-dir", str(run_dir)]
@@ -32,7 +32,7 @@ def test_stop_signal_saves_and_exits_with_requeue_code(tmp_path: Path, signum: i
     assert proc.returncode == ck.REQUEUE_EXIT_CODE, err[-2000:]
     events = [json.loads(line) for line in metrics.read_text().splitlines()]
     (exit_event,) = [e for e in events if e.get("event") == "exit"]
-    assert exit_event["requeue"] and [e["signal"] for e in events if e.get("event") == "signal_received"] == ["SIGUSR2"]
+    assert exit_event["requeue"] and [e["signal"] for e in events if e.get("event") == "signal_received"] == [signal.Signals(signum).name]
     step = exit_event["step"]
     assert ck.read_pointer(ckpt, "qwen3_tiny") == f"qwen3_tiny-{step}steps"
     assert ck.is_complete(ckpt / f"qwen3_tiny-{step}steps")
