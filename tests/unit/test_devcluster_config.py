@@ -28,6 +28,7 @@ def test_slurm_conf_has_the_fast_fault_handling_settings(tmp_path: Path) -> None
     assert conf["SlurmdTimeout"] == "10"
     assert "cred_expire=5" in conf["AuthInfo"]
     assert conf["ReturnToService"] == "2"
+    assert "bf_interval=5" in conf["SchedulerParameters"], "a requeued job must not wait 30 s for backfill"
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert conf["AccountingStoragePort"] == "20001"
     assert conf["SlurmdSpoolDir"].endswith("/spool/%n"), "several slurmd on one host need per-node spools"
