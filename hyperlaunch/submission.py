@@ -6,6 +6,8 @@ call, parses the job id and tracks the job, while the script stays ours."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from collections.abc import Mapping
@@ -32,6 +34,19 @@ def _executor_class() -> type:
     return RenderedScriptExecutor
 
 
+def _refusal(sbatch_stderr: str) -> SlurmError:
+    """sbatch's own reason, in one line: its fatal line if any, else its last error lines."""
+    lines = [line.strip() for line in sbatch_stderr.splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal" in line]
+    reason = fatal[-1] if fatal else " ".join(lines[-2:]) or "sbatch failed"
+    if "configuration source" in reason:
+        return SlurmError(
+            f"no Slurm cluster configured: {reason}",
+            hint="set SLURM_CONF, or start a local one with 'hyperlaunch dev-cluster up'",
+        )
+    return SlurmError(f"sbatch refused the job: {reason}")
+
+
 def submit(
     spec: JobSpec,
     script: str,
@@ -51,10 +66,11 @@ def submit(
     previous = dict(os.environ)
     os.environ.update(environ)  # submitit runs sbatch with this process's environment
     try:
-        job = executor._submit_command("hyperlaunch")
+        # submitit echoes sbatch's stderr as it runs; the user gets it once, in our one line.
+        with contextlib.redirect_stderr(io.StringIO()):
+            job = executor._submit_command("hyperlaunch")
     except submitit.core.utils.FailedJobError as err:
-        message = " ".join(str(err).split()) or "sbatch failed"
-        raise SlurmError(f"sbatch refused the job: {message}") from None
+        raise _refusal(str(err)) from None
     except FileNotFoundError as err:
         raise SlurmError("sbatch not found on PATH", hint="is this a Slurm login node? try 'hyperlaunch doctor'") from err
     finally:

@@ -99,3 +99,22 @@ def test_logs_split_into_attempts() -> None:
     assert shown[0].startswith("===== attempt 1 (restart 0) on node[1-2]")
     assert "===== attempt 2 (restart 1) on node[1,3] at T2 =====" in shown
     assert annotate(lines, attempt=1) == ["===== attempt 2 (restart 1) on node[1,3] at T2 =====", "step 2"]
+
+
+def test_no_slurm_config_is_said_plainly_and_sbatch_noise_is_not_echoed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    _fake_sbatch(
+        tmp_path,
+        'echo "sbatch: error: fetch_config: DNS SRV lookup failed" >&2\n'
+        'echo "sbatch: fatal: Could not establish a configuration source" >&2\nexit 1\n',
+    )
+    with pytest.raises(SlurmError) as caught:
+        submit(_spec(tmp_path), "#!/bin/bash\n")
+    assert caught.value.one_line() == (
+        "no Slurm cluster configured: sbatch: fatal: Could not establish a configuration source "
+        "(set SLURM_CONF, or start a local one with 'hyperlaunch dev-cluster up')"
+    )
+    assert capsys.readouterr().err == ""
+    assert jobs.recent() == []
