@@ -24,7 +24,7 @@ MixedPrecision = Literal["bf16", "fp32"]
 SHARDING_CHOICES: tuple[str, ...] = ("full", "grad-op", "hybrid", "none")
 MIXED_PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp32")
 
-# Size of the offline byte-level tokenizer shipped in hyperlaunch/train/data/ (256 bytes,
+# Size of the offline byte-level tokenizer shipped in hyperlaunch/train/assets/ (256 bytes,
 # merges and special tokens). Tiny presets use it so they run with no download.
 OFFLINE_TOKENIZER_VOCAB = 512
 

@@ -38,7 +38,7 @@ class TextTokenizer(Protocol):
 
 @dataclass
 class OfflineTokenizer:
-    """The byte-level BPE tokenizer shipped in train/data (no download)."""
+    """The byte-level BPE tokenizer shipped in train/assets (no download)."""
 
     path: Path = TOKENIZER_FILE
 

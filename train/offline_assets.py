@@ -1,7 +1,7 @@
-"""Regenerates the offline assets shipped in `train/data/`: a synthetic corpus and a small
+"""Regenerates the offline assets shipped in `train/assets/`: a synthetic corpus and a small
 byte-level BPE tokenizer trained on it, so demos and tests run with no download.
 
-    python -m hyperlaunch.train.offline_assets        # rewrites train/data/{corpus.txt,tokenizer.json}
+    python -m hyperlaunch.train.offline_assets        # rewrites train/assets/{corpus.txt,tokenizer.json}
 
 The corpus is generated from templates (no copyrighted text): simple sentences, arithmetic and
 counting, structured enough that a tiny model's loss falls visibly within a few dozen steps.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent / "assets"
 CORPUS_FILE = DATA_DIR / "corpus.txt"
 TOKENIZER_FILE = DATA_DIR / "tokenizer.json"
 EOS_TOKEN = "<|endoftext|>"

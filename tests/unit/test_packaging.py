@@ -27,7 +27,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "hyperlaunch/train/__main__.py" in names
-    assert any(n.startswith("hyperlaunch/templates/") and n.endswith(".j2") for n in names)
+    assert "hyperlaunch/templates/sbatch.sh.j2" in names
+    assert {"hyperlaunch/templates/partials/env.sh.j2", "hyperlaunch/templates/partials/launch.sh.j2", "hyperlaunch/templates/partials/step.sh.j2"} <= set(names)
     assert any(n.startswith("hyperlaunch/env/") and n.endswith(".toml") for n in names)
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"hyperlaunch"}, top_level
