@@ -9,6 +9,7 @@ works from any shell, any time after the job ran."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,6 @@ from hyperlaunch.jobs import JobRecord
 from hyperlaunch.models import PRESETS
 from hyperlaunch.render import parse_attempt_marker
 
-METRICS_FILE = "metrics.jsonl"
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)
@@ -142,8 +142,6 @@ def _conf_for(record: JobRecord, env: Mapping[str, str] | None) -> str | None:
 
 
 def _env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str] | None:
-    import os
-
     base = dict(env if env is not None else os.environ)
     if conf:
         base["SLURM_CONF"] = conf
@@ -162,24 +160,25 @@ def summarize(
     out_log, err_log = record.log_paths
     markers = _end_markers(_read_lines(out_log))
     err_by_attempt = _split_attempts(_read_lines(err_log))
-    restarts = []
-    for index, attempt in enumerate(attempts[:-1]):
-        restarts.append(_cause(index, attempt, markers.get(index), events, err_by_attempt.get(index, []), record))
+
+    def cause_of(index: int) -> Restart:
+        return _cause(index, attempts[index], markers.get(index), events, err_by_attempt.get(index, []), record)
+
+    restarts = [cause_of(index) for index in range(len(attempts) - 1)]
     last = attempts[-1] if attempts else None
     failure = None
     in_queue = queue_state is not None and queue_state in ACTIVE_STATES
-    if last is not None and not in_queue and last.state not in ACTIVE_STATES and last.state != "COMPLETED":
-        index = len(attempts) - 1
-        failure = _cause(index, last, markers.get(index), events, err_by_attempt.get(index, []), record)
-        if failure.cause == "restart limit" and restarts:
-            failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
+    if last is not None and last.state not in ACTIVE_STATES:
+        if in_queue:
+            # The last recorded attempt ended and the job is back in the queue: that
+            # attempt is a restart too.
+            restarts.append(cause_of(len(attempts) - 1))
+        elif last.state != "COMPLETED":
+            failure = cause_of(len(attempts) - 1)
+            if failure.cause == "restart limit" and restarts:
+                failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
-    if in_queue and last is not None and last.state not in ACTIVE_STATES:
-        # The last recorded attempt ended and the job is back in the queue: that attempt
-        # is a restart too.
-        index = len(attempts) - 1
-        restarts.append(_cause(index, last, markers.get(index), events, err_by_attempt.get(index, []), record))
     return JobStatus(
         record=record,
         state=state,
@@ -347,7 +346,7 @@ def checkpoint_model_name(record: JobRecord) -> str:
 def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
     steps: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
-    for line in _read_lines(Path(record.spec.run_dir) / METRICS_FILE):
+    for line in _read_lines(Path(record.spec.run_dir) / checkpoints.METRICS_FILE):
         try:
             item = json.loads(line)
         except ValueError:
@@ -361,14 +360,12 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
     if any("job_id" in item for item in steps + events):
         steps = [item for item in steps if item.get("job_id") == record.job_id]
         events = [item for item in events if item.get("job_id") == record.job_id]
-    ckpt_step, ckpt_name = None, None
+    model = checkpoint_model_name(record)
     try:
-        name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), checkpoint_model_name(record))
+        ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model)
     except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
-        name = None
-    if name is not None:
-        ckpt_name = name
-        ckpt_step = checkpoints.parse_step(name, checkpoint_model_name(record))
+        ckpt_name = None
+    ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
     last = steps[-1] if steps else {}
     resumed = tuple(int(e.get("step", 0)) for e in events if e.get("event") == "resumed")
     progress = Progress(

@@ -4,6 +4,7 @@ runner and integration tests exercise the real binaries."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -38,7 +39,7 @@ def run(
 ) -> Result:
     """Run one Slurm command. With check=True a non-zero exit raises SlurmError carrying
     Slurm's own message, so the user sees why Slurm refused."""
-    if shutil.which(args[0], path=(env or {}).get("PATH")) is None and shutil.which(args[0]) is None:
+    if shutil.which(args[0], path=(env or os.environ).get("PATH")) is None:
         raise SlurmError(f"{args[0]} not found on PATH", hint="is this a Slurm login node? try 'hyperlaunch doctor'")
     try:
         proc = subprocess.run(

@@ -14,12 +14,11 @@ from typing import Any
 
 import torch
 
-from hyperlaunch.checkpoints import requeue_request_path
+from hyperlaunch.checkpoints import METRICS_FILE, requeue_request_path
 
 # Dense bf16 peak per device, FLOP/s (vendor figures); MFU is reported only for these.
 _PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
 
-METRICS_FILE = "metrics.jsonl"
 # Slurm leaves SLURM_RESTART_COUNT unset in a job's first attempt.
 _SLURM_TAGS: dict[str, Any] = (
     {"job_id": os.environ["SLURM_JOB_ID"], "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}

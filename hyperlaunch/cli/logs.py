@@ -50,9 +50,12 @@ def logs(
     path: Path = err_path if err else out_path
     if not path.exists() and not follow:
         raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    text = annotate(lines, attempt) if not err else lines
-    for line in text:
+
+    def shown(lines: list[str]) -> list[str]:
+        # The .err file carries the markers too, but its lines are printed as they are.
+        return lines if err else annotate(lines, attempt)
+
+    for line in shown(path.read_text(errors="replace").splitlines() if path.exists() else []):
         typer.echo(line)
     if not follow:
         return
@@ -65,7 +68,7 @@ def logs(
                     handle.seek(position)
                     chunk = handle.read()
                     position = handle.tell()
-                for line in annotate(chunk.splitlines(), attempt) if not err else chunk.splitlines():
+                for line in shown(chunk.splitlines()):
                     typer.echo(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
 
+if TYPE_CHECKING:
+    from hyperlaunch.jobs import JobRecord
+
 _JSON = typer.Option("--json", help="Print one JSON document (job id, paths) instead of text.")
 _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothing.")
 
 
-def _report(record: object, as_json: bool, verb: str) -> None:
-    from hyperlaunch.jobs import JobRecord
-
-    assert isinstance(record, JobRecord)
+def _report(record: JobRecord, as_json: bool, verb: str) -> None:
     out, err = record.log_paths
     if as_json:
         doc = {

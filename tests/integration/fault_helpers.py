@@ -4,7 +4,6 @@ trainer's metrics and checkpoints, break things at chosen steps, read the outcom
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +124,3 @@ def wait_attempts(job: Job, count: int, timeout: float = 200) -> None:
     """Until the job has started its count-th attempt (restart count count-1)."""
     wait_until(lambda: len(job.status()["attempts"]) >= count and job.status()["state"] == "RUNNING", timeout, f"attempt {count} of job {job.job_id}", interval=1)
 
-
-def now() -> float:
-    return time.monotonic()
