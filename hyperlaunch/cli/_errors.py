@@ -32,14 +32,12 @@ def run_app(app: typer.Typer) -> None:
     except SystemExit:
         raise
     except Exception as err:  # noqa: BLE001 - the last resort keeps the one-line promise
-        import click
-
-        if isinstance(err, click.exceptions.Exit):
+        if isinstance(err, typer.Exit):
             sys.exit(err.exit_code)
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        if isinstance(err, click.exceptions.Abort):
+        if isinstance(err, _usage_error_class()):
+            err.show()  # type: ignore[attr-defined]
+            sys.exit(err.exit_code)  # type: ignore[attr-defined]
+        if isinstance(err, typer.Abort):
             print("hyperlaunch: aborted", file=sys.stderr)
             sys.exit(130)
         if _debug():
@@ -50,3 +48,13 @@ def run_app(app: typer.Typer) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def _usage_error_class() -> type[Exception]:
+    """The base of the usage errors Typer raises (unknown command or option, bad value): its
+    own copy of Click's ClickException since Typer 0.26, Click's before."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:
+        from click import ClickException
+    return ClickException
