@@ -1,41 +1,73 @@
-"""The `hyperlaunch` command: wiring only. Each command group lives in its own module."""
+"""The `hyperlaunch` command: wiring only. Each command group lives in its own module.
+
+Commands are named here and imported when used: `hyperlaunch render ...` imports and builds
+only `render` (Typer turns each command's signature into Click parameters up front, and the
+job-flag commands have 27 of them), while `hyperlaunch --help` builds them all."""
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import typer
 
-from hyperlaunch.cli import checkpoints as checkpoints_command
-from hyperlaunch.cli import dev_cluster
-from hyperlaunch.cli import doctor as doctor_command
-from hyperlaunch.cli import logs as logs_commands
-from hyperlaunch.cli import models as models_command
-from hyperlaunch.cli import render as render_command
-from hyperlaunch.cli import status as status_command
-from hyperlaunch.cli import submit as submit_commands
 from hyperlaunch.cli._errors import EXIT_CODE_HELP, run_app
 
-app = typer.Typer(
-    name="hyperlaunch",
-    help=(
-        "Launch, watch and resume FSDP2 training of Hugging Face causal LMs on Slurm "
-        "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODE_HELP
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-app.add_typer(dev_cluster.app, name="dev-cluster")
-app.command(name="render")(render_command.render)
-app.command(name="submit")(submit_commands.submit)
-app.command(name="resume")(submit_commands.resume)
-app.command(name="status")(status_command.status)
-app.command(name="logs")(logs_commands.logs)
-app.command(name="cancel")(logs_commands.cancel)
-app.command(name="models")(models_command.models)
-app.command(name="checkpoints")(checkpoints_command.checkpoints)
-app.command(name="doctor")(doctor_command.doctor)
+# name -> (module, attribute), in the order --help lists them.
+_GROUPS = {"dev-cluster": ("hyperlaunch.cli.dev_cluster", "app")}
+_COMMANDS = {
+    "render": ("hyperlaunch.cli.render", "render"),
+    "submit": ("hyperlaunch.cli.submit", "submit"),
+    "resume": ("hyperlaunch.cli.submit", "resume"),
+    "status": ("hyperlaunch.cli.status", "status"),
+    "logs": ("hyperlaunch.cli.logs", "logs"),
+    "cancel": ("hyperlaunch.cli.logs", "cancel"),
+    "models": ("hyperlaunch.cli.models", "models"),
+    "checkpoints": ("hyperlaunch.cli.checkpoints", "checkpoints"),
+    "doctor": ("hyperlaunch.cli.doctor", "doctor"),
+}
+
+
+def _load(target: tuple[str, str]) -> object:
+    module, attribute = target
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _no_options() -> None:
+    pass
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with just the command `only` (same behaviour for it)."""
+    app = typer.Typer(
+        name="hyperlaunch",
+        help=(
+            "Launch, watch and resume FSDP2 training of Hugging Face causal LMs on Slurm "
+            "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODE_HELP
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    # A callback keeps this a command group even when it holds a single command; without it
+    # Typer would run that command as the whole CLI and read its name as an argument.
+    app.callback()(_no_options)
+    for name, target in _GROUPS.items():
+        if only in (None, name):
+            app.add_typer(_load(target), name=name)  # type: ignore[arg-type]
+    for name, target in _COMMANDS.items():
+        if only in (None, name):
+            app.command(name=name)(_load(target))  # type: ignore[arg-type]
+    return app
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the whole CLI, for typer.testing.CliRunner
+        return build_app()
+    raise AttributeError(name)
 
 
 def main() -> None:
-    run_app(app)
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    run_app(build_app(only=first if first in _COMMANDS or first in _GROUPS else None))

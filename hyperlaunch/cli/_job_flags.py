@@ -8,11 +8,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hyperlaunch.spec import JobSpec
+if TYPE_CHECKING:
+    from hyperlaunch.spec import JobSpec
 
 _PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import sys
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported by the commands that print tables, not at start-up
+    from rich.console import Console
 
 # A pipe has no width; rich would assume 80 columns and squash wide tables, so output that
 # is captured or piped (`| less -S`, a log file) gets room for a whole row instead.
@@ -14,6 +17,8 @@ _PIPED_WIDTH = 200
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=_PIPED_WIDTH, no_color=True)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from hyperlaunch.checkpoints import CheckpointInfo, list_checkpoints, list_models, read_pointer
 from hyperlaunch.cli._tables import print_json, stdout_console, warn
-from hyperlaunch.config import resolve_checkpoint_dir
-from hyperlaunch.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from hyperlaunch.checkpoints import CheckpointInfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +56,9 @@ def checkpoints(
       hyperlaunch checkpoints --model qwen3_0_6b --checkpoint-dir /fsx/checkpoints
       hyperlaunch checkpoints --json | jq '.models[].latest'
     """
+    from hyperlaunch.checkpoints import list_models
+    from hyperlaunch.config import resolve_checkpoint_dir
+
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     names = [model] if model else list_models(root)
     found = [collect(root, name) for name in names]
@@ -77,6 +81,9 @@ def checkpoints(
 def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
+    from hyperlaunch.checkpoints import list_checkpoints, read_pointer
+    from hyperlaunch.errors import CheckpointError
+
     infos = list_checkpoints(root, model)
     warnings: list[str] = []
     try:
@@ -125,6 +132,8 @@ def _document(entry: ModelCheckpoints) -> dict[str, object]:
 
 
 def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"Checkpoints in {root}", title_justify="left")
     for header, justify in (("model", "left"), ("step", "right"), ("directory", "left"), ("size", "right"), ("complete", "left"), ("latest", "left")):
         table.add_column(header, justify=justify)  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 
-from hyperlaunch.devcluster import cluster
 from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT
 
 app = typer.Typer(
@@ -33,6 +32,8 @@ DirOption = typer.Option(
 
 
 def _root(directory: Path | None) -> Path:
+    from hyperlaunch.devcluster import cluster
+
     return directory if directory is not None else cluster.default_root()
 
 
@@ -50,6 +51,8 @@ def up(
     directory: Path | None = DirOption,
 ) -> None:
     """Start the cluster (idempotent: a running cluster is left as it is)."""
+    from hyperlaunch.devcluster import cluster
+
     result = cluster.up(
         root=_root(directory), nodes=nodes, cpus_per_node=cpus_per_node, base_port=base_port, progress=_progress
     )
@@ -67,6 +70,8 @@ def up(
 @app.command()
 def down(directory: Path | None = DirOption) -> None:
     """Stop every process the cluster started (daemons and their jobs), nothing else."""
+    from hyperlaunch.devcluster import cluster
+
     stopped = cluster.down(root=_root(directory), progress=_progress)
     print("dev cluster stopped" if stopped else "no dev cluster was running")
 
@@ -77,6 +82,8 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Which daemons are alive, and each node's Slurm state."""
+    from hyperlaunch.devcluster import cluster
+
     info = cluster.status(root=_root(directory))
     if as_json:
         doc = {
@@ -107,6 +114,8 @@ def status(
 @app.command("kill-node")
 def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), directory: Path | None = DirOption) -> None:
     """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it."""
+    from hyperlaunch.devcluster import cluster
+
     killed = cluster.kill_node(root=_root(directory), node=node)
     print(f"killed {node}: {len(killed)} processes ({' '.join(map(str, killed))})")
 
@@ -118,5 +127,7 @@ def revive_node(
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once slurmd runs, before Slurm marks the node ready."),
 ) -> None:
     """Start a killed node's slurmd again; Slurm returns it to service when it registers."""
+    from hyperlaunch.devcluster import cluster
+
     record = cluster.revive_node(root=_root(directory), node=node, progress=_progress, wait=not no_wait)
     print(f"revived {node} (slurmd pid {record.pid})")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from hyperlaunch.cli._tables import print_json, stdout_console
 from hyperlaunch.errors import ChecksFailed
@@ -57,6 +56,8 @@ def doctor(
             }
         )
     else:
+        from rich.table import Table
+
         table = Table(title="hyperlaunch doctor", title_justify="left")
         for header in ("check", "status", "detail", "hint"):
             table.add_column(header)

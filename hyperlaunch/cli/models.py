@@ -3,13 +3,16 @@ with by default (ModelSpec). Reads only hyperlaunch.models, so it needs no torch
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from hyperlaunch.cli._tables import print_json, stdout_console
-from hyperlaunch.models import PRESETS, ModelSpec
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from hyperlaunch.models import ModelSpec
 
 _ARCHITECTURE_FIELDS = (
     "kind",
@@ -54,6 +57,8 @@ def models(
       hyperlaunch models
       hyperlaunch models --json | jq '.models[] | {name, params}'
     """
+    from hyperlaunch.models import PRESETS
+
     specs = [factory() for factory in PRESETS.values()]
     if as_json:
         print_json({"models": [model_document(spec) for spec in specs]})
@@ -92,6 +97,8 @@ def _yes_no(value: bool) -> str:
 
 
 def _architecture_table(specs: list[ModelSpec]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Model presets: architecture", title_justify="left")
     for header in ("preset", "kind", "params", "layers", "hidden", "heads", "kv heads", "head dim", "mlp", "vocab", "tied"):
         table.add_column(header, justify="left" if header in ("preset", "kind", "tied") else "right")
@@ -113,6 +120,8 @@ def _architecture_table(specs: list[ModelSpec]) -> Table:
 
 
 def _recommended_table(specs: list[ModelSpec]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Recommended settings (flags override them)", title_justify="left")
     for header in ("preset", "nodes x gpus", "micro-batch", "seq len", "precision", "sharding", "act. ckpt", "offload", "ckpt every", "description"):
         table.add_column(header, justify="right" if header in ("micro-batch", "seq len", "ckpt every") else "left")

@@ -60,3 +60,34 @@ def test_help_does_not_import_torch_or_transformers() -> None:
     code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('HEAVY', sorted(m for m in ('torch','transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in result.stdout
+
+
+def test_usage_errors_exit_2_with_clicks_message_and_no_traceback() -> None:
+    for args, message in (
+        (("rendr",), "No such command 'rendr'"),
+        (("render", "--nodes", "x"), "'x' is not a valid int"),
+        (("status", "--bogus"), "No such option: --bogus"),
+    ):
+        result = _cli(*args)
+        assert result.returncode == 2, args
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_one_command_runs_as_it_does_inside_the_whole_cli(tmp_path: Path) -> None:
+    """main() builds only the command it runs; its output must be the whole CLI's."""
+    from typer.testing import CliRunner
+
+    from hyperlaunch.cli import app
+
+    args = ["render", "--nodes", "2", "--model", "qwen3_tiny", "--checkpoint-dir", "/fsx/ckpt"]
+    whole = CliRunner().invoke(app, args, env={"HYPERLAUNCH_HOME": str(tmp_path)})
+    alone = _cli(*args, env={**os.environ, "HYPERLAUNCH_HOME": str(tmp_path)})
+    assert whole.exit_code == 0 and alone.returncode == 0, alone.stderr
+    assert alone.stdout == whole.stdout
+    assert "hyperlaunch render [OPTIONS]" in _cli("render", "--help").stdout.splitlines()[0]
+
+
+def test_help_imports_neither_rich_nor_the_command_internals() -> None:
+    code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('LOADED', sorted(m for m in ('rich.table','rich.console','jinja2','hyperlaunch.devcluster.cluster','hyperlaunch.config') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "LOADED []" in result.stdout
