@@ -1,4 +1,5 @@
-"""JobSpec -> sbatch script text. Pure: no files written, no environment read.
+"""JobSpec -> sbatch script text. Pure: no files written, no environment read (beyond the
+compiled-template cache of hyperlaunch.template_cache, which never changes the output).
 
 Python computes every flag list, export and the launch command here; the Jinja templates in
 `hyperlaunch.templates` only lay them out. StrictUndefined turns a missing variable into an
@@ -26,6 +27,7 @@ from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.spec import JobSpec, default_container_mounts
+from hyperlaunch.template_cache import template_cache
 
 TRAINER_MODULE = "hyperlaunch.train"
 HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
@@ -190,6 +192,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        bytecode_cache=template_cache(),
     )
     environment.filters["q"] = shell_quote
     environment.filters["sbatch_arg"] = sbatch_quote
