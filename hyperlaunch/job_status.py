@@ -20,7 +20,7 @@ from typing import Any
 from hyperlaunch import checkpoints, slurm
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.models import PRESETS
-from hyperlaunch.render import parse_attempt_marker
+from hyperlaunch.attempt_markers import parse_attempt_marker
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 # How long after an attempt ends its node's DOWN event may still be recorded.

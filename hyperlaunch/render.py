@@ -16,13 +16,13 @@ max_restarts) or exits with the step's status, after an attempt-end marker.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from importlib import resources
 
 import jinja2
 
 from hyperlaunch import __version__
+from hyperlaunch.attempt_markers import ATTEMPT_MARKER
 from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
@@ -36,14 +36,6 @@ SAVE_SIGNAL = "USR2"
 # signal reaches the trainers instead of killing the agent. Older torchrun ignores the variable.
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2"
 
-ATTEMPT_MARKER = "### hyperlaunch attempt-"
-"""Prefix of the one-line markers the script prints at each attempt's start and end, e.g.
-`### hyperlaunch attempt-start restart=0 job=12 nodes=node[1-2] host=node1 time=...` and
-`### hyperlaunch attempt-end restart=0 job=12 exit=0 cause=completed action=exit time=...`.
-cause is one of completed, time-limit (USR2 received), requeue-requested (the trainer saved
-after a stop signal: its requeue-request file, or REQUEUE_EXIT_CODE), crash, restart-limit
-(the attempt found the job already restarted max_restarts times); action is requeue or exit."""
-_MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +63,7 @@ def render_sbatch(spec: JobSpec) -> str:
         srun_flags=srun_flags(spec),
         hyperpod_auto=spec.hyperpod == "auto",
         hyperpod_marker_dir=HYPERPOD_MARKER_DIR,
+        attempt_marker=ATTEMPT_MARKER,
         launch_command=launch_command(spec),
     )
 
@@ -167,16 +160,6 @@ def launch_command(spec: JobSpec) -> list[str]:
     if spec.data is not None:
         command += ["--data", spec.data]
     return command + list(spec.trainer_args)
-
-
-def parse_attempt_marker(line: str) -> dict[str, str] | None:
-    """The fields of an attempt marker line ({'event': 'start'|'end', 'restart': ..., ...}),
-    or None for any other line. Used to split a job's log into attempts."""
-    stripped = line.strip()
-    if not stripped.startswith(ATTEMPT_MARKER):
-        return None
-    event, _, rest = stripped[len(ATTEMPT_MARKER) :].partition(" ")
-    return {"event": event, **dict(_MARKER_FIELD.findall(rest))}
 
 
 def _load_template(name: str) -> str:

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
-from hyperlaunch.render import launch_command, parse_attempt_marker, render_sbatch
+from hyperlaunch.attempt_markers import parse_attempt_marker
+from hyperlaunch.render import launch_command, render_sbatch
 from hyperlaunch.spec import JobSpec
 from tests.unit.sbatch_harness import EXPECTED_PORT, HEAD_NODE, JOB_ID, run_script, sbatch_directive_args
 
