@@ -49,6 +49,23 @@ def test_recent_is_newest_first_and_skips_unreadable_records(tmp_path: Path) -> 
     assert jobs.recent(model="llama_tiny") == []
 
 
+def test_recent_builds_only_the_records_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """status lists the 20 newest of possibly thousands: the rest are only read as JSON."""
+    for index in range(30):
+        model = "llama_tiny" if index % 2 else "qwen3_tiny"
+        jobs.save(jobs.JobRecord(job_id=str(index), spec=_spec(tmp_path, model=model), submitted_at=float(index)), "")
+    built: list[str] = []
+    original = jobs.JobRecord.from_json.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[jobs.JobRecord], data: dict[str, object]) -> jobs.JobRecord:
+        built.append(str(data["job_id"]))
+        return original(cls, data)
+
+    monkeypatch.setattr(jobs.JobRecord, "from_json", classmethod(counting))
+    assert [r.job_id for r in jobs.recent(limit=3, model="llama_tiny")] == ["29", "27", "25"]
+    assert built == ["29", "27", "25"]
+
+
 def test_unknown_job_is_a_one_line_error() -> None:
     with pytest.raises(JobNotFound, match="no recorded job 404"):
         jobs.load("404")
