@@ -1,1 +1,2 @@
-"""Benchmarks: commands that print figures. Tests never assert timings."""
+"""Benchmarks: commands that print figures (the machine, then median [min - max] of several
+runs). Tests never assert timings. `python -m hyperlaunch.bench` lists them."""
