@@ -55,8 +55,8 @@ class Trainer:
             self.model.unshard()  # type: ignore[operator]  # start the root all-gather early
         return self.model(input_ids=batch, labels=batch).loss
 
-    def train_step(self, state: TrainState) -> tuple[float, float, float]:
-        """One optimizer step over grad_accum micro-batches; (loss, grad norm, lr used)."""
+    def train_step(self, state: TrainState) -> tuple[torch.Tensor, float, float]:
+        """One optimizer step over grad_accum micro-batches; (this rank's loss, grad norm, lr used)."""
         from .optim import clip_gradients
 
         self.model.train()
@@ -70,7 +70,14 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return _mean_across_ranks(total, self.d.world_size), grad_norm, lr
+        return total, grad_norm, lr
+
+    def _reduce_step(self, local_loss: torch.Tensor) -> tuple[float, bool]:
+        """The mean loss across ranks, and whether any rank got a stop signal (one may get it
+        a little before the others): one all-reduce a step for both."""
+        packed = torch.stack([local_loss.float(), torch.tensor(1.0 if self.stop.signal_name else 0.0, device=self.d.device)])
+        dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+        return float(packed[0]) / self.d.world_size, bool(packed[1] > 0)
 
     @torch.no_grad()
     def validate(self) -> float:
@@ -112,7 +119,8 @@ class Trainer:
             started = time.perf_counter()
             testing_hooks.crash_at_step(state.step + 1, self.d.rank)
             testing_hooks.slow_step()
-            loss, grad_norm, lr = self.train_step(state)
+            local_loss, grad_norm, lr = self.train_step(state)
+            loss, stop = self._reduce_step(local_loss)
             if not math.isfinite(loss):
                 self.metrics.event("non_finite_loss", f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
             state.step += 1
@@ -127,7 +135,7 @@ class Trainer:
                     step=state.step, val_loss=val_loss, val_perplexity=math.exp(min(val_loss, 50)),
                 )
             self.checkpointer.poll()
-            if self.stop.agreed(self.d.device):
+            if stop:
                 return self._stop_and_save(state)
             if self.checkpoint_every and state.step % self.checkpoint_every == 0:
                 self.checkpointer.save(state)

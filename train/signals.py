@@ -6,15 +6,14 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
-import torch
-import torch.distributed as dist
 
 STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
 
 
 class StopRequest:
-    """Set from the signal handler; read between steps. Ranks agree through an all-reduce,
-    because a signal may reach one rank a little before the others."""
+    """Set from the signal handler; read between steps. The ranks agree on it in the step's
+    all-reduce (Trainer._reduce_step), because a signal may reach one rank a little before
+    the others."""
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
@@ -26,8 +25,3 @@ class StopRequest:
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         # Only record it: the handler runs between bytecodes, possibly inside a collective.
         self.signal_name = signal.Signals(signum).name
-
-    def agreed(self, device: torch.device) -> bool:
-        flag = torch.tensor([1.0 if self.signal_name else 0.0], device=device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item() > 0)
