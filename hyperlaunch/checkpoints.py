@@ -119,7 +119,8 @@ class CheckpointInfo:
     """The model's `-latest` pointer names this directory."""
 
 
-def _dir_size(path: Path) -> int:
+def dir_size(path: Path) -> int:
+    """Bytes in the files under `path` (a checkpoint's size)."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
@@ -229,7 +230,7 @@ def list_checkpoints(ckpt_dir: Path, model: str) -> list[CheckpointInfo]:
                 step=step,
                 path=entry,
                 complete=is_complete(entry),
-                size_bytes=_dir_size(entry),
+                size_bytes=dir_size(entry),
                 is_latest=entry.name == latest,
             )
         )

@@ -12,6 +12,7 @@ import io
 import json
 import pickle
 import shutil
+import time
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch import checkpoints as rules
@@ -70,6 +73,33 @@ class _Writer(FileSystemWriter):
         super().finish(metadata, results)
 
 
+@dataclass
+class _Save:
+    """A save in flight, and what it has cost the training loop so far."""
+
+    step: int
+    path: Path
+    started: float
+    """perf_counter() when save() was called."""
+    blocked_s: float = 0.0
+    """Seconds the loop waited: the save() call itself, plus (async) waiting for the copy of
+    the state before the next optimizer step."""
+    written: float | None = None
+    """perf_counter() when the last byte was written (async: set by the writer thread)."""
+    upload: Future[Any] | None = None
+
+
+def _background_stager() -> DefaultStager:
+    """Copies the state in a background thread, so training goes on during the copy; only the
+    next optimizer step waits for it (Checkpointer.before_update). Pinned memory and
+    non-blocking copies need a GPU. The copy buffers are kept between saves: an async run
+    holds one extra copy of its rank's state in host memory."""
+    gpu = torch.cuda.is_available()
+    return DefaultStager(
+        StagingOptions(use_pinned_memory=gpu, use_shared_memory=False, use_async_staging=True, use_non_blocking_copy=gpu)
+    )
+
+
 def _rng_snapshot(device: torch.device) -> dict[str, torch.Tensor]:
     state = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
@@ -100,7 +130,9 @@ class Checkpointer:
         self.metrics = metrics
         self.keep_last = keep_last
         self.async_save = async_save
-        self._pending: tuple[Future[Any], int, Path] | None = None
+        self._pending: _Save | None = None
+        self._staging: Future[Any] | None = None
+        self._stager = _background_stager() if async_save else None
         self.last_saved_step: int | None = None
 
     # -- saving -----------------------------------------------------------------------------
@@ -119,7 +151,9 @@ class Checkpointer:
         }
 
     def save(self, train: TrainState) -> None:
-        """Save at `train.step`; returns once complete (sync) or once staged (async)."""
+        """Save at `train.step`; returns once complete (sync) or once the copy of the state is
+        under way (async: call before_update() before the optimizer changes the state)."""
+        save = _Save(step=train.step, path=Path(), started=time.perf_counter())
         self.wait()  # one save in flight at a time
         step = train.step
         path = rules.checkpoint_path(self.ckpt_dir, self.spec.name, step)
@@ -135,12 +169,23 @@ class Checkpointer:
         state = self._state(train)
         self.metrics.event("checkpoint_saving", f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step)
+        save.path = path
         if self.async_save:
-            future = dcp.async_save(state, storage_writer=writer, process_group=self.d.checkpoint_group)
-            self._pending = (future, step, path)
+            response = dcp.async_save(
+                state, storage_writer=writer, process_group=self.d.checkpoint_group, async_stager=self._stager
+            )
+            if isinstance(response, AsyncSaveResponse):
+                save.upload, self._staging = response.upload_completion, response.staging_completion
+            else:
+                save.upload = response
+            save.upload.add_done_callback(lambda _: setattr(save, "written", time.perf_counter()))
+            save.blocked_s = time.perf_counter() - save.started
+            self._pending = save
             return
         dcp.save(state, storage_writer=writer)
-        self._complete(step, path)
+        save.written = time.perf_counter()
+        save.blocked_s = save.written - save.started
+        self._complete(save)
         dist.barrier()  # every rank knows the pointer moved before anything else happens
         testing_hooks.kill_after_checkpoint(step)
 
@@ -152,29 +197,52 @@ class Checkpointer:
             (path / rules.METADATA_FILE).unlink(missing_ok=True)
             shutil.rmtree(path)
 
-    def _complete(self, step: int, path: Path) -> None:
+    def _complete(self, save: _Save) -> None:
+        step, path = save.step, save.path
         self.last_saved_step = step
         if not self.d.is_main:
             return
         rules.write_pointer(self.ckpt_dir, self.spec.name, path.name)
-        self.metrics.event("checkpoint_completed", f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path))
+        written = save.written if save.written is not None else time.perf_counter()
+        self.metrics.event(
+            "checkpoint_completed", f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
+            blocked_s=save.blocked_s, seconds=written - save.started, bytes=rules.dir_size(path),
+            mode="async" if self.async_save else "sync",
+        )
         for removed in rules.prune(self.ckpt_dir, self.spec.name, self.keep_last):
             self.metrics.event("checkpoint_pruned", f"removed old checkpoint {removed.name}", path=str(removed))
 
+    def before_update(self) -> None:
+        """Before the optimizer changes parameters and its state: wait until an async save
+        has finished copying them (usually long done; counted as blocked time if not)."""
+        if self._staging is None:
+            return
+        waited = time.perf_counter()
+        self._staging.result()
+        self._staging = None
+        if self._pending is not None:
+            self._pending.blocked_s += time.perf_counter() - waited
+
     def poll(self) -> None:
         """Finish an async save whose writing is done (non-blocking)."""
-        if self._pending is not None and self._pending[0].done():
+        if self._pending is not None and self._pending.upload is not None and self._pending.upload.done():
             self.wait()
 
     def wait(self) -> None:
         """Block until an async save in flight is complete, then move the pointer."""
         if self._pending is None:
             return
-        future, step, path = self._pending
-        self._pending = None
-        future.result()
-        self._complete(step, path)
-        testing_hooks.kill_after_checkpoint(step)
+        save, self._pending, self._staging = self._pending, None, None
+        assert save.upload is not None
+        save.upload.result()
+        self._complete(save)
+        testing_hooks.kill_after_checkpoint(save.step)
+
+    def close(self) -> None:
+        """Release the async copy buffers and their thread."""
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
 
     # -- loading ----------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ class Trainer:
             loss.backward()
             total += loss.detach().float()
         grad_norm = clip_gradients(self.model, self.grad_clip)
+        self.checkpointer.before_update()  # an async save may still be copying the parameters
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -87,12 +88,21 @@ class Trainer:
             total += self._forward_loss(batch).float()
         return _mean_across_ranks(total / len(self.val_batches), self.d.world_size)
 
+    def _gather_peak_memory(self) -> list[int]:
+        """Every rank's peak memory (device memory on GPU, resident set on CPU), rank order;
+        gathered on logged steps only."""
+        mine = torch.tensor([peak_memory_bytes(self.d.device)], dtype=torch.int64, device=self.d.device)
+        everyone = [torch.zeros_like(mine) for _ in range(self.d.world_size)]
+        dist.all_gather(everyone, mine)
+        return [int(t.item()) for t in everyone]
+
     def _log_step(self, state: TrainState, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
         tokens = self.batcher.global_batch * self.seq_len
         tokens_per_s = tokens / max(seconds, 1e-9)
         per_device = tokens_per_s / self.d.world_size
         flops = self.spec.flops_per_token(self.seq_len) * per_device
         peak = peak_flops(self.d.device, self.mixed_precision)
+        peaks = self._gather_peak_memory()
         self.metrics.step(
             {
                 "step": state.step,
@@ -103,7 +113,8 @@ class Trainer:
                 "tokens_per_s_per_device": per_device,
                 "tflops_per_device": flops / 1e12,
                 "mfu": flops / peak if peak else None,
-                "peak_memory_bytes": peak_memory_bytes(self.d.device),
+                "peak_memory_bytes": max(peaks),
+                "peak_memory_bytes_per_rank": peaks,
                 "step_time_s": seconds,
                 "tokens_seen": state.tokens_seen,
                 "samples_consumed": state.samples_consumed,

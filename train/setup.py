@@ -45,6 +45,7 @@ class Job:
         return path
 
     def close(self) -> None:
+        self.trainer.checkpointer.close()
         shutdown()
 
 

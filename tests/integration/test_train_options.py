@@ -50,5 +50,10 @@ def test_option_trains_and_takes_effect(tmp_path: Path, case: str) -> None:
     assert all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0] - 0.5, losses
     assert ck.read_pointer(ckpt, "llama_tiny") == "llama_tiny-6steps"
+    peaks = run.steps()[6]["peak_memory_bytes_per_rank"]
+    assert len(peaks) == 2 and min(peaks) > 0 and run.steps()[6]["peak_memory_bytes"] == max(peaks)
+    saves = run.events("checkpoint_completed")
+    assert all(s["bytes"] > 0 and 0 < s["blocked_s"] <= s["seconds"] for s in saves)
     if "--async-checkpoint" in flags:
-        assert [e["step"] for e in run.events("checkpoint_completed")] == [3, 6]
+        assert [e["step"] for e in saves] == [3, 6]
+        assert {s["mode"] for s in saves} == {"async"}

@@ -57,6 +57,25 @@ def test_exact_resume_after_sigkill(work: Path, uninterrupted: Run) -> None:
     assert ck.read_pointer(ckpt, MODEL) == "qwen3_tiny-20steps"
 
 
+def test_async_checkpoint_holds_the_state_of_its_step(work: Path, uninterrupted: Run) -> None:
+    """The async copy runs in the background while the next step computes; the optimizer
+    must wait for it, or the checkpoint would hold a later step's weights."""
+    ckpt = work / "async-ckpt"
+    killed = launch(
+        tiny_args(ckpt, "--checkpoint-every", "10", "--async-checkpoint", "--no-export"), run_dir=work / "async-run",
+        env={"HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT": "10"}, check=False,
+    )
+    assert killed.returncode != 0 and max(killed.steps()) > 10  # training went on during the save
+    (save,) = killed.events("checkpoint_completed")
+    assert save["mode"] == "async" and save["bytes"] > 0 and save["blocked_s"] < save["seconds"]
+    assert ck.read_pointer(ckpt, MODEL) == "qwen3_tiny-10steps"
+    resumed = launch(tiny_args(ckpt, "--checkpoint-every", "10", "--no-export"), run_dir=work / "async-run")
+    assert [e["step"] for e in resumed.events("resumed")] == [10]
+    want, got = uninterrupted.steps(), resumed.steps()
+    for step in range(11, 21):
+        assert got[step]["loss"] == pytest.approx(want[step]["loss"], rel=1e-6), step
+
+
 def test_killed_mid_save_keeps_pointer_on_previous_checkpoint(work: Path, uninterrupted: Run) -> None:
     ckpt = work / "c-ckpt"
     args = tiny_args(ckpt, "--checkpoint-every", "10", "--no-export")
