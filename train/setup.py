@@ -18,6 +18,7 @@ from .checkpointing import Checkpointer, TrainState
 from .config import TrainConfig
 from .distributed import Dist, build_mesh, init_distributed, shutdown
 from .export import export_final
+from .host_memory import return_freed_memory
 from .loop import Trainer
 from .metrics import MetricsLog, warn
 from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
@@ -72,6 +73,8 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     documents = data_mod.read_documents(cfg.data, cfg.text_field)
 
     d = init_distributed(cfg.device, async_checkpoint=cfg.async_checkpoint)
+    if d.device.type == "cpu":
+        return_freed_memory()
     # The preset's bf16 recommendation is for GPUs; a CPU run stays fp32 unless asked.
     mixed_precision = cfg.mixed_precision or (spec.mixed_precision if d.device.type == "cuda" else "fp32")
     torch.manual_seed(cfg.seed + d.rank)
