@@ -2,6 +2,11 @@
 architecture, fp32, CPU) for a few steps, with --sharding full, grad-op and none on 2 ranks,
 against 1 unsharded rank. Printed as ratios to the unsharded peak.
 
+The unsharded reference is a plain model (no FSDP) on one process, trained by the minimal loop
+of hyperlaunch.bench.minimal_fsdp with train/'s fused AdamW and allocator setting: what the
+model costs without sharding. train/ on one rank with --sharding none (FSDP2 over a mesh of
+one, which also keeps a gathered copy of the parameters) is printed beside it.
+
     python -m hyperlaunch.bench memory [--model qwen3_0_6b] [--steps 3] [--seq-len 64]
         [--runs 1] [--only full,grad-op,none]
 
@@ -23,8 +28,10 @@ from hyperlaunch.bench.report import header, spread
 from hyperlaunch.bench.trainer_overhead import _torchrun
 
 TARGET_FULL = 0.65
-CONFIGS = {  # name -> (ranks, --sharding)
-    "unsharded (1 rank)": (1, "none"),
+BASELINE = "unsharded (1 rank)"
+CONFIGS = {  # name -> (ranks, --sharding); the baseline is the plain minimal loop
+    BASELINE: (1, "plain"),
+    "train/ none, 1 rank": (1, "none"),
     "full": (2, "full"),
     "grad-op": (2, "grad-op"),
     "none": (2, "none"),
@@ -39,6 +46,12 @@ def _available_bytes() -> int:
 
 
 def peak_per_rank(model: str, ranks: int, sharding: str, steps: int, seq_len: int, work: Path) -> list[int]:
+    if sharding == "plain":
+        out = _torchrun(1, [
+            "hyperlaunch.bench.minimal_fsdp", "--model", model, "--seq-len", str(seq_len), "--micro-batch-size", "1",
+            "--warmup", "1", "--steps", str(steps - 1), "--no-shard", "--fused", "--return-freed-memory",
+        ])
+        return [int(json.loads(out.strip().splitlines()[-1])["peak_memory_bytes"])]
     run_dir = work / "run"
     _torchrun(ranks, [
         "hyperlaunch.train", "--model", model, "--sharding", sharding, "--max-steps", str(steps),
@@ -62,14 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
-    wanted = ["unsharded (1 rank)"] + ([n for n in args.only.split(",") if n] or ["full", "grad-op", "none"])
+    wanted = [BASELINE] + ([n for n in args.only.split(",") if n] or ["train/ none, 1 rank", "full", "grad-op", "none"])
     header("Memory per rank", f"{args.model}, fp32, seq {args.seq_len}, micro-batch 1, {args.steps} steps, AdamW; "
            f"{args.runs} run(s) per configuration; GiB of peak RSS of the largest rank")
     peaks: dict[str, list[float]] = {}
     for name in wanted:
         ranks, sharding = CONFIGS[name]
-        if ranks > 1 and sharding == "none" and peaks.get("unsharded (1 rank)"):
-            need = 2 * max(peaks["unsharded (1 rank)"]) * 2**30
+        if ranks > 1 and sharding == "none" and peaks.get("train/ none, 1 rank"):
+            need = 2 * max(peaks["train/ none, 1 rank"]) * 2**30
             if need > 0.95 * _available_bytes():
                 print(f"  {name:<20} skipped: 2 unsharded ranks need about {need / 2**30:.1f} GiB, "
                       f"{_available_bytes() / 2**30:.1f} GiB available", flush=True)
@@ -81,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             values.append(max(per_rank) / 2**30)
             print(f"  {name:<20} ranks: {', '.join(f'{b / 2**30:.2f}' for b in per_rank)} GiB", flush=True)
         peaks[name] = values
-    base = min(peaks["unsharded (1 rank)"])
+    base = min(peaks[BASELINE])
     print()
     for name, values in peaks.items():
         ratio = min(values) / base
