@@ -56,6 +56,8 @@ class TrainConfig:
     """Recompute each decoder block's activations in backward."""
     prefetch: int
     """Explicitly prefetch this many blocks ahead (0: FSDP2's implicit prefetch)."""
+    compile: bool
+    """torch.compile each decoder block."""
     micro_batch_size: int | None
     """Sequences per rank per micro-step; None: the preset's recommendation."""
     seq_len: int | None
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     par.add_argument("--cpu-offload", action="store_true")
     par.add_argument("--activation-checkpointing", action="store_true")
     par.add_argument("--prefetch", type=int, default=0)
+    par.add_argument("--compile", action="store_true", help="torch.compile each decoder block (GPU runs; compiled at the first step)")
     par.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     opt = p.add_argument_group("optimisation")
     opt.add_argument("--max-steps", type=int, required=True)
@@ -205,6 +208,7 @@ def parse_config(argv: list[str] | None = None) -> TrainConfig:
         cpu_offload=ns.cpu_offload,
         activation_checkpointing=ns.activation_checkpointing,
         prefetch=ns.prefetch,
+        compile=ns.compile,
         micro_batch_size=ns.micro_batch_size,
         seq_len=ns.seq_len,
         grad_accum=ns.grad_accum,

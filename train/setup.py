@@ -98,7 +98,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
         model, mesh,
         ShardingOptions(
             sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=cfg.cpu_offload,
-            activation_checkpointing=cfg.activation_checkpointing, prefetch=cfg.prefetch,
+            activation_checkpointing=cfg.activation_checkpointing, prefetch=cfg.prefetch, compile=cfg.compile,
         ),
     )
     sharding_info = describe_sharding(model, mesh)

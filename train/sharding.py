@@ -19,6 +19,9 @@ class ShardingOptions:
     cpu_offload: bool
     activation_checkpointing: bool
     prefetch: int
+    compile: bool = False
+    """torch.compile each decoder block (in place, so parameter names and checkpoints are
+    unchanged); compiled at the first step."""
 
 
 def decoder_blocks(model: nn.Module) -> nn.ModuleList:
@@ -45,6 +48,8 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) ->
             # Wrap before sharding so FSDP's hooks sit outside the recomputed region.
             block = checkpoint_wrapper(block)
             blocks[index] = block
+        if options.compile:
+            block.compile()
         fully_shard(block, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=reshard)
         sharded.append(block)  # type: ignore[arg-type]
     # The root keeps its parameters gathered after forward: backward needs them first anyway.
@@ -80,5 +85,6 @@ def describe(model: nn.Module, mesh: DeviceMesh) -> dict[str, object]:
         "offload": type(group.offload_policy).__name__ if group is not None else None,
         "reshard_after_forward": bool(group is not None and group.post_forward_mesh_info is not None),
         "activation_checkpointed_blocks": sum(isinstance(b, CheckpointWrapper) for b in blocks),
+        "compiled_blocks": sum(getattr(b, "_compiled_call_impl", None) is not None for b in blocks),
         "forward_prefetch": len(first._get_fsdp_state()._states_to_forward_prefetch),  # type: ignore[operator]
     }

@@ -1,6 +1,6 @@
-"""Each sharding mode, bf16, CPU offload, activation checkpointing, explicit prefetch and async
-checkpoints train on a repeated batch with finite, falling loss, and the sharded model really
-has the asked-for setup (read back from FSDP2's state, logged at start)."""
+"""Each sharding mode, bf16, CPU offload, activation checkpointing, torch.compile, explicit
+prefetch and async checkpoints train on a repeated batch with finite, falling loss, and the
+sharded model really has the asked-for setup (read back from FSDP2's state, logged at start)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ CASES = {
     "hybrid-activation-checkpointing": (
         ["--sharding", "hybrid", "--hsdp-shard-size", "1", "--activation-checkpointing"],
         {"mesh_shape": [2, 1], "activation_checkpointed_blocks": 4, "reshard_after_forward": True},
+    ),
+    "full-compile": (
+        ["--sharding", "full", "--compile"],
+        {"mesh_shape": [2], "compiled_blocks": 4, "activation_checkpointed_blocks": 0},
     ),
     "none-cpu-offload": (
         ["--sharding", "none", "--cpu-offload"],

@@ -13,9 +13,9 @@ if sys.argv[1] == "fixed":
     assert return_freed_memory()
 def rss():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS")) // 1024
-first = torch.ones(1 << 20)
-del first  # a freed 4 MiB block: glibc raises its threshold to it
-blocks = [torch.ones(1 << 20) for _ in range(100)]  # 400 MiB
+first = torch.ones(1 << 21)
+del first  # a freed 8 MiB block: glibc raises its threshold to it
+blocks = [torch.ones(1 << 21) for _ in range(50)]  # 400 MiB
 keep = [torch.ones(16) for _ in range(100)]  # small blocks after them hold the heap's top
 before = rss()
 del blocks
