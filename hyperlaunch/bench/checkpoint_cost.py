@@ -18,8 +18,8 @@ write is two processes (one per rank) each writing and fsyncing half the bytes."
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -28,7 +28,7 @@ from multiprocessing import Process
 from pathlib import Path
 
 from hyperlaunch.bench.report import header, spread
-from hyperlaunch.bench.trainer_overhead import _torchrun
+from hyperlaunch.bench.runs import parser, records, torchrun
 
 TARGET_BLOCKED = 0.05
 TARGET_THROUGHPUT = 0.6
@@ -51,14 +51,13 @@ def make_model(directory: Path, layers: int) -> int:
 
 def train_with_checkpoints(model_dir: Path, work: Path, args: argparse.Namespace, async_save: bool) -> list[dict]:
     run_dir = work / "run"
-    _torchrun(2, [
+    torchrun(2, [
         "hyperlaunch.train", "--model", str(model_dir), "--model-name", "ckptbench", "--tokenizer", "offline",
         "--max-steps", str(args.steps), "--checkpoint-every", str(args.every), "--seq-len", "64",
         "--micro-batch-size", "1", "--no-export", "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir),
         "--val-fraction", "0.01", *(["--async-checkpoint"] if async_save else []),
     ])
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in records if r.get("event") == "checkpoint_completed"]
+    return [r for r in records(run_dir, "event") if r["event"] == "checkpoint_completed"]
 
 
 def _write_part(path: Path, size: int) -> None:
@@ -88,14 +87,13 @@ def raw_write_seconds(directory: Path, total: int, writers: int = 2) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperlaunch.bench checkpoint", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--every", type=int, default=2)
-    parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=None, help="where checkpoints are written [default: a temporary folder]")
-    args = parser.parse_args(argv)
+    options = parser("checkpoint", __doc__)
+    options.add_argument("--layers", type=int, default=8)
+    options.add_argument("--steps", type=int, default=8)
+    options.add_argument("--every", type=int, default=2)
+    options.add_argument("--runs", type=int, default=1)
+    options.add_argument("--dir", type=Path, default=None, help="where checkpoints are written [default: a temporary folder]")
+    args = options.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
     base = Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-ckpt-", dir=args.dir))
@@ -116,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 sizes += [s["bytes"] for s in saves]
             print(f"  run {index + 1} {mode:<5}: blocked " + ", ".join(f"{s['blocked_s']:.2f}" for s in saves)
                   + " s; save took " + ", ".join(f"{s['seconds']:.2f}" for s in saves) + " s", flush=True)
-            for path in (work / "ckpt").glob("*"):  # free the disk for the next run
-                os.system(f"rm -rf '{path}'")
+            shutil.rmtree(work / "ckpt", ignore_errors=True)  # free the disk for the next run
     size = int(statistics.median(sizes))
     raw = [size / raw_write_seconds(base / "raw", size) for _ in range(3)]
     sync_blocked, async_blocked = statistics.median(blocked["sync"]), statistics.median(blocked["async"])
@@ -130,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  raw write (2 writers)    {spread([t / 2**20 for t in raw], '.0f')} MiB/s")
     share = statistics.median(throughput) / statistics.median(raw)
     print(f"  save / raw               {share:.2f}  target >= {TARGET_THROUGHPUT}: {'met' if share >= TARGET_THROUGHPUT else 'MISSED'}")
-    os.system(f"rm -rf '{base}'")
+    shutil.rmtree(base, ignore_errors=True)
     return 0
 
 

@@ -12,7 +12,6 @@ GPU's dense bf16 peak (hyperlaunch.train.metrics). Needs a GPU; prints why not o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -20,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from hyperlaunch.bench.report import header, spread
-from hyperlaunch.bench.trainer_overhead import _torchrun
+from hyperlaunch.bench.runs import parser, records, torchrun
 
 VARIANTS = {
     "plain": [],
@@ -32,26 +31,24 @@ VARIANTS = {
 
 def run_variant(args: argparse.Namespace, flags: list[str], work: Path) -> list[dict]:
     run_dir = work / "run"
-    _torchrun(1, [
+    torchrun(1, [
         "hyperlaunch.train", "--model", args.model, "--device", "cuda", "--mixed-precision", "bf16",
         "--seq-len", str(args.seq_len), "--micro-batch-size", str(args.micro_batch_size),
         "--max-steps", str(args.warmup + args.steps), "--checkpoint-every", "0", "--no-export",
         "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch", *flags,
     ])
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [r for r in records if r.get("type") == "step" and r["step"] > args.warmup]
+    return [r for r in records(run_dir, "step") if r["step"] > args.warmup]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperlaunch.bench gpu", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="qwen3_0_6b")
-    parser.add_argument("--seq-len", type=int, default=4096)
-    parser.add_argument("--micro-batch-size", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    args = parser.parse_args(argv)
+    options = parser("gpu", __doc__)
+    options.add_argument("--model", default="qwen3_0_6b")
+    options.add_argument("--seq-len", type=int, default=4096)
+    options.add_argument("--micro-batch-size", type=int, default=2)
+    options.add_argument("--steps", type=int, default=30)
+    options.add_argument("--warmup", type=int, default=10)
+    options.add_argument("--variants", default=",".join(VARIANTS))
+    args = options.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():

@@ -17,7 +17,6 @@ the reason printed, when the machine's memory cannot hold them."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from hyperlaunch.bench.report import header, spread
-from hyperlaunch.bench.trainer_overhead import _torchrun
+from hyperlaunch.bench.runs import parser, records, torchrun
 
 TARGET_FULL = 0.65
 BASELINE = "unsharded (1 rank)"
@@ -47,32 +46,30 @@ def _available_bytes() -> int:
 
 def peak_per_rank(model: str, ranks: int, sharding: str, steps: int, seq_len: int, work: Path) -> list[int]:
     if sharding == "plain":
-        out = _torchrun(1, [
+        out = torchrun(1, [
             "hyperlaunch.bench.minimal_fsdp", "--model", model, "--seq-len", str(seq_len), "--micro-batch-size", "1",
             "--warmup", "1", "--steps", str(steps - 1), "--no-shard", "--fused", "--return-freed-memory",
         ])
         return [int(json.loads(out.strip().splitlines()[-1])["peak_memory_bytes"])]
     run_dir = work / "run"
-    _torchrun(ranks, [
+    torchrun(ranks, [
         "hyperlaunch.train", "--model", model, "--sharding", sharding, "--max-steps", str(steps),
         "--seq-len", str(seq_len), "--micro-batch-size", "1", "--log-every", str(steps),
         "--checkpoint-every", "0", "--no-export", "--checkpoint-dir", str(work / "ckpt"),
         "--run-dir", str(run_dir), "--from-scratch", "--val-fraction", "0.01",
     ])
-    last = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if json.loads(line).get("type") == "step"][-1]
+    last = records(run_dir, "step")[-1]
     return [int(b) for b in last["peak_memory_bytes_per_rank"]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperlaunch.bench memory", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="qwen3_0_6b")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--only", default="", help="comma-separated subset of: full, grad-op, none")
-    args = parser.parse_args(argv)
+    options = parser("memory", __doc__)
+    options.add_argument("--model", default="qwen3_0_6b")
+    options.add_argument("--steps", type=int, default=3)
+    options.add_argument("--seq-len", type=int, default=64)
+    options.add_argument("--runs", type=int, default=1)
+    options.add_argument("--only", default="", help="comma-separated subset of: full, grad-op, none")
+    args = options.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
     wanted = [BASELINE] + ([n for n in args.only.split(",") if n] or ["train/ none, 1 rank", "full", "grad-op", "none"])

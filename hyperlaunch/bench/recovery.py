@@ -2,16 +2,14 @@
 Slurm's detection, the requeue wait, job start, trainer start-up (imports, build, checkpoint
 load) and the first step; plus the steps lost.
 
-    python -m hyperlaunch.bench.recovery [--runs 3] [--model qwen3_tiny]
+    python -m hyperlaunch.bench recovery [--runs 3] [--model qwen3_tiny]
 
 Uses (and starts, if needed) the dev cluster in $HYPERLAUNCH_HOME/dev-cluster; needs root."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -20,6 +18,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from hyperlaunch.bench.report import header
+from hyperlaunch.bench.runs import parser
 
 PHASES = ("detection", "requeue wait", "job start", "imports", "build", "checkpoint load", "first step")
 
@@ -98,16 +99,15 @@ def one_run(model: str, work: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--model", default="qwen3_tiny")
-    args = parser.parse_args(argv)
+    options = parser("recovery", __doc__)
+    options.add_argument("--runs", type=int, default=3)
+    options.add_argument("--model", default="qwen3_tiny")
+    args = options.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-recovery-"))
     _hl("dev-cluster", "up", "--nodes", "3", cwd=base)
     status = json.loads(_hl("dev-cluster", "status", "--json", cwd=base))
     os.environ["SLURM_CONF"] = status["slurm_conf"]
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; model {args.model}, 2 nodes; "
-          f"SlurmdTimeout=10 s, cred_expire=5 s; {args.runs} run(s)", flush=True)
+    header("Recovery", f"model {args.model}, 2 nodes of a dev cluster; SlurmdTimeout=10 s, cred_expire=5 s; {args.runs} run(s)")
     runs = []
     for index in range(args.runs):
         figures = one_run(args.model, base / f"run{index}")

@@ -16,37 +16,24 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from hyperlaunch.bench.report import header, spread
-
-
-def _torchrun(nproc: int, module_args: list[str], env: dict[str, str] | None = None) -> str:
-    torchrun = Path(sys.executable).with_name("torchrun")
-    argv = [str(torchrun), "--standalone", f"--nproc-per-node={nproc}", "-m", *module_args]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    return result.stdout
+from hyperlaunch.bench.runs import parser, records, torchrun
 
 
 def run_trainer(args: argparse.Namespace, work: Path) -> float:
     """tokens/s of train/ over steps warmup..warmup+steps."""
     run_dir = work / "run"
-    _torchrun(2, [
+    torchrun(2, [
         "hyperlaunch.train", "--model", args.model, "--seq-len", str(args.seq_len),
         "--micro-batch-size", str(args.micro_batch_size), "--max-steps", str(args.warmup + args.steps),
         "--log-every", str(args.warmup), "--checkpoint-every", "0", "--no-export",
         "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch",
     ])
-    steps = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record.get("type") == "step":
-            steps[record["step"]] = record["time"]
+    steps = {record["step"]: record["time"] for record in records(run_dir, "step")}
     last = args.warmup + args.steps
     seconds = steps[last] - steps[args.warmup]
     return args.steps * args.micro_batch_size * args.seq_len * 2 / seconds
@@ -61,15 +48,14 @@ def run_minimal(args: argparse.Namespace) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperlaunch.bench trainer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--model", default="llama_tiny")
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--micro-batch-size", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=50)
-    args = parser.parse_args(argv)
+    options = parser("trainer", __doc__)
+    options.add_argument("--runs", type=int, default=3)
+    options.add_argument("--model", default="llama_tiny")
+    options.add_argument("--seq-len", type=int, default=128)
+    options.add_argument("--micro-batch-size", type=int, default=4)
+    options.add_argument("--warmup", type=int, default=10)
+    options.add_argument("--steps", type=int, default=50)
+    args = options.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
     header("Trainer overhead", f"{args.model}, seq {args.seq_len}, micro-batch {args.micro_batch_size}, 2 CPU ranks "
