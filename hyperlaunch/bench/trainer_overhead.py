@@ -40,7 +40,7 @@ def run_trainer(args: argparse.Namespace, work: Path) -> float:
 
 
 def run_minimal(args: argparse.Namespace) -> float:
-    out = _torchrun(2, [
+    out = torchrun(2, [
         "hyperlaunch.bench.minimal_fsdp", "--model", args.model, "--seq-len", str(args.seq_len),
         "--micro-batch-size", str(args.micro_batch_size), "--warmup", str(args.warmup), "--steps", str(args.steps),
     ])
