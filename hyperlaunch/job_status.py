@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -118,9 +119,12 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     queued: dict[str, str] = {}
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
-        found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+        # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
+            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+            queued.update(queue_states.result())
         attempts.update(found)
-        queued.update(slurm.my_queue_states(env=slurm_env))
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
         if failed:
             since = min(a.start for a in failed if a.start and a.start != "Unknown")

@@ -180,3 +180,16 @@ def test_a_node_failure_the_script_saw_names_the_node_from_its_marker(record: Jo
     _log(record, out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 action=slurm-requeue time=t\n")
     status = summarize(record, [_attempt("REQUEUED"), _attempt("RUNNING")], [])
     assert status.restarts[0].describe() == "node failure (node2)"
+
+
+def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
+    from hyperlaunch.cli.status import _table
+
+    events = [NodeEvent(node="node2", start="2026-01-01T00:00:30", end="Unknown", state="DOWN", reason="Not responding")]
+    failed = summarize(record, [_attempt("NODE_FAIL"), _attempt("COMPLETED", "node[1,3]")], events)
+    fresh = summarize(record.__class__(job_id="1234", spec=record.spec, submitted_at=0.0), [_attempt("PENDING", "None")], [])
+    header, first, second = _table([failed, fresh]).splitlines()
+    assert header.split() == ["JOB", "MODEL", "NODES", "STATE", "RESTARTS", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED"]
+    assert "1: node failure (node2)" in first and second.startswith("1234 ")
+    for column in ("MODEL", "STATE", "RESTARTS"):
+        assert first[header.index(column) - 1] == " " and second[header.index(column) - 1] == " "
