@@ -26,6 +26,7 @@ from .optim import build_optimizer, build_scheduler
 from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
 from .signals import StopRequest
+from .tied_embedding import use_in_place_embedding_grad
 
 
 @dataclass
@@ -93,6 +94,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     val_batches = data_mod.validation_batches(splits.val, micro_batch, d.rank, d.world_size, cfg.val_batches)
 
     model = build_meta_model(source.hf_config)
+    use_in_place_embedding_grad(model)
     mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
     shard_model(
         model, mesh,
