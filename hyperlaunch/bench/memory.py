@@ -30,7 +30,7 @@ TARGET_FULL = 0.65
 BASELINE = "unsharded (1 rank)"
 CONFIGS = {  # name -> (ranks, --sharding); the baseline is the plain minimal loop
     BASELINE: (1, "plain"),
-    "train/ none, 1 rank": (1, "none"),
+    "train/ none on 1 rank": (1, "none"),
     "full": (2, "full"),
     "grad-op": (2, "grad-op"),
     "none": (2, "none"),
@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     args = options.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
-    wanted = [BASELINE] + ([n for n in args.only.split(",") if n] or ["train/ none, 1 rank", "full", "grad-op", "none"])
+    wanted = [BASELINE] + ([n for n in args.only.split(",") if n] or ["train/ none on 1 rank", "full", "grad-op", "none"])
     header("Memory per rank", f"{args.model}, fp32, seq {args.seq_len}, micro-batch 1, {args.steps} steps, AdamW; "
            f"{args.runs} run(s) per configuration; GiB of peak RSS of the largest rank")
     peaks: dict[str, list[float]] = {}
     for name in wanted:
         ranks, sharding = CONFIGS[name]
-        if ranks > 1 and sharding == "none" and peaks.get("train/ none, 1 rank"):
-            need = 2 * max(peaks["train/ none, 1 rank"]) * 2**30
+        if ranks > 1 and sharding == "none" and peaks.get("train/ none on 1 rank"):
+            need = 2 * max(peaks["train/ none on 1 rank"]) * 2**30
             if need > 0.95 * _available_bytes():
                 print(f"  {name:<20} skipped: 2 unsharded ranks need about {need / 2**30:.1f} GiB, "
                       f"{_available_bytes() / 2**30:.1f} GiB available", flush=True)
