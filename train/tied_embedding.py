@@ -20,10 +20,12 @@ from torch import nn
 
 class _LookupAddingIntoGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, ids: torch.Tensor, anchor: torch.Tensor, weight: nn.Parameter) -> torch.Tensor:  # noqa: ARG004
-        ctx.weight = weight
+    def forward(ctx: Any, ids: torch.Tensor, anchor: torch.Tensor, holder: tuple[nn.Parameter]) -> torch.Tensor:  # noqa: ARG004
+        # The weight comes inside a tuple, which autograd does not look into: were it an input,
+        # autograd would hold the output layer's gradient back until this backward had run.
+        (ctx.weight,) = holder
         ctx.save_for_backward(ids)
-        return nn.functional.embedding(ids, weight.detach())
+        return nn.functional.embedding(ids, ctx.weight.detach())
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[None, None, None]:
@@ -41,7 +43,7 @@ def _forward(self: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
         return nn.functional.embedding(ids, self.weight)
     # The anchor only makes the output require a gradient, so that backward reaches us.
     anchor = torch.ones((), device=ids.device, requires_grad=True)
-    return _LookupAddingIntoGrad.apply(ids, anchor, self.weight)
+    return _LookupAddingIntoGrad.apply(ids, anchor, (self.weight,))
 
 
 def use_in_place_embedding_grad(model: nn.Module) -> bool:
