@@ -119,14 +119,17 @@ class Attempt:
     time_limit_s: int | None = None
 
 
+def job_attempts_command(job_ids: Sequence[str]) -> list[str]:
+    """The one sacct call job_attempts makes (-D keeps requeued attempts)."""
+    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode,ElapsedRaw,TimelimitRaw"
+    return ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(job_ids)]
+
+
 def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, list[Attempt]]:
-    """Every attempt of each job, oldest first, in one sacct call (-D keeps requeued attempts)."""
+    """Every attempt of each job, oldest first, in one sacct call."""
     if not job_ids:
         return {}
-    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode,ElapsedRaw,TimelimitRaw"
-    out = run(
-        ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(job_ids)], env=env, timeout=60
-    ).stdout
+    out = run(job_attempts_command(job_ids), env=env, timeout=60).stdout
     attempts: dict[str, list[Attempt]] = {job: [] for job in job_ids}
     for line in out.splitlines():
         parts = line.split("|")

@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         ids = _submit_held(args.jobs, slurm)
         _record_jobs(ids, home, work, slurm["SLURM_CONF"])
         env["SLURM_CONF"] = slurm["SLURM_CONF"]
-        fields = "JobIDRaw,State,NodeList,Start,End,ExitCode,ElapsedRaw,TimelimitRaw"
-        commands["sacct alone (all jobs)"] = ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(ids)]
+        from hyperlaunch.slurm import job_attempts_command
+
+        commands["sacct alone (all jobs)"] = job_attempts_command(ids)
         commands["status"] = [exe, "status"]
         commands["status --json (all)"] = [exe, "status", "--json", "--limit", str(args.jobs)]
     times: dict[str, list[float]] = {name: [] for name in commands}
