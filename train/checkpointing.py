@@ -153,7 +153,7 @@ class Checkpointer:
     def save(self, train: TrainState) -> None:
         """Save at `train.step`; returns once complete (sync) or once the copy of the state is
         under way (async: call before_update() before the optimizer changes the state)."""
-        save = _Save(step=train.step, path=Path(), started=time.perf_counter())
+        started = time.perf_counter()
         self.wait()  # one save in flight at a time
         step = train.step
         path = rules.checkpoint_path(self.ckpt_dir, self.spec.name, step)
@@ -169,7 +169,7 @@ class Checkpointer:
         state = self._state(train)
         self.metrics.event("checkpoint_saving", f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step)
-        save.path = path
+        save = _Save(step=step, path=path, started=started)
         if self.async_save:
             response = dcp.async_save(
                 state, storage_writer=writer, process_group=self.d.checkpoint_group, async_stager=self._stager
