@@ -22,7 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.errors import CheckpointError
+from hyperlaunch.errors import CheckpointError, InvalidInput
+from hyperlaunch.models import PRESETS
 
 REQUEUE_EXIT_CODE = 75
 """Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
@@ -51,6 +52,33 @@ INFO_FILE = "hyperlaunch.json"
 _STEPS_SUFFIX = re.compile(r"^(?P<step>\d+)steps$")
 _ANY_CHECKPOINT = re.compile(r"^(?P<model>.+)-(?P<step>\d+)steps$")
 _MAX_POINTER_BYTES = 4096
+
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+
+
+def is_model_directory(model: str) -> bool:
+    """Whether --model names a local Hugging Face model directory rather than a preset: not a
+    preset name, and either a path (it holds a separator) or an existing directory."""
+    return model not in PRESETS and (os.sep in model or Path(model).is_dir())
+
+
+def checkpoint_name(model: str, model_name: str | None = None) -> str:
+    """The one name a model's checkpoints go by (`<name>-<N>steps`, `<name>-latest`), decided
+    here for the trainer, `submit`, `status`, `checkpoints` and `resume` alike: a preset's own
+    name; for a model directory, --model-name, else the name of the directory it resolves to
+    (through symlinks, so two paths to one model share its checkpoints), with characters a
+    file name should not hold replaced by '_'."""
+    if model_name is not None:
+        if not _MODEL_NAME.match(model_name):
+            raise InvalidInput(f"--model-name {model_name!r}: use letters, digits, '_', '.', '-'")
+        if is_model_directory(model):
+            return model_name
+    if not is_model_directory(model):
+        if model not in PRESETS:
+            raise InvalidInput(f"unknown model {model!r}; presets: {', '.join(PRESETS)} (or a model directory)")
+        return model
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
 
 
 def checkpoint_dir_name(model: str, step: int) -> str:
@@ -295,29 +323,30 @@ def choose_resume(
         path = Path(ckpt_dir) / named
         return ResumeChoice(path=path, step=validate_checkpoint(path, model))
     fallback = newest_complete(ckpt_dir, model)
-    if named is not None:
-        state = "missing" if not (Path(ckpt_dir) / named).exists() else "incomplete"
-        if fallback is None:
-            return ResumeChoice(
-                path=None,
-                step=0,
-                warning=f"{model}-latest names {named}, which is {state}, and no complete "
-                "checkpoint exists: starting from scratch",
-            )
-        return ResumeChoice(
-            path=fallback.path,
-            step=validate_checkpoint(fallback.path, model),
-            warning=f"{model}-latest names {named}, which is {state}: resuming from the newest "
-            f"complete checkpoint {fallback.path.name}",
-        )
+    problem = pointer_problem(ckpt_dir, model, named)
     if fallback is not None:
         return ResumeChoice(
             path=fallback.path,
             step=validate_checkpoint(fallback.path, model),
-            warning=f"no {model}-latest pointer: resuming from the newest complete checkpoint "
-            f"{fallback.path.name}",
+            warning=f"{problem}: resuming from the newest complete checkpoint {fallback.path.name}",
         )
+    if named is not None:
+        return ResumeChoice(path=None, step=0, warning=f"{problem}, and no complete checkpoint exists: starting from scratch")
     return ResumeChoice(path=None, step=0)
+
+
+def pointer_problem(ckpt_dir: Path, model: str, named: str | None) -> str | None:
+    """Why a resume could not follow the model's `-latest` pointer (`named`, as read_pointer
+    returned it), in words; None when the pointer names a complete checkpoint. choose_resume
+    then falls back to the newest complete checkpoint; `hyperlaunch checkpoints` warns."""
+    if named is None:
+        return f"no {model}-latest pointer"
+    path = Path(ckpt_dir) / named
+    if not path.exists():
+        return f"{model}-latest names {named}, which does not exist"
+    if not is_complete(path):
+        return f"{model}-latest names {named}, which is incomplete (no {METADATA_FILE})"
+    return None
 
 
 def validate_checkpoint(path: Path, model: str) -> int:

@@ -24,6 +24,7 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 
+from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS, get_preset
@@ -38,7 +39,11 @@ DEFAULT_CHECKPOINT_DIR = "checkpoints"
 
 Settings = dict[str, object]
 
-_FIELD_TYPES: dict[str, object] = typing.get_type_hints(JobSpec)
+# Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
+_INTERNAL_FIELDS = frozenset({"checkpoint_name"})
+_FIELD_TYPES: dict[str, object] = {
+    name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
+}
 # Lists that cannot be written unambiguously in one environment variable are left to TOML/flags.
 _NOT_FROM_ENVIRONMENT = frozenset({"env", "trainer_args"})
 _PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir")
@@ -188,9 +193,12 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
             f"no model given; pass --model or set model in {PROJECT_CONFIG_NAME}; presets: {', '.join(PRESETS)}"
         )
     model = str(settings["model"])
-    local_model = _absolute(model, cwd)
-    if model not in PRESETS and Path(local_model).is_dir():
-        settings["model"] = local_model
+    if model not in PRESETS:
+        local_model = _absolute(model, cwd)
+        if Path(local_model).is_dir():
+            settings["model"] = local_model
+        elif is_model_directory(model):
+            raise InvalidInput(f"--model {model}: no such model directory; presets: {', '.join(PRESETS)}")
     job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
     settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
     settings.setdefault("log_dir", "logs")
@@ -298,4 +306,4 @@ def _env_pairs(value: object) -> tuple[tuple[str, str], ...]:
 
 
 # Keep the field list honest: every JobSpec field must have a type the coercion understands.
-assert {f.name for f in dataclasses.fields(JobSpec)} == set(_FIELD_TYPES)
+assert {f.name for f in dataclasses.fields(JobSpec)} == set(_FIELD_TYPES) | _INTERNAL_FIELDS

@@ -20,7 +20,6 @@ from typing import Any
 
 from hyperlaunch import checkpoints, slurm
 from hyperlaunch.jobs import JobRecord
-from hyperlaunch.models import PRESETS
 from hyperlaunch.attempt_markers import parse_attempt_marker
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -337,16 +336,6 @@ def _task_exit_code(lines: Sequence[str]) -> str | None:
     return None
 
 
-def checkpoint_model_name(record: JobRecord) -> str:
-    model = record.spec.model
-    if model in PRESETS:
-        return model
-    args = list(record.spec.trainer_args)
-    if "--model-name" in args[:-1]:
-        return args[args.index("--model-name") + 1]
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(model).name)
-
-
 def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
     steps: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -364,7 +353,7 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
     if any("job_id" in item for item in steps + events):
         steps = [item for item in steps if item.get("job_id") == record.job_id]
         events = [item for item in events if item.get("job_id") == record.job_id]
-    model = checkpoint_model_name(record)
+    model = record.spec.checkpoint_name
     try:
         ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model)
     except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from hyperlaunch import checkpoints, trainer_args as targs
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS
@@ -80,6 +81,9 @@ class JobSpec:
     """Extra arguments appended to the trainer's command line, verbatim."""
     torchrun: str = "torchrun"
     """torchrun command on the nodes (a path when it is not on PATH there)."""
+    checkpoint_name: str = ""
+    """Derived ("" until then), never set by the user: the name the model's checkpoints go by, decided once by
+    hyperlaunch.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
 
     def __post_init__(self) -> None:
         instance = get_instance(self.instance_type)
@@ -89,6 +93,9 @@ class JobSpec:
         if self.job_name is None:
             object.__setattr__(self, "job_name", os.path.basename(self.model.rstrip("/")) or "hyperlaunch")
         _validate(self, instance.gpus_per_node)
+        if not self.checkpoint_name:
+            name = checkpoints.checkpoint_name(self.model, targs.value_of(self.trainer_args, targs.MODEL_NAME))
+            object.__setattr__(self, "checkpoint_name", name)
 
     @property
     def procs_per_node(self) -> int:
@@ -98,10 +105,6 @@ class JobSpec:
     def replace(self, **changes: object) -> JobSpec:
         """A copy with some fields changed, validated again."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
-
-def field_names() -> list[str]:
-    return [f.name for f in dataclasses.fields(JobSpec)]
 
 
 def _fail(message: str) -> None:
@@ -137,7 +140,9 @@ def _time_limit_seconds(value: str) -> int | None:
 
 
 def _validate(spec: JobSpec, instance_gpus: int) -> None:
-    if spec.model not in PRESETS and not os.path.isabs(spec.model):
+    if checkpoints.is_model_directory(spec.model) and not os.path.isabs(spec.model):
+        _fail(f"model directory {spec.model!r} must be an absolute path")
+    if not checkpoints.is_model_directory(spec.model) and spec.model not in PRESETS:
         _fail(f"unknown model {spec.model!r}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
     _check_text("model", spec.model)
     if spec.nodes < 1:

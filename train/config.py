@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.errors import InvalidInput
-from hyperlaunch.models import MIXED_PRECISION_CHOICES, PRESETS, SHARDING_CHOICES
+from hyperlaunch.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,12 +114,6 @@ class TrainConfig:
             raise InvalidInput(f"--val-fraction must be in (0, 0.5), got {self.val_fraction}")
         if self.from_scratch and self.resume_from is not None:
             raise InvalidInput("--from-scratch and --resume-from exclude each other")
-        if self.model_name is not None and not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*", self.model_name):
-            raise InvalidInput(f"--model-name {self.model_name!r}: use letters, digits, '_', '.', '-'")
-
-    @property
-    def model_is_directory(self) -> bool:
-        return self.model not in PRESETS and (os.sep in self.model or Path(self.model).is_dir())
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -17,9 +17,9 @@ from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from hyperlaunch.errors import InvalidInput
+from hyperlaunch import checkpoints as rules
 from hyperlaunch.models import ModelSpec, get_preset, spec_from_hf_config
 
-from .naming import checkpoint_name
 
 
 @dataclass(frozen=True)
@@ -31,16 +31,16 @@ class ModelSource:
     pretrained_dir: Path | None
 
 
-def resolve_model(model: str, model_name: str | None, is_directory: bool) -> ModelSource:
+def resolve_model(model: str, model_name: str | None) -> ModelSource:
     from transformers import AutoConfig, LlamaConfig, Qwen3Config
 
-    if not is_directory:
+    if not rules.is_model_directory(model):
         spec = get_preset(model)
         config_class = Qwen3Config if spec.kind == "qwen3" else LlamaConfig
         hf_config = config_class(**spec.hf_config_kwargs())
         return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=None)
     directory = Path(model)
-    name = checkpoint_name(model, model_name, is_directory)
+    name = rules.checkpoint_name(model, model_name)
     config_file = directory / "config.json"
     try:
         raw = json.loads(config_file.read_text())

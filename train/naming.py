@@ -1,22 +1,21 @@
-"""The checkpoint name of a `--model` value, without importing torch."""
+"""What a local `--model` directory must hold, checked without importing torch. The checkpoint
+name itself is decided by hyperlaunch.checkpoints.checkpoint_name, for the CLI as well."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from hyperlaunch import checkpoints as rules
 from hyperlaunch.errors import InvalidInput
-from hyperlaunch.models import get_preset
 
 
-def checkpoint_name(model: str, model_name: str | None, is_directory: bool) -> str:
-    """A preset's own name, or for a local Hugging Face directory --model-name or the
-    directory's name (characters a file name should not hold replaced by '_')."""
-    if not is_directory:
-        return get_preset(model).name
-    directory = Path(model)
-    if not (directory / "config.json").is_file():
-        raise InvalidInput(f"--model {model}: not a preset and no config.json in that directory")
-    if not any(directory.glob("*.safetensors")):
-        raise InvalidInput(f"--model {model}: no *.safetensors weights in that directory")
-    return model_name or re.sub(r"[^A-Za-z0-9_.-]", "_", directory.resolve().name)
+def checked_checkpoint_name(model: str, model_name: str | None) -> str:
+    """The model's checkpoint name, after checking that a model directory holds a Hugging Face
+    config and safetensors weights (a preset needs no check)."""
+    if rules.is_model_directory(model):
+        directory = Path(model)
+        if not (directory / "config.json").is_file():
+            raise InvalidInput(f"--model {model}: not a preset and no config.json in that directory")
+        if not any(directory.glob("*.safetensors")):
+            raise InvalidInput(f"--model {model}: no *.safetensors weights in that directory")
+    return rules.checkpoint_name(model, model_name)

@@ -60,7 +60,7 @@ def _tokenizer_choice(cfg: TrainConfig, source: ModelSource) -> str:
 
 
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job:
-    source = resolve_model(cfg.model, cfg.model_name, cfg.model_is_directory)
+    source = resolve_model(cfg.model, cfg.model_name)
     spec = source.spec
     build_started = time.time()
     seq_len = cfg.seq_len or spec.seq_len

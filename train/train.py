@@ -32,9 +32,9 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
 
 def _model_name(cfg: TrainConfig) -> str:
     # Torch-free on purpose: bad input must fail in a second, not after importing torch.
-    from .naming import checkpoint_name
+    from .naming import checked_checkpoint_name
 
-    return checkpoint_name(cfg.model, cfg.model_name, cfg.model_is_directory)
+    return checked_checkpoint_name(cfg.model, cfg.model_name)
 
 
 def run(cfg: TrainConfig) -> int:

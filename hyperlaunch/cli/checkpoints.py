@@ -60,6 +60,8 @@ def checkpoints(
     from hyperlaunch.config import resolve_checkpoint_dir
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+    if model is not None:
+        model = _checkpoint_name(model)
     names = [model] if model else list_models(root)
     found = [collect(root, name) for name in names]
     for entry in found:
@@ -81,23 +83,30 @@ def checkpoints(
 def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
-    from hyperlaunch.checkpoints import list_checkpoints, read_pointer
+    from hyperlaunch.checkpoints import list_checkpoints, pointer_problem, read_pointer
     from hyperlaunch.errors import CheckpointError
 
     infos = list_checkpoints(root, model)
-    warnings: list[str] = []
     try:
         pointer = read_pointer(root, model)
     except CheckpointError as err:
         return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()])
-    named = [info for info in infos if info.path.name == pointer]
-    if pointer is not None and not named:
-        warnings.append(f"{model}-latest names {pointer}, which does not exist; resume would fall back to the newest complete checkpoint")
-    elif named and not named[0].complete:
-        warnings.append(f"{model}-latest names {pointer}, which is incomplete (no .metadata); resume would fall back to the newest complete checkpoint")
-    elif pointer is None and any(info.complete for info in infos):
-        warnings.append(f"no {model}-latest pointer; resume would use the newest complete checkpoint")
+    problem = pointer_problem(root, model, pointer)
+    warnings = []
+    if problem is not None and (pointer is not None or any(info.complete for info in infos)):
+        warnings.append(f"{problem}; resume would fall back to the newest complete checkpoint")
     return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings)
+
+
+def _checkpoint_name(model: str) -> str:
+    """--model as submit takes it (a preset or a model directory, also through a symlink) is
+    turned into the name its checkpoints go by; any other text is taken as that name."""
+    import os
+
+    from hyperlaunch.checkpoints import checkpoint_name, is_model_directory
+
+    path = os.path.abspath(os.path.expanduser(model))
+    return checkpoint_name(path) if is_model_directory(model) and os.path.isdir(path) else model
 
 
 def format_size(size_bytes: int) -> str:

@@ -116,7 +116,7 @@ def test_resume_follows_the_pointer(tmp_path: Path) -> None:
     assert choice.path == tmp_path / "qwen3_tiny-10steps"
 
 
-@pytest.mark.parametrize("state", ["missing", "incomplete"])
+@pytest.mark.parametrize("state", ["does not exist", "incomplete"])
 def test_pointer_to_bad_dir_falls_back_with_a_warning(tmp_path: Path, state: str) -> None:
     make_ckpt(tmp_path, 10)
     if state == "incomplete":
@@ -179,3 +179,33 @@ def test_check_writable(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="not writable"):
         ck.check_writable(blocker / "ckpt")
     assert blocker.read_text() == "x"
+
+
+def test_one_checkpoint_name_for_presets_directories_symlinks_and_model_name(tmp_path: Path) -> None:
+    from hyperlaunch.checkpoints import checkpoint_name, is_model_directory
+    from hyperlaunch.errors import InvalidInput
+
+    real = tmp_path / "real model v1.0"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert checkpoint_name("qwen3_tiny") == "qwen3_tiny" and not is_model_directory("qwen3_tiny")
+    assert is_model_directory(str(link)) and is_model_directory(str(real))
+    assert checkpoint_name(str(real)) == checkpoint_name(str(link)) == "real_model_v1.0"
+    assert checkpoint_name(str(link), "mine") == "mine"
+    with pytest.raises(InvalidInput, match="--model-name"):
+        checkpoint_name(str(link), "a/b")
+    with pytest.raises(InvalidInput, match="unknown model"):
+        checkpoint_name("gpt5")
+
+
+def test_the_spec_carries_the_name_the_trainer_writes(tmp_path: Path) -> None:
+    from hyperlaunch.spec import JobSpec
+
+    real = tmp_path / "real-model"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    dirs = {name: str(tmp_path / name) for name in ("checkpoint_dir", "log_dir", "run_dir")}
+    assert JobSpec(model=str(tmp_path / "link"), **dirs).checkpoint_name == "real-model"
+    spec = JobSpec(model=str(tmp_path / "link"), trainer_args=("--model-name=x",), **dirs)
+    assert spec.checkpoint_name == "x"
