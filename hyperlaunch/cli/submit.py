@@ -10,13 +10,17 @@ import typer
 from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
 
 if TYPE_CHECKING:
-    from hyperlaunch.jobs import JobRecord
+    from hyperlaunch.launch import Launch
 
 _JSON = typer.Option("--json", help="Print one JSON document (job id, paths) instead of text.")
 _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothing.")
 
 
-def _report(record: JobRecord, as_json: bool, verb: str) -> None:
+def _report(launched: Launch, as_json: bool, verb: str) -> None:
+    record = launched.record
+    if record is None:  # --dry-run
+        typer.echo(launched.script, nl=False)
+        return
     out, err = record.log_paths
     if as_json:
         doc = {
@@ -47,39 +51,12 @@ def submit(
 
     Example: hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
     """
-    from hyperlaunch.render import render_sbatch
+    from hyperlaunch.launch import launch
+    from hyperlaunch.slurm_env import slurm_environment
 
     spec = job.build()
-    script = render_sbatch(spec)
-    if dry_run:
-        typer.echo(script, nl=False)
-        return
-    from hyperlaunch.slurm_env import slurm_environment
-    from hyperlaunch.submission import submit as submit_job
-
-    record = submit_job(spec, script, env=slurm_environment())
-    _report(record, as_json, "submitted")
-
-
-_RESUME_DROPPED_ARGS = ("--from-scratch",)
-_RESUME_DROPPED_WITH_VALUE = ("--resume-from",)
-
-
-def _resume_args(args: tuple[str, ...]) -> tuple[str, ...]:
-    """The trainer resumes from -latest by itself; arguments that say otherwise are dropped."""
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg in _RESUME_DROPPED_ARGS or any(arg.startswith(f"{flag}=") for flag in _RESUME_DROPPED_WITH_VALUE):
-            continue
-        if arg in _RESUME_DROPPED_WITH_VALUE:
-            skip = True
-            continue
-        kept.append(arg)
-    return tuple(kept)
+    env = {} if dry_run else slurm_environment()
+    _report(launch(spec, env=env, dry_run=dry_run), as_json, "submitted")
 
 
 def resume(
@@ -96,45 +73,13 @@ def resume(
     Refuses when the job's checkpoint folder holds no complete checkpoint of the model.
     Example: hyperlaunch resume 42 --exclude-failed
     """
-    from pathlib import Path
-
-    from hyperlaunch import checkpoints, jobs
-    from hyperlaunch.errors import CheckpointError, JobNotFound
-    from hyperlaunch.job_status import checkpoint_model_name, collect
-    from hyperlaunch.render import render_sbatch
+    from hyperlaunch.launch import find_record, launch, plan_resume
     from hyperlaunch.slurm_env import slurm_environment
-    from hyperlaunch.submission import submit as submit_job
 
-    if job_id is not None:
-        record = jobs.load(job_id)
-    else:
-        found = jobs.recent(limit=1, model=model)
-        if not found:
-            raise JobNotFound("no recorded job" + (f" of model {model}" if model else ""), hint="submit one first")
-        record = found[0]
-    name = checkpoint_model_name(record)
-    ckpt_dir = Path(record.spec.checkpoint_dir)
-    if checkpoints.newest_complete(ckpt_dir, name) is None:
-        raise CheckpointError(
-            f"job {record.job_id} has no complete checkpoint of {name} in {ckpt_dir}; nothing to resume from",
-            hint="submit it again to start from scratch",
-        )
-    changes: dict[str, object] = {"trainer_args": _resume_args(record.spec.trainer_args)}
-    if nodes is not None:
-        changes["nodes"] = nodes
-    if max_steps is not None:
-        changes["max_steps"] = max_steps
+    record = find_record(job_id, model)
     env = slurm_environment(record.slurm_conf)
-    if exclude_failed:
-        bad = list(collect([record], env=env)[0].failed_nodes)
-        changes["exclude"] = tuple(dict.fromkeys([*record.spec.exclude, *bad]))
-        if bad:
-            typer.echo(f"excluding nodes that failed job {record.job_id}: {', '.join(bad)}", err=True)
-    spec = record.spec.replace(**changes)
-    script = render_sbatch(spec)
-    if dry_run:
-        typer.echo(script, nl=False)
-        return
-    new = submit_job(spec, script, env=env, resumed_from=record.job_id)
-    _report(new, as_json, f"resuming job {record.job_id} as")
-
+    spec = plan_resume(record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env)
+    added = [node for node in spec.exclude if node not in record.spec.exclude]
+    if added:
+        typer.echo(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}", err=True)
+    _report(launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run), as_json, f"resuming job {record.job_id} as")

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import jobs
-from hyperlaunch.cli.logs import annotate
-from hyperlaunch.cli.submit import _resume_args
 from hyperlaunch.errors import JobNotFound, SlurmError
 from hyperlaunch.spec import JobSpec
 from hyperlaunch.submission import submit
@@ -97,25 +95,6 @@ def test_sbatch_refusal_carries_slurms_message_and_writes_no_record(tmp_path: Pa
     with pytest.raises(SlurmError, match="invalid partition specified: gpu"):
         submit(_spec(tmp_path), "#!/bin/bash\n")
     assert jobs.recent() == []
-
-
-def test_resume_drops_arguments_that_would_not_resume() -> None:
-    args = ("--lr", "1", "--from-scratch", "--resume-from", "/c/x-5steps", "--resume-from=/y", "--seed", "3")
-    assert _resume_args(args) == ("--lr", "1", "--seed", "3")
-
-
-def test_logs_split_into_attempts() -> None:
-    lines = [
-        "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=T0",
-        "step 1",
-        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=requeue time=T1",
-        "### hyperlaunch attempt-start restart=1 job=7 nodes=node[1,3] host=h time=T2",
-        "step 2",
-    ]
-    shown = annotate(lines)
-    assert shown[0].startswith("===== attempt 1 (restart 0) on node[1-2]")
-    assert "===== attempt 2 (restart 1) on node[1,3] at T2 =====" in shown
-    assert annotate(lines, attempt=1) == ["===== attempt 2 (restart 1) on node[1,3] at T2 =====", "step 2"]
 
 
 def test_no_slurm_config_is_said_plainly_and_sbatch_noise_is_not_echoed(

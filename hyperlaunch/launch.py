@@ -1,0 +1,84 @@
+"""The one way a job reaches Slurm, for `submit` and `resume` alike: plan the JobSpec, render
+it, submit it with the cluster's environment, record it. The CLI only parses and prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch import checkpoints, jobs
+from hyperlaunch import trainer_args as targs
+from hyperlaunch.errors import CheckpointError, JobNotFound
+from hyperlaunch.spec import JobSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """What launching a spec produced: the script, and the record unless it was a dry run."""
+
+    script: str
+    record: jobs.JobRecord | None
+
+
+def find_record(job_id: str | None, model: str | None) -> jobs.JobRecord:
+    """The recorded job `resume` starts from: the given one, else the newest (of `model`)."""
+    if job_id is not None:
+        return jobs.load(job_id)
+    found = jobs.recent(limit=1, model=model)
+    if not found:
+        raise JobNotFound("no recorded job" + (f" of model {model}" if model else ""), hint="submit one first")
+    return found[0]
+
+
+def plan_resume(
+    record: jobs.JobRecord,
+    *,
+    nodes: int | None = None,
+    max_steps: int | None = None,
+    exclude_failed: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> JobSpec:
+    """The spec of a job that continues `record` from its model's -latest checkpoint: the same
+    job, without the trainer flags that would start it elsewhere (the trainer follows -latest by
+    itself), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes that failed it
+    (asked of Slurm with `env`). Refused when the checkpoint folder holds no complete checkpoint
+    of the model."""
+    spec = record.spec
+    ckpt_dir = Path(spec.checkpoint_dir)
+    if checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
+        raise CheckpointError(
+            f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
+            hint="submit it again to start from scratch",
+        )
+    changes: dict[str, object] = {"trainer_args": targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)}
+    if nodes is not None:
+        changes["nodes"] = nodes
+    if max_steps is not None:
+        changes["max_steps"] = max_steps
+    if exclude_failed:
+        from hyperlaunch.job_status import collect
+
+        failed = collect([record], env=env)[0].failed_nodes
+        changes["exclude"] = tuple(dict.fromkeys([*spec.exclude, *failed]))
+    return spec.replace(**changes)
+
+
+def launch(
+    spec: JobSpec,
+    *,
+    env: Mapping[str, str],
+    resumed_from: str | None = None,
+    dry_run: bool = False,
+    submit: Callable[..., jobs.JobRecord] | None = None,
+) -> Launch:
+    """Render the spec and, unless `dry_run`, submit and record it. `submit` defaults to
+    hyperlaunch.submission.submit (a unit test passes its own)."""
+    from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
+
+    script = render_sbatch(spec)
+    if dry_run:
+        return Launch(script=script, record=None)
+    if submit is None:
+        from hyperlaunch.submission import submit
+    return Launch(script=script, record=submit(spec, script, env=env, resumed_from=resumed_from))

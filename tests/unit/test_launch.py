@@ -1,0 +1,75 @@
+"""The launch path of `submit` and `resume` (hyperlaunch.launch), below submitit: a resumed
+job's plan, and one render-submit-record route for both commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch import jobs
+from hyperlaunch.checkpoints import METADATA_FILE, checkpoint_path
+from hyperlaunch.errors import CheckpointError
+from hyperlaunch.launch import launch, plan_resume
+from hyperlaunch.spec import JobSpec
+
+
+def _record(tmp_path: Path, **changes: object) -> jobs.JobRecord:
+    base: dict[str, object] = dict(
+        model="qwen3_tiny",
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        log_dir=str(tmp_path / "logs"),
+        run_dir=str(tmp_path / "run"),
+        exclude=("node9",),
+        trainer_args=("--lr", "1", "--from-scratch", "--resume-from", "/c/x-5steps", "--resume-from=/y", "--seed", "3"),
+    )
+    base.update(changes)
+    return jobs.JobRecord(job_id="41", spec=JobSpec(**base), submitted_at=1.0)  # type: ignore[arg-type]
+
+
+def _complete_checkpoint(record: jobs.JobRecord, step: int) -> None:
+    path = checkpoint_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name, step)
+    path.mkdir(parents=True)
+    (path / METADATA_FILE).write_bytes(b"")
+
+
+def test_resume_plan_drops_the_flags_that_would_not_resume_and_keeps_the_rest(tmp_path: Path) -> None:
+    record = _record(tmp_path)
+    _complete_checkpoint(record, 5)
+    spec = plan_resume(record, nodes=3, max_steps=50)
+    assert spec.trainer_args == ("--lr", "1", "--seed", "3")
+    assert (spec.nodes, spec.max_steps, spec.exclude) == (3, 50, ("node9",))
+    assert spec.checkpoint_name == record.spec.checkpoint_name == "qwen3_tiny"
+
+
+def test_resume_is_refused_without_a_complete_checkpoint(tmp_path: Path) -> None:
+    record = _record(tmp_path)
+    (Path(record.spec.checkpoint_dir) / "qwen3_tiny-5steps").mkdir(parents=True)  # no .metadata
+    with pytest.raises(CheckpointError, match="no complete checkpoint of qwen3_tiny"):
+        plan_resume(record)
+
+
+def test_resume_finds_a_model_directorys_checkpoints_by_the_recorded_name(tmp_path: Path) -> None:
+    model = tmp_path / "real-model"
+    model.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(model)
+    record = _record(tmp_path, model=str(link), trainer_args=())
+    assert record.spec.checkpoint_name == "real-model"
+    _complete_checkpoint(record, 2)
+    assert plan_resume(record).checkpoint_name == "real-model"
+
+
+def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path: Path) -> None:
+    spec = _record(tmp_path).spec
+    calls: list[tuple[JobSpec, str, str | None]] = []
+
+    def fake_submit(spec: JobSpec, script: str, *, env: dict[str, str], resumed_from: str | None) -> jobs.JobRecord:
+        calls.append((spec, script, resumed_from))
+        return jobs.JobRecord(job_id="42", spec=spec, submitted_at=2.0, resumed_from=resumed_from)
+
+    dry = launch(spec, env={}, dry_run=True, submit=fake_submit)
+    assert dry.record is None and dry.script.startswith("#!/bin/bash") and calls == []
+    done = launch(spec, env={}, resumed_from="41", submit=fake_submit)
+    assert done.record is not None and done.record.resumed_from == "41"
+    assert calls == [(spec, dry.script, "41")]
