@@ -10,6 +10,7 @@ import pytest
 
 from hyperlaunch import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.train_helpers import save_tiny_model
 
 pytestmark = pytest.mark.integration
 
@@ -74,6 +75,39 @@ def test_resume_refuses_without_a_complete_checkpoint(dev_cluster: DevCluster, t
     assert "no complete checkpoint of qwen3_tiny" in result.stderr and "Traceback" not in result.stderr
     listing = json.loads(dev_cluster.hyperlaunch("status", "--json", cwd=tmp_path).stdout)
     assert [j["job_id"] for j in listing["jobs"]] == [job], "a refused resume records nothing"
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["symlink", "model-name"])
+def test_a_model_directory_is_found_by_the_name_its_checkpoints_go_by(
+    dev_cluster: DevCluster, tmp_path: Path, named: bool
+) -> None:
+    """The trainer names a model directory's checkpoints after the directory a symlink resolves
+    to (or --model-name); checkpoints, status and resume must look for the same name."""
+    real = tmp_path / "real-model-v1.0"
+    save_tiny_model("qwen3", real)
+    link = tmp_path / "current"
+    link.symlink_to(real)
+    name = "mine" if named else "real-model-v1.0"
+    trainer = ["--tokenizer", "offline", "--seq-len", "32", "--micro-batch-size", "1", "--checkpoint-every", "2", "--no-export"]
+    result = dev_cluster.hyperlaunch(
+        "submit", "--model", str(link), "--nodes", "1", "--max-steps", "2", "--json", "--", *trainer,
+        *(["--model-name=mine"] if named else []), cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)["job_id"]
+    wait_until(lambda: _status(dev_cluster, job, tmp_path)["state"] == "COMPLETED", 240, f"job {job} to complete")
+    assert (tmp_path / "checkpoints" / f"{name}-latest").read_text().strip() == f"{name}-2steps"
+    assert _status(dev_cluster, job, tmp_path)["checkpoint_step"] == 2
+    listed = dev_cluster.hyperlaunch("checkpoints", "--model", name if named else str(link), "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (model,) = json.loads(listed.stdout)["models"]
+    assert (model["model"], model["latest"]) == (name, f"{name}-2steps")
+    resumed = dev_cluster.hyperlaunch("resume", job, "--max-steps", "3", "--json", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    new_job = json.loads(resumed.stdout)["job_id"]
+    wait_until(lambda: _status(dev_cluster, new_job, tmp_path)["state"] == "COMPLETED", 240, "the resumed job")
+    doc = _status(dev_cluster, new_job, tmp_path)
+    assert (doc["last_step"], doc["checkpoint_step"], doc["resumed_from_steps"]) == (3, 3, [2])
 
 
 @pytest.mark.parametrize(

@@ -94,3 +94,29 @@ def tree_digest(root: Path) -> str:
             if path.is_file():
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def save_tiny_model(kind: str, directory: Path) -> None:
+    """A tiny qwen3 (tied) or llama (untied) model saved with save_pretrained, as a local
+    Hugging Face model directory (vocabulary 512: use --tokenizer offline)."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+
+    common = dict(
+        hidden_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+        intermediate_size=96, vocab_size=512, max_position_embeddings=256,
+    )
+    config = (
+        Qwen3Config(**common, tie_word_embeddings=True, rope_theta=10000.0)
+        if kind == "qwen3"
+        else LlamaConfig(**common, tie_word_embeddings=False, rope_theta=500000.0)
+    )
+    torch.manual_seed(3)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:  # not ones, so a skipped load cannot pass for the default init
+                param.uniform_(0.5, 1.5)
+            elif "embed" in name or "lm_head" in name:  # confident logits: loss depends on weights
+                param.normal_(0.0, 1.0)
+    model.save_pretrained(directory)
