@@ -25,24 +25,6 @@ from pathlib import Path
 from hyperlaunch.errors import CheckpointError, InvalidInput
 from hyperlaunch.models import PRESETS
 
-REQUEUE_EXIT_CODE = 75
-"""Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
-and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later)."""
-
-METRICS_FILE = "metrics.jsonl"
-"""Rank 0's step records and events in the run dir, one JSON object a line; `status` reads it."""
-
-REQUEUE_REQUEST_PREFIX = "requeue-request-"
-"""After a stop signal, once its checkpoint is complete, rank 0 creates
-`<run_dir>/requeue-request-<job id>.<restart count>`; the batch script reads it to tell a
-saved-and-stopped step from a crash, because torchrun reports every worker failure (75
-included) as exit code 1."""
-
-
-def requeue_request_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
-    return Path(run_dir) / f"{REQUEUE_REQUEST_PREFIX}{job_id}.{restart_count}"
-
-
 METADATA_FILE = ".metadata"
 """DCP writes this file last (via rename): its presence means the checkpoint is complete."""
 

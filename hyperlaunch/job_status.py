@@ -8,7 +8,6 @@ works from any shell, any time after the job ran."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,7 +19,16 @@ from typing import Any
 
 from hyperlaunch import checkpoints, slurm
 from hyperlaunch.jobs import JobRecord
-from hyperlaunch.attempt_markers import parse_attempt_marker
+from hyperlaunch.protocol import (
+    METRICS_FILE,
+    EventRecord,
+    RestartCause,
+    StepRecord,
+    TrainerEvent,
+    cause_text,
+    parse_attempt_marker,
+    parse_metrics_line,
+)
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 # How long after an attempt ends its node's DOWN event may still be recorded.
@@ -55,7 +63,7 @@ class Progress:
     checkpoint_step: int | None = None
     checkpoint: str | None = None
     resumed_from_steps: tuple[int, ...] = ()
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[EventRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,7 @@ class JobStatus:
     nodes: str = ""
     elapsed_s: int = 0
     failure: Restart | None = None
-    steps: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    steps: tuple[StepRecord, ...] = field(default_factory=tuple)
 
     @property
     def active(self) -> bool:
@@ -178,7 +186,7 @@ def summarize(
             restarts.append(cause_of(len(attempts) - 1))
         elif last.state != "COMPLETED":
             failure = cause_of(len(attempts) - 1)
-            if failure.cause == "restart limit" and restarts:
+            if failure.cause == cause_text(RestartCause.RESTART_LIMIT.value) and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
@@ -204,37 +212,44 @@ def _cause(
     record: JobRecord,
 ) -> Restart:
     state = attempt.state
-    reason = (marker or {}).get("cause")
-    if state == "NODE_FAIL" or reason == "node-failure":
+    reason = _marker_cause(marker)
+    if state == "NODE_FAIL" or reason is RestartCause.NODE_FAILURE:
         down = tuple(failed_nodes(attempt, events))
         if not down and (marker or {}).get("nodes"):
             down = tuple((marker or {})["nodes"].split(","))
-        return Restart(index, "node failure", ", ".join(down), down)
+        return Restart(index, cause_text(RestartCause.NODE_FAILURE.value), ", ".join(down), down)
     if state == "PREEMPTED":
-        return Restart(index, "preemption")
+        return Restart(index, cause_text("preemption"))
     if state == "TIMEOUT":
-        return Restart(index, "time limit")
+        return Restart(index, cause_text(RestartCause.TIME_LIMIT.value))
     if state == "CANCELLED":
-        return Restart(index, "cancelled")
+        return Restart(index, cause_text("cancelled"))
     exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
-    if reason == "restart-limit":
-        return Restart(index, "restart limit", f"{record.spec.max_restarts} restart(s) allowed")
-    if reason == "time-limit":
+    if reason is RestartCause.RESTART_LIMIT:
+        return Restart(index, cause_text(reason.value), f"{record.spec.max_restarts} restart(s) allowed")
+    if reason is RestartCause.TIME_LIMIT:
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).
         limit = attempt.time_limit_s
         near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.signal_seconds - 60
-        return Restart(index, "time limit" if near_limit else "preemption", "saved and requeued")
-    if reason == "requeue-requested":
-        return Restart(index, "preemption", "saved and requeued")
-    if reason == "crash" or state == "FAILED":
+        return Restart(index, cause_text(reason.value if near_limit else "preemption"), "saved and requeued")
+    if reason is RestartCause.REQUEUE_REQUESTED:
+        return Restart(index, cause_text(reason.value), "saved and requeued")
+    if reason is RestartCause.CRASH or state == "FAILED":
         task_exit = _task_exit_code(err_lines)
         error_line = root_error_line(err_lines)
         detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
-        return Restart(index, "crash", detail)
+        return Restart(index, cause_text(RestartCause.CRASH.value), detail)
     if state == "REQUEUED":
-        return Restart(index, "requeued", "scontrol requeue")
+        return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
+
+
+def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:
+    try:
+        return RestartCause((marker or {}).get("cause", ""))
+    except ValueError:
+        return None  # no marker (a killed batch host), or one from another version
 
 
 def failed_nodes(attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent]) -> list[str]:
@@ -336,35 +351,32 @@ def _task_exit_code(lines: Sequence[str]) -> str | None:
     return None
 
 
-def read_progress(record: JobRecord) -> tuple[Progress, list[dict[str, Any]]]:
-    steps: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    for line in _read_lines(Path(record.spec.run_dir) / checkpoints.METRICS_FILE):
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash mid-write
-        if item.get("type") == "step":
+def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
+    steps: list[StepRecord] = []
+    events: list[EventRecord] = []
+    for line in _read_lines(Path(record.spec.run_dir) / METRICS_FILE):
+        item = parse_metrics_line(line)  # None for a line cut by a crash mid-write
+        if isinstance(item, StepRecord):
             steps.append(item)
-        elif item.get("type") == "event":
+        elif isinstance(item, EventRecord):
             events.append(item)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).
-    if any("job_id" in item for item in steps + events):
-        steps = [item for item in steps if item.get("job_id") == record.job_id]
-        events = [item for item in events if item.get("job_id") == record.job_id]
+    if any(item.job_id is not None for item in [*steps, *events]):
+        steps = [item for item in steps if item.job_id == record.job_id]
+        events = [item for item in events if item.job_id == record.job_id]
     model = record.spec.checkpoint_name
     try:
         ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model)
     except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
         ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
-    last = steps[-1] if steps else {}
-    resumed = tuple(int(e.get("step", 0)) for e in events if e.get("event") == "resumed")
+    last = steps[-1] if steps else None
+    resumed = tuple(e.step or 0 for e in events if e.event == TrainerEvent.RESUMED.value)
     progress = Progress(
-        last_step=last.get("step"),
-        last_loss=last.get("loss"),
-        tokens_per_s=last.get("tokens_per_s"),
+        last_step=last.step if last else None,
+        last_loss=last.loss if last else None,
+        tokens_per_s=last.tokens_per_s if last else None,
         checkpoint_step=ckpt_step,
         checkpoint=ckpt_name,
         resumed_from_steps=resumed,

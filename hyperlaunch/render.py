@@ -22,8 +22,7 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__
-from hyperlaunch.attempt_markers import ATTEMPT_MARKER
-from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX
+from hyperlaunch.protocol import ATTEMPT_MARKER_PRINTF, REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX, AttemptAction, RestartCause
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.spec import JobSpec, default_container_mounts
@@ -63,7 +62,9 @@ def render_sbatch(spec: JobSpec) -> str:
         srun_flags=srun_flags(spec),
         hyperpod_auto=spec.hyperpod == "auto",
         hyperpod_marker_dir=HYPERPOD_MARKER_DIR,
-        attempt_marker=ATTEMPT_MARKER,
+        attempt_marker_printf=ATTEMPT_MARKER_PRINTF,
+        cause={member.name: member.value for member in RestartCause},
+        action={member.name: member.value for member in AttemptAction},
         launch_command=launch_command(spec),
     )
 

@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch import checkpoints as rules
+from hyperlaunch.protocol import TrainerEvent
 from hyperlaunch.errors import CheckpointError
 from hyperlaunch.models import ModelSpec
 
@@ -167,7 +168,7 @@ class Checkpointer:
             )
         dist.barrier()
         state = self._state(train)
-        self.metrics.event("checkpoint_saving", f"saving checkpoint {path.name}", step=step, path=str(path))
+        self.metrics.event(TrainerEvent.CHECKPOINT_SAVING, f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step)
         save = _Save(step=step, path=path, started=started)
         if self.async_save:
@@ -205,12 +206,12 @@ class Checkpointer:
         rules.write_pointer(self.ckpt_dir, self.spec.name, path.name)
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
-            "checkpoint_completed", f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
+            TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
             blocked_s=save.blocked_s, seconds=written - save.started, bytes=rules.dir_size(path),
             mode="async" if self.async_save else "sync",
         )
         for removed in rules.prune(self.ckpt_dir, self.spec.name, self.keep_last):
-            self.metrics.event("checkpoint_pruned", f"removed old checkpoint {removed.name}", path=str(removed))
+            self.metrics.event(TrainerEvent.CHECKPOINT_PRUNED, f"removed old checkpoint {removed.name}", path=str(removed))
 
     def before_update(self) -> None:
         """Before the optimizer changes parameters and its state: wait until an async save

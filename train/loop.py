@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
+from hyperlaunch.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
 from hyperlaunch.models import ModelSpec
 
 from . import testing_hooks
@@ -104,22 +104,22 @@ class Trainer:
         peak = peak_flops(self.d.device, self.mixed_precision)
         peaks = self._gather_peak_memory()
         self.metrics.step(
-            {
-                "step": state.step,
-                "loss": loss,
-                "lr": lr,
-                "grad_norm": grad_norm,
-                "tokens_per_s": tokens_per_s,
-                "tokens_per_s_per_device": per_device,
-                "tflops_per_device": flops / 1e12,
-                "mfu": flops / peak if peak else None,
-                "peak_memory_bytes": max(peaks),
-                "peak_memory_bytes_per_rank": peaks,
-                "step_time_s": seconds,
-                "tokens_seen": state.tokens_seen,
-                "samples_consumed": state.samples_consumed,
-                "world_size": self.d.world_size,
-            }
+            StepRecord(
+                step=state.step,
+                loss=loss,
+                lr=lr,
+                grad_norm=grad_norm,
+                tokens_per_s=tokens_per_s,
+                tokens_per_s_per_device=per_device,
+                tflops_per_device=flops / 1e12,
+                mfu=flops / peak if peak else None,
+                peak_memory_bytes=max(peaks),
+                peak_memory_bytes_per_rank=tuple(peaks),
+                step_time_s=seconds,
+                tokens_seen=state.tokens_seen,
+                samples_consumed=state.samples_consumed,
+                world_size=self.d.world_size,
+            )
         )
 
     def run(self, state: TrainState) -> int:
@@ -133,7 +133,7 @@ class Trainer:
             local_loss, grad_norm, lr = self.train_step(state)
             loss, stop = self._reduce_step(local_loss)
             if not math.isfinite(loss):
-                self.metrics.event("non_finite_loss", f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
+                self.metrics.event(TrainerEvent.NON_FINITE_LOSS, f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
             state.step += 1
             state.samples_consumed += self.batcher.global_batch
             state.tokens_seen += self.batcher.global_batch * self.seq_len
@@ -142,7 +142,7 @@ class Trainer:
             if self.val_every and state.step % self.val_every == 0:
                 val_loss = self.validate()
                 self.metrics.event(
-                    "validation", f"step {state.step} val_loss {val_loss:.4f} ppl {math.exp(min(val_loss, 50)):.2f}",
+                    TrainerEvent.VALIDATION, f"step {state.step} val_loss {val_loss:.4f} ppl {math.exp(min(val_loss, 50)):.2f}",
                     step=state.step, val_loss=val_loss, val_perplexity=math.exp(min(val_loss, 50)),
                 )
             self.checkpointer.poll()
@@ -159,12 +159,12 @@ class Trainer:
 
     def _stop_and_save(self, state: TrainState) -> int:
         name = self.stop.signal_name or "a signal on another rank"
-        self.metrics.event("signal_received", f"{name} received: saving at step {state.step}", step=state.step, signal=name)
+        self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
         if self.checkpointer.last_saved_step != state.step:
             self.checkpointer.save(state)
         self.checkpointer.wait()
         self.metrics.event(
-            "exit", f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
+            TrainerEvent.EXIT, f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
             step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
         )
         self.metrics.request_requeue()

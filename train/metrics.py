@@ -1,10 +1,10 @@
 """One line per logged step on rank 0's stdout, and the same as JSON in <run_dir>/metrics.jsonl,
-together with events (resumed, checkpoint saved/completed, signal received, exit).
-The CLI's `status` reads this file."""
+together with events (resumed, checkpoint saved/completed, signal received, exit). The records
+and the file are hyperlaunch.protocol's; the CLI's `status` reads them from there."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import resource
 import sys
@@ -14,12 +14,14 @@ from typing import Any
 
 import torch
 
-from hyperlaunch.checkpoints import METRICS_FILE, requeue_request_path
+from hyperlaunch.protocol import METRICS_FILE, EventRecord, StepRecord, TrainerEvent, metrics_line, requeue_request_path
 
 # Dense bf16 peak per device, FLOP/s (vendor figures); MFU is reported only for these.
 _PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
 
-# Slurm leaves SLURM_RESTART_COUNT unset in a job's first attempt.
+# Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
+# job and attempt that wrote it, so `status` shows each job its own part. Slurm leaves
+# SLURM_RESTART_COUNT unset in a job's first attempt.
 _SLURM_TAGS: dict[str, Any] = (
     {"job_id": os.environ["SLURM_JOB_ID"], "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
     if os.environ.get("SLURM_JOB_ID")
@@ -50,42 +52,41 @@ class MetricsLog:
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def _append(self, record: dict[str, Any]) -> None:
-        # Several jobs (a run and its resumptions) may share a run dir: tag each record with
-        # the Slurm job and attempt that wrote it, so `status` shows each job its own part.
-        record.update(_SLURM_TAGS)
+    def _append(self, record: StepRecord | EventRecord) -> None:
         with self.path.open("a") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.write(metrics_line(record))
 
-    def event(self, event: str, message: str, **fields: Any) -> None:
+    def event(self, event: TrainerEvent, message: str, *, step: int | None = None, **details: Any) -> None:
         if not self.enabled:
             return
         print(f"[hyperlaunch.train] {message}", flush=True)
-        self._append({"type": "event", "event": event, "time": time.time(), "message": message, **fields})
+        self._append(
+            EventRecord(event=event.value, message=message, time=time.time(), step=step, details=details, **_SLURM_TAGS)
+        )
 
     def request_requeue(self) -> None:
         """Tell the batch script this stop was a save, not a crash (torchrun reports both as
-        exit code 1): the requeue-request file of this job attempt, see hyperlaunch.checkpoints."""
+        exit code 1): the requeue-request file of this job attempt, see hyperlaunch.protocol."""
         job_id = os.environ.get("SLURM_JOB_ID")
         if not self.enabled or not job_id:
             return
         restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         requeue_request_path(self.path.parent, job_id, restart).touch()
 
-    def step(self, record: dict[str, Any]) -> None:
+    def step(self, record: StepRecord) -> None:
         if not self.enabled:
             return
         print(format_step(record), flush=True)
-        self._append({"type": "step", "time": time.time(), **record})
+        self._append(dataclasses.replace(record, time=time.time(), **_SLURM_TAGS))
 
 
-def format_step(r: dict[str, Any]) -> str:
-    mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") is not None else "n/a"
+def format_step(r: StepRecord) -> str:
+    mfu = f"{r.mfu * 100:.1f}%" if r.mfu is not None else "n/a"
     return (
-        f"step {r['step']} | loss {r['loss']:.4f} | lr {r['lr']:.3e} | grad_norm {r['grad_norm']:.3f} | "
-        f"tok/s {r['tokens_per_s']:.0f} ({r['tokens_per_s_per_device']:.0f}/dev) | "
-        f"TFLOP/s/dev {r['tflops_per_device']:.3f} | MFU {mfu} | "
-        f"peak_mem {r['peak_memory_bytes'] / 2**30:.2f} GiB"
+        f"step {r.step} | loss {r.loss:.4f} | lr {r.lr:.3e} | grad_norm {r.grad_norm:.3f} | "
+        f"tok/s {r.tokens_per_s:.0f} ({r.tokens_per_s_per_device:.0f}/dev) | "
+        f"TFLOP/s/dev {r.tflops_per_device:.3f} | MFU {mfu} | "
+        f"peak_mem {r.peak_memory_bytes / 2**30:.2f} GiB"
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from hyperlaunch import checkpoints as rules
+from hyperlaunch.protocol import TrainerEvent
 from hyperlaunch.errors import InvalidInput
 
 from . import STARTED_AT
@@ -43,7 +44,7 @@ class Job:
             self.trainer.model, self.source.hf_config, self.tokenizer,
             self.cfg.checkpoint_dir, self.source.spec.name, self.d.is_main,
         )
-        self.trainer.metrics.event("exported", f"exported Hugging Face model to {path}", path=str(path))
+        self.trainer.metrics.event(TrainerEvent.EXPORTED, f"exported Hugging Face model to {path}", path=str(path))
         return path
 
     def close(self) -> None:
@@ -107,7 +108,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     model.to_empty(device="cpu" if cfg.cpu_offload else d.device)
     if source.pretrained_dir is not None and resume.path is None:
         load_pretrained(model, source.pretrained_dir, d.is_main)
-        metrics.event("pretrained_loaded", f"loaded pretrained weights from {source.pretrained_dir}")
+        metrics.event(TrainerEvent.PRETRAINED_LOADED, f"loaded pretrained weights from {source.pretrained_dir}")
     else:
         init_weights(model, cfg.seed)
 
@@ -129,12 +130,12 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     }
     if resume.path is not None:
         metrics.event(
-            "resumed", f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
+            TrainerEvent.RESUMED, f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
             step=state.step, path=str(resume.path), world_size=d.world_size, sharding=sharding_info,
             startup=startup,
         )
     else:
-        metrics.event("started", f"training {spec.name} from step 0 on {d.world_size} rank(s)",
+        metrics.event(TrainerEvent.STARTED, f"training {spec.name} from step 0 on {d.world_size} rank(s)",
             world_size=d.world_size, sharding=sharding_info, startup=startup,
         )
 

@@ -1,6 +1,6 @@
 """Wiring only: check inputs, build, resume, train, export, close.
 
-Exit codes: 0 done; 75 (hyperlaunch.checkpoints.REQUEUE_EXIT_CODE) a stop signal arrived and a
+Exit codes: 0 done; 75 (hyperlaunch.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
 checkpoint was saved, please requeue; 2 invalid input; 6 checkpoint problem (one line on stderr).
 """
 

@@ -18,7 +18,7 @@ def _attempt_header(marker: dict[str, str]) -> str:
 
 def annotate(lines: list[str], attempt: int | None = None) -> list[str]:
     """The log with a header before each attempt; with `attempt`, only that attempt's lines."""
-    from hyperlaunch.attempt_markers import parse_attempt_marker
+    from hyperlaunch.protocol import parse_attempt_marker
 
     shown: list[str] = []
     current: int | None = None

@@ -92,7 +92,7 @@ def _detail(status: JobStatus) -> list[Any]:
         for column in ("STEP", "LOSS", "LR", "TOK/S"):
             steps.add_column(column)
         for item in status.steps[-10:]:
-            steps.add_row(str(item.get("step")), _number(item.get("loss"), ".4f"), _number(item.get("lr"), ".3e"), _number(item.get("tokens_per_s"), ".0f"))
+            steps.add_row(str(item.step), _number(item.loss, ".4f"), _number(item.lr, ".3e"), _number(item.tokens_per_s, ".0f"))
         lines.append(steps)
     return lines
 

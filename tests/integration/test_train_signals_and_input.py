@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import checkpoints as ck
+from hyperlaunch.protocol import REQUEUE_EXIT_CODE
 
 from .train_helpers import PYTHON, launch, tiny_args, train_env, tree_digest
 
@@ -29,7 +30,7 @@ def test_stop_signal_saves_and_exits_with_requeue_code(tmp_path: Path, signum: i
         time.sleep(0.2)
     proc.send_signal(signum)
     _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == ck.REQUEUE_EXIT_CODE, err[-2000:]
+    assert proc.returncode == REQUEUE_EXIT_CODE, err[-2000:]
     events = [json.loads(line) for line in metrics.read_text().splitlines()]
     (exit_event,) = [e for e in events if e.get("event") == "exit"]
     assert exit_event["requeue"] and [e["signal"] for e in events if e.get("event") == "signal_received"] == [signal.Signals(signum).name]
@@ -78,7 +79,7 @@ def test_bad_input_is_one_line_and_touches_nothing(tmp_path: Path, case: str) ->
                 args += [flag, value]
     run = launch(args, ranks=0, run_dir=tmp_path / "run", check=False)
     lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert run.returncode not in (0, ck.REQUEUE_EXIT_CODE)
+    assert run.returncode not in (0, REQUEUE_EXIT_CODE)
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith("hyperlaunch.train: error:") and message in lines[0], lines[0]
     assert "Traceback" not in run.stderr + run.stdout

@@ -31,12 +31,6 @@ def test_names_follow_the_reference_layout(tmp_path: Path) -> None:
     assert ck.parse_step("qwen3_0_6b-final", "qwen3_0_6b") is None
 
 
-def test_requeue_exit_code_does_not_collide_with_cli_codes() -> None:
-    from hyperlaunch.errors import EXIT_CODES
-
-    assert ck.REQUEUE_EXIT_CODE not in EXIT_CODES
-
-
 def test_pointer_round_trip_and_refuses_incomplete(tmp_path: Path) -> None:
     make_ckpt(tmp_path, 10)
     make_ckpt(tmp_path, 20, complete=False)

@@ -147,7 +147,7 @@ def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecor
     ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     status = summarize(record, [_attempt("COMPLETED")], [])
-    assert status.progress.last_step == 6 and [s["step"] for s in status.steps] == [6]
+    assert status.progress.last_step == 6 and [s.step for s in status.steps] == [6]
 
 
 def test_a_job_back_in_the_queue_is_active_and_its_last_attempt_counts_as_a_restart(record: JobRecord) -> None:

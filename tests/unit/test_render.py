@@ -18,8 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperlaunch.checkpoints import REQUEUE_EXIT_CODE
-from hyperlaunch.attempt_markers import parse_attempt_marker
+from hyperlaunch.protocol import REQUEUE_EXIT_CODE, parse_attempt_marker
 from hyperlaunch.render import launch_command, render_sbatch
 from hyperlaunch.spec import JobSpec
 from tests.unit.sbatch_harness import EXPECTED_PORT, HEAD_NODE, JOB_ID, run_script, sbatch_directive_args
@@ -193,7 +192,7 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
 
 
 def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path: Path) -> None:
-    from hyperlaunch.checkpoints import requeue_request_path
+    from hyperlaunch.protocol import requeue_request_path
 
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
