@@ -40,7 +40,7 @@ DEFAULT_CHECKPOINT_DIR = "checkpoints"
 Settings = dict[str, object]
 
 # Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
-_INTERNAL_FIELDS = frozenset({"checkpoint_name"})
+_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module"})
 _FIELD_TYPES: dict[str, object] = {
     name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
 }

@@ -28,7 +28,6 @@ from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.spec import JobSpec, default_container_mounts
 from hyperlaunch.template_cache import template_cache
 
-TRAINER_MODULE = "hyperlaunch.train"
 HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
 SAVE_SIGNAL = "USR2"
 # Signals torchrun (>= 2.9) catches and forwards to its workers; USR2 is added so the save
@@ -148,7 +147,7 @@ def launch_command(spec: JobSpec) -> list[str]:
         f"--nproc_per_node={spec.procs_per_node}",
         "--rdzv_backend=c10d",
         "-m",
-        TRAINER_MODULE,
+        spec.trainer_module,
         "--model",
         spec.model,
         "--checkpoint-dir",

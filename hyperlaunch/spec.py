@@ -81,6 +81,9 @@ class JobSpec:
     """Extra arguments appended to the trainer's command line, verbatim."""
     torchrun: str = "torchrun"
     """torchrun command on the nodes (a path when it is not on PATH there)."""
+    trainer_module: str = "hyperlaunch.train"
+    """Internal, never set by the user: the Python module torchrun runs on every node. Tests
+    run the trainer through an entry module of their own that injects faults."""
     checkpoint_name: str = ""
     """Derived ("" until then), never set by the user: the name the model's checkpoints go by, decided once by
     hyperlaunch.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
@@ -187,6 +190,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
         if "\x00" in arg:
             _fail(f"trainer argument {arg!r} contains NUL")
     _check_text("torchrun", spec.torchrun, allow_newlines=True)
+    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", spec.trainer_module):
+        _fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
 
 
 def _validate_paths(spec: JobSpec) -> None:

@@ -29,12 +29,12 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch import checkpoints as rules
-from hyperlaunch.protocol import TrainerEvent
 from hyperlaunch.errors import CheckpointError
 from hyperlaunch.models import ModelSpec
+from hyperlaunch.protocol import TrainerEvent
 
-from . import testing_hooks
 from .distributed import Dist
+from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog
 
 
@@ -63,14 +63,16 @@ def architecture(spec: ModelSpec) -> dict[str, object]:
 
 
 class _Writer(FileSystemWriter):
-    """FileSystemWriter with the test hook between the shards and the `.metadata` file."""
+    """FileSystemWriter that calls the hooks' after_shards_written between the shards and the
+    `.metadata` file DCP writes last (the completion marker)."""
 
-    def __init__(self, path: Path, step: int) -> None:
+    def __init__(self, path: Path, step: int, hooks: TrainerHooks) -> None:
         super().__init__(str(path), single_file_per_rank=True, sync_files=True)
         self._step = step
+        self._hooks = hooks
 
     def finish(self, metadata: Any, results: Any) -> None:
-        testing_hooks.kill_during_save(self._step)
+        self._hooks.after_shards_written(self._step)
         super().finish(metadata, results)
 
 
@@ -121,6 +123,7 @@ class Checkpointer:
         metrics: MetricsLog,
         keep_last: int,
         async_save: bool,
+        hooks: TrainerHooks = NO_HOOKS,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
         self.spec = spec
@@ -131,6 +134,7 @@ class Checkpointer:
         self.metrics = metrics
         self.keep_last = keep_last
         self.async_save = async_save
+        self.hooks = hooks
         self._pending: _Save | None = None
         self._staging: Future[Any] | None = None
         self._stager = _background_stager() if async_save else None
@@ -169,7 +173,7 @@ class Checkpointer:
         dist.barrier()
         state = self._state(train)
         self.metrics.event(TrainerEvent.CHECKPOINT_SAVING, f"saving checkpoint {path.name}", step=step, path=str(path))
-        writer = _Writer(path, step)
+        writer = _Writer(path, step, self.hooks)
         save = _Save(step=step, path=path, started=started)
         if self.async_save:
             response = dcp.async_save(
@@ -188,7 +192,7 @@ class Checkpointer:
         save.blocked_s = save.written - save.started
         self._complete(save)
         dist.barrier()  # every rank knows the pointer moved before anything else happens
-        testing_hooks.kill_after_checkpoint(step)
+        self.hooks.after_checkpoint(step)
 
     def _clear_stale(self, path: Path) -> None:
         # A directory with this name is left over from a run that went further before crashing
@@ -237,7 +241,7 @@ class Checkpointer:
         assert save.upload is not None
         save.upload.result()
         self._complete(save)
-        testing_hooks.kill_after_checkpoint(save.step)
+        self.hooks.after_checkpoint(save.step)
 
     def close(self) -> None:
         """Release the async copy buffers and their thread."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -14,10 +13,10 @@ from torch import nn
 from hyperlaunch.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
 from hyperlaunch.models import ModelSpec
 
-from . import testing_hooks
 from .checkpointing import Checkpointer, TrainState
 from .data import Batcher
 from .distributed import Dist
+from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
 from .signals import StopRequest
 
@@ -48,6 +47,7 @@ class Trainer:
     grad_clip: float
     prefetch: int
     mixed_precision: str
+    hooks: TrainerHooks = NO_HOOKS
 
     def _forward_loss(self, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.d.device)
@@ -125,11 +125,10 @@ class Trainer:
     def run(self, state: TrainState) -> int:
         """Train to max_steps; the exit code (0, or REQUEUE_EXIT_CODE after a stop signal)."""
         self.stop.install()
-        self.probe(state, "start")
+        self.hooks.on_start(self, state)
         while state.step < self.max_steps:
             started = time.perf_counter()
-            testing_hooks.crash_at_step(state.step + 1, self.d.rank)
-            testing_hooks.slow_step()
+            self.hooks.before_step(state.step + 1, self.d.rank)
             local_loss, grad_norm, lr = self.train_step(state)
             loss, stop = self._reduce_step(local_loss)
             if not math.isfinite(loss):
@@ -154,7 +153,7 @@ class Trainer:
         if self.checkpointer.last_saved_step != state.step:
             self.checkpointer.save(state)
             self.checkpointer.wait()
-        self.probe(state, "end")
+        self.hooks.on_end(self, state)
         return 0
 
     def _stop_and_save(self, state: TrainState) -> int:
@@ -169,19 +168,3 @@ class Trainer:
         )
         self.metrics.request_requeue()
         return REQUEUE_EXIT_CODE
-
-    @torch.no_grad()
-    def probe(self, state: TrainState, when: str) -> None:
-        """Test hook: loss and logits on a fixed batch, written by rank 0."""
-        path = testing_hooks.probe_path()
-        if path is None:
-            return
-        self.model.eval()
-        batch = torch.load(path).to(self.d.device)
-        out = self.model(input_ids=batch, labels=batch)
-        if self.d.is_main:
-            result_path = Path(path + ".out.pt")
-            results = torch.load(result_path) if result_path.exists() else {}
-            results[when] = {"loss": float(out.loss), "logits": out.logits.float().cpu(), "step": state.step}
-            torch.save(results, result_path)
-        dist.barrier()

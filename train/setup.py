@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 
 from hyperlaunch import checkpoints as rules
-from hyperlaunch.protocol import TrainerEvent
 from hyperlaunch.errors import InvalidInput
+from hyperlaunch.protocol import TrainerEvent
 
 from . import STARTED_AT
 from . import data as data_mod
@@ -19,6 +19,7 @@ from .checkpointing import Checkpointer, TrainState
 from .config import TrainConfig
 from .distributed import Dist, build_mesh, init_distributed, shutdown
 from .export import export_final
+from .hooks import NO_HOOKS, TrainerHooks
 from .host_memory import return_freed_memory
 from .loop import Trainer
 from .metrics import MetricsLog, warn
@@ -60,7 +61,7 @@ def _tokenizer_choice(cfg: TrainConfig, source: ModelSource) -> str:
     return source.spec.tokenizer
 
 
-def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job:
+def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
     source = resolve_model(cfg.model, cfg.model_name)
     spec = source.spec
     build_started = time.time()
@@ -116,7 +117,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
     scheduler = build_scheduler(optimizer, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup_steps, total=cfg.max_steps)
     checkpointer = Checkpointer(
         ckpt_dir=cfg.checkpoint_dir, spec=spec, model=model, optimizer=optimizer, scheduler=scheduler,
-        dist_info=d, metrics=metrics, keep_last=cfg.keep_last, async_save=cfg.async_checkpoint,
+        dist_info=d, metrics=metrics, keep_last=cfg.keep_last, async_save=cfg.async_checkpoint, hooks=hooks,
     )
     state = TrainState()
     built = time.time()
@@ -145,6 +146,6 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool) -> Job
         seq_len=seq_len, max_steps=cfg.max_steps,
         checkpoint_every=cfg.checkpoint_every if cfg.checkpoint_every is not None else spec.checkpoint_every,
         log_every=cfg.log_every, val_every=cfg.val_every, grad_clip=cfg.grad_clip,
-        prefetch=cfg.prefetch, mixed_precision=mixed_precision,
+        prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks,
     )
     return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)

@@ -13,6 +13,7 @@ from hyperlaunch import checkpoints as rules
 from hyperlaunch.errors import HyperlaunchError, InvalidInput
 
 from .config import TrainConfig, parse_config
+from .hooks import NO_HOOKS, TrainerHooks
 
 
 def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
@@ -37,13 +38,13 @@ def _model_name(cfg: TrainConfig) -> str:
     return checked_checkpoint_name(cfg.model, cfg.model_name)
 
 
-def run(cfg: TrainConfig) -> int:
+def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
     from .distributed import env_rank
 
     resume = _preflight(cfg)
     from . import setup
 
-    job = setup.build(cfg, resume, is_main=env_rank() == 0)
+    job = setup.build(cfg, resume, is_main=env_rank() == 0, hooks=hooks)
     try:
         code = job.trainer.run(job.state)
         if code == 0 and cfg.export:
@@ -53,10 +54,12 @@ def run(cfg: TrainConfig) -> int:
         job.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
+    """The trainer's command line. `hooks` lets another entry module (the integration tests'
+    fault injection) act at the hook points; `python -m hyperlaunch.train` passes none."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        return run(parse_config(argv))
+        return run(parse_config(argv), hooks)
     except HyperlaunchError as err:
         from .distributed import env_rank
 

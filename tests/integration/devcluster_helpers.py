@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def importable_tests_env() -> dict[str, str]:
+    """PYTHONPATH with the repository root first, so `tests.integration...` modules import in
+    any working directory - the test's, a job's on a dev-cluster node."""
+    rest = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": str(REPO_ROOT) + (os.pathsep + rest if rest else "")}
+
+
 def hyperlaunch(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hyperlaunch", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
@@ -44,11 +54,12 @@ class DevCluster:
         return hyperlaunch(*args, "--dir", str(self.root), env=self.env)
 
     def hyperlaunch(
-        self, *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None
+        self, *args: str, cwd: Path | None = None, extra_env: dict[str, str] | None = None, module: str = "hyperlaunch"
     ) -> subprocess.CompletedProcess[str]:
-        """Any hyperlaunch command, with SLURM_CONF pointing at this cluster."""
+        """Any hyperlaunch command, with SLURM_CONF pointing at this cluster (`module`: the CLI's
+        entry module, tests.integration.faulty_cli for jobs that inject faults)."""
         return subprocess.run(
-            [sys.executable, "-m", "hyperlaunch", *args],
+            [sys.executable, "-m", module, *args],
             capture_output=True, text=True, env={**self.env, **(extra_env or {})}, cwd=cwd, timeout=600, check=False,
         )
 

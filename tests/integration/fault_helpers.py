@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch import checkpoints
-from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
 
+FAULTY_CLI = "tests.integration.faulty_cli"
 MODEL = "qwen3_tiny"
 # Fast and deterministic: every scenario uses the same spec, so its per-step losses can be
 # compared with one uninterrupted run.
@@ -87,12 +88,13 @@ def submit(
     extra: list[str] | None = None,
     submit_env: dict[str, str] | None = None,
 ) -> Job:
-    """`hyperlaunch submit` of the scenarios' spec; submit_env reaches the job (sbatch exports it)."""
+    """`hyperlaunch submit` of the scenarios' spec, its trainer run through the tests' fault
+    entry module (HYPERLAUNCH_TEST_* in `--env` flags or submit_env, which sbatch exports)."""
     workdir.mkdir(parents=True, exist_ok=True)
     result = cluster.hyperlaunch(
         "submit", "--model", MODEL, "--nodes", "2", "--exclusive", "--max-steps", str(max_steps), "--json", *flags,
         "--", *TRAINER_ARGS, "--checkpoint-every", str(checkpoint_every), *(extra or []),
-        cwd=workdir, extra_env=submit_env,
+        cwd=workdir, extra_env={**importable_tests_env(), **(submit_env or {})}, module=FAULTY_CLI,
     )
     assert result.returncode == 0, result.stderr
     return Job(cluster, workdir, json.loads(result.stdout)["job_id"])

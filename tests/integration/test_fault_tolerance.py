@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
 from tests.integration.fault_helpers import (
     Job,
     assert_losses_match,
@@ -93,7 +93,9 @@ def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
     assert final["failure"]["cause"] == "restart limit"
     assert f"node failure ({second})" in final["failure"]["detail"]
     # Two nodes failed it; with the third alone it continues on one node (DCP reshards 2 -> 1).
-    resumed = dev_cluster.hyperlaunch("resume", job.job_id, "--exclude-failed", "--nodes", "1", "--json", cwd=tmp_path)
+    resumed = dev_cluster.hyperlaunch(
+        "resume", job.job_id, "--exclude-failed", "--nodes", "1", "--json", cwd=tmp_path, extra_env=importable_tests_env()
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert first in resumed.stderr and second in resumed.stderr
     import json

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.integration.devcluster_helpers import importable_tests_env
+
 PYTHON = sys.executable
+FAULT_ENTRY = "tests.integration.fault_entry"
 TIMEOUT_S = 240
 
 
@@ -46,6 +49,7 @@ def _free_port() -> int:
 def train_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERLAUNCH_TEST_")}
     env.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(importable_tests_env())
     env.update(extra or {})
     return env
 
@@ -59,14 +63,16 @@ def launch(
     check: bool = True,
 ) -> Run:
     """`torchrun -m hyperlaunch.train` on `ranks` local processes (a free port per launch, so
-    tests can run beside a Slurm cluster), or plain `python -m` when ranks == 0."""
+    tests can run beside a Slurm cluster), or plain `python -m` when ranks == 0. With a
+    HYPERLAUNCH_TEST_* variable in `env`, the trainer runs through the tests' fault entry module."""
+    module = FAULT_ENTRY if any(name.startswith("HYPERLAUNCH_TEST_") for name in env or {}) else "hyperlaunch.train"
     if ranks == 0:
-        cmd = [PYTHON, "-m", "hyperlaunch.train"]
+        cmd = [PYTHON, "-m", module]
     else:
         cmd = [
             PYTHON, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--nnodes=1",
             "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0",
-            "-m", "hyperlaunch.train",
+            "-m", module,
         ]
     cmd += [*args, "--run-dir", str(run_dir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=train_env(env), timeout=TIMEOUT_S)

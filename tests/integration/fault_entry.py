@@ -1,0 +1,96 @@
+"""The trainer as the fault tests run it: `python -m tests.integration.fault_entry ARGS` (or
+`torchrun ... -m tests.integration.fault_entry ARGS`) is `python -m hyperlaunch.train ARGS`
+with hooks that break things the way the tests ask, through environment variables production
+never sets. Each kill is a SIGKILL, as a node failure would be: no cleanup.
+
+- HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT=N: every rank dies once checkpoint N is complete and
+  the pointer names it.
+- HYPERLAUNCH_TEST_KILL_DURING_SAVE=N: die after the shards of checkpoint N are written, before
+  its `.metadata` completion marker exists.
+- HYPERLAUNCH_TEST_CRASH_AT_STEP=N (HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank raises
+  before step N - a crashed rank on a healthy node - only in the Slurm attempt given by
+  HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), so the retried job can finish.
+- HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
+  or a kill lands between two steps whatever the machine's speed.
+- HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; loss and logits on it at the start and
+  the end are written by rank 0 to FILE.out.pt (compared with plain transformers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hyperlaunch.train.hooks import TrainerHooks
+from hyperlaunch.train.train import main
+
+if TYPE_CHECKING:
+    from hyperlaunch.train.checkpointing import TrainState
+    from hyperlaunch.train.loop import Trainer
+
+MODULE = "tests.integration.fault_entry"
+
+
+def _int(name: str, default: int | None = None) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FaultHooks(TrainerHooks):
+    def __init__(self) -> None:
+        self.kill_after_checkpoint = _int("HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT")
+        self.kill_during_save = _int("HYPERLAUNCH_TEST_KILL_DURING_SAVE")
+        self.crash_at_step = _int("HYPERLAUNCH_TEST_CRASH_AT_STEP")
+        self.crash_rank = _int("HYPERLAUNCH_TEST_CRASH_RANK", 1)
+        self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
+        self.step_seconds = float(os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS") or 0)
+        self.probe = os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
+
+    def before_step(self, step: int, rank: int) -> None:
+        attempt = _int("SLURM_RESTART_COUNT", 0)
+        if step == self.crash_at_step and rank == self.crash_rank and attempt == self.crash_attempt:
+            raise RuntimeError(f"injected failure at step {step} on rank {rank}")
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
+
+    def after_shards_written(self, step: int) -> None:
+        if step == self.kill_during_save:
+            _die()
+
+    def after_checkpoint(self, step: int) -> None:
+        if step == self.kill_after_checkpoint:
+            _die()
+
+    def on_start(self, trainer: Trainer, state: TrainState) -> None:
+        self._probe(trainer, state, "start")
+
+    def on_end(self, trainer: Trainer, state: TrainState) -> None:
+        self._probe(trainer, state, "end")
+
+    def _probe(self, trainer: Trainer, state: TrainState, when: str) -> None:
+        if self.probe is None:
+            return
+        import torch
+        import torch.distributed as dist
+
+        trainer.model.eval()
+        with torch.no_grad():
+            batch = torch.load(self.probe).to(trainer.d.device)
+            out = trainer.model(input_ids=batch, labels=batch)
+        if trainer.d.is_main:
+            result_path = Path(self.probe + ".out.pt")
+            results = torch.load(result_path) if result_path.exists() else {}
+            results[when] = {"loss": float(out.loss), "logits": out.logits.float().cpu(), "step": state.step}
+            torch.save(results, result_path)
+        dist.barrier()
+
+
+if __name__ == "__main__":
+    sys.exit(main(hooks=FaultHooks()))

@@ -1,0 +1,24 @@
+"""`hyperlaunch` as the fault tests run it: `python -m tests.integration.faulty_cli submit ...`
+is the real CLI, except that the jobs it launches run the trainer through
+tests.integration.fault_entry (JobSpec.trainer_module is internal: no flag, config key or
+variable sets it, so this test-only entry point does). The module is recorded with the job,
+so a plain `hyperlaunch resume` of such a job runs it again."""
+
+from __future__ import annotations
+
+import sys
+
+from hyperlaunch import launch as launch_module
+from hyperlaunch.cli import main
+from tests.integration import fault_entry
+
+_launch = launch_module.launch
+
+
+def _launch_with_faults(spec, **options):  # type: ignore[no-untyped-def]
+    return _launch(spec.replace(trainer_module=fault_entry.MODULE), **options)
+
+
+if __name__ == "__main__":
+    launch_module.launch = _launch_with_faults
+    sys.exit(main())
