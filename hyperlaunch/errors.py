@@ -66,7 +66,7 @@ EXIT_CODES: dict[int, str] = {
     2: "invalid input: a flag, preset or value (the message lists valid ones)",
     3: "configuration file error (hyperlaunch.toml)",
     4: "Slurm refused or failed (its message is shown)",
-    5: "dev cluster error (the message names the log to read)",
+    5: "dev cluster error (the message names the log to read), or `dev-cluster status`: not running",
     6: "checkpoint error",
     7: "job not found",
     8: "doctor: at least one check failed",

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hyperlaunch.errors import SlurmError
 
@@ -99,10 +101,69 @@ def _natural_key(name: str) -> tuple[str, int]:
     return (stem, int(digits) if digits else -1)
 
 
-def sbatch(script_path: str, *, env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ()) -> str:
-    """Submit a batch script; returns the job id. Slurm's refusal is raised as SlurmError."""
-    out = run(["sbatch", "--parsable", *extra_args, script_path], env=env, timeout=60).stdout
-    return out.strip().split(";")[0]
+def submit_script(script: str, folder: Path, *, env: Mapping[str, str]) -> str:
+    """sbatch a script we rendered, through submitit's Slurm executor (its submission files
+    and job folders under `folder`), with `env` as sbatch's environment: SLURM_CONF, and what
+    the job inherits. Returns the job id. A refusal raises SlurmError with sbatch's reason in
+    one line and leaves no submission file behind."""
+    return _rendered_script_executor()(folder, script, env).submit_rendered()
+
+
+def _rendered_script_executor() -> type:
+    import submitit  # on the submit path only: rendering and reading need none of it
+    from submitit.core.utils import JobPaths
+
+    class RenderedScriptExecutor(submitit.SlurmExecutor):  # type: ignore[misc]
+        """submitit's SlurmExecutor with our script as the submission file. Its public submit()
+        pickles a Python callable, and _submit_command runs sbatch in os.environ with its
+        stderr echoed; submit_rendered does the same steps with sbatch run here, in `env`."""
+
+        def __init__(self, folder: Path, script: str, env: Mapping[str, str]) -> None:
+            super().__init__(folder=folder)
+            self._script = script
+            self._env = dict(env)
+
+        @classmethod
+        def affinity(cls) -> int:
+            # submitit looks for srun on this process's PATH; run() checks for sbatch on the
+            # PATH of the environment sbatch will actually get.
+            return 1
+
+        def _make_submission_file_text(self, command: str, uid: str) -> str:
+            return self._script
+
+        def submit_rendered(self) -> str:
+            uid = uuid.uuid4().hex
+            folder = JobPaths.get_first_id_independent_folder(self.folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f".submission_file_{uid}.sh"
+            path.write_text(self._make_submission_file_text("", uid))
+            try:
+                result = run(self._make_submission_command(path), env=self._env, timeout=60, check=False)
+                if result.returncode != 0:
+                    raise _refusal(result.stderr)
+            except SlurmError:
+                path.unlink(missing_ok=True)
+                raise
+            job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
+            job.paths.move_temporary_file(path, "submission_file", keep_as_symlink=True)
+            self._set_job_permissions(job.paths.folder)
+            return str(job.job_id)
+
+    return RenderedScriptExecutor
+
+
+def _refusal(sbatch_stderr: str) -> SlurmError:
+    """sbatch's own reason, in one line: its fatal line if any, else its last error lines."""
+    lines = [line.strip() for line in sbatch_stderr.splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal" in line]
+    reason = fatal[-1] if fatal else " ".join(lines[-2:]) or "sbatch failed"
+    if "configuration source" in reason:
+        return SlurmError(
+            f"no Slurm cluster configured: {reason}",
+            hint="set SLURM_CONF, or start a local one with 'hyperlaunch dev-cluster up'",
+        )
+    return SlurmError(f"sbatch refused the job: {reason}")
 
 
 @dataclass(frozen=True)

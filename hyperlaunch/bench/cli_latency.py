@@ -30,14 +30,14 @@ _SUBMIT_BATCH = 50
 
 
 def _slurm_env() -> dict[str, str]:
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
-    env = slurm_environment()
+    env = slurm_env()
     if env.get("SLURM_CONF"):
         return env
     print("no Slurm cluster configured: starting the dev cluster", flush=True)
     subprocess.run([sys.executable, "-m", "hyperlaunch", "dev-cluster", "up"], check=True)
-    return slurm_environment()
+    return slurm_env()
 
 
 def _submit_held(count: int, env: dict[str, str]) -> list[str]:

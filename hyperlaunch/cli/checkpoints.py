@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hyperlaunch.cli._tables import print_json, stdout_console, warn
+from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -66,18 +66,18 @@ def checkpoints(
     found = [collect(root, name) for name in names]
     for entry in found:
         for message in entry.warnings:
-            warn(message)
+            out.warn(message)
     if not root.is_dir():
-        warn(f"checkpoint folder {root} does not exist")
+        out.warn(f"checkpoint folder {root} does not exist")
     elif model and not found[0].checkpoints and found[0].pointer is None:
         others = list_models(root)
-        warn(f"no checkpoints of {model} in {root}" + (f"; models there: {', '.join(others)}" if others else ""))
+        out.warn(f"no checkpoints of {model} in {root}" + (f"; models there: {', '.join(others)}" if others else ""))
     elif not names:
-        warn(f"no checkpoints in {root}")
+        out.warn(f"no checkpoints in {root}")
     if as_json:
-        print_json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
+        out.json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
     elif any(entry.checkpoints for entry in found):
-        stdout_console().print(_table(root, found))
+        out.table(_table(root, found))
 
 
 def collect(root: Path, model: str) -> ModelCheckpoints:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import typer
 
+from hyperlaunch.cli._output import out
 from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT
 
 app = typer.Typer(
@@ -38,7 +37,7 @@ def _root(directory: Path | None) -> Path:
 
 
 def _progress(message: str) -> None:
-    print(f"dev-cluster: {message}", file=sys.stderr, flush=True)
+    out.note(message, source="dev-cluster")
 
 
 @app.command()
@@ -60,11 +59,11 @@ def up(
     if result.already_running:
         killed = result.state.killed_nodes
         extra = f"; killed nodes: {', '.join(killed)} (revive with 'dev-cluster revive-node')" if killed else ""
-        print(f"dev cluster already running in {layout.root} with {layout.nodes} nodes; nothing changed{extra}")
+        out.text(f"dev cluster already running in {layout.root} with {layout.nodes} nodes; nothing changed{extra}")
     else:
-        print(f"dev cluster up: {layout.nodes} nodes ({', '.join(layout.node_names)}) in {layout.root}")
-    print("use it with:")
-    print(f"  export SLURM_CONF={layout.slurm_conf}")
+        out.text(f"dev cluster up: {layout.nodes} nodes ({', '.join(layout.node_names)}) in {layout.root}")
+    out.text("use it with:")
+    out.text(f"  export SLURM_CONF={layout.slurm_conf}")
 
 
 @app.command()
@@ -73,7 +72,7 @@ def down(directory: Path | None = DirOption) -> None:
     from hyperlaunch.devcluster import cluster
 
     stopped = cluster.down(root=_root(directory), progress=_progress)
-    print("dev cluster stopped" if stopped else "no dev cluster was running")
+    out.text("dev cluster stopped" if stopped else "no dev cluster was running")
 
 
 @app.command()
@@ -81,7 +80,8 @@ def status(
     directory: Path | None = DirOption,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Which daemons are alive, and each node's Slurm state."""
+    """Which daemons are alive, and each node's Slurm state. Exits 5 when no dev cluster is
+    running (with --json: 0, and "running": false)."""
     from hyperlaunch.devcluster import cluster
 
     info = cluster.status(root=_root(directory))
@@ -94,21 +94,27 @@ def status(
             "nodes": [n.__dict__ for n in info.nodes],
             "killed_nodes": info.killed_nodes,
         }
-        print(json.dumps(doc, indent=2))
+        out.json(doc)  # "running" says it; the exit code stays 0 for scripts that read it
         return
     if not info.daemons:
-        print(f"no dev cluster recorded in {info.root}")
-        raise typer.Exit(1)
+        out.text(f"no dev cluster recorded in {info.root}")
+        raise _not_running(info.root)
     for daemon in info.daemons:
         mark = "alive" if daemon.alive else "DEAD "
-        print(f"{mark}  {daemon.name:<14} pid {daemon.pid:<8} log {daemon.log}")
+        out.text(f"{mark}  {daemon.name:<14} pid {daemon.pid:<8} log {daemon.log}")
     for node in info.nodes:
         reason = f"  ({node.reason})" if node.reason and node.reason != "none" else ""
-        print(f"node   {node.name:<14} {node.state}{reason}")
+        out.text(f"node   {node.name:<14} {node.state}{reason}")
     if info.running and info.slurm_conf:
-        print(f"export SLURM_CONF={info.slurm_conf}")
+        out.text(f"export SLURM_CONF={info.slurm_conf}")
     if not info.running:
-        raise typer.Exit(1)
+        raise _not_running(info.root)
+
+
+def _not_running(root: Path) -> Exception:
+    from hyperlaunch.errors import ClusterError
+
+    return ClusterError(f"no dev cluster running in {root}", hint="start it with 'hyperlaunch dev-cluster up'")
 
 
 @app.command("kill-node")
@@ -117,7 +123,7 @@ def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), di
     from hyperlaunch.devcluster import cluster
 
     killed = cluster.kill_node(root=_root(directory), node=node)
-    print(f"killed {node}: {len(killed)} processes ({' '.join(map(str, killed))})")
+    out.text(f"killed {node}: {len(killed)} processes ({' '.join(map(str, killed))})")
 
 
 @app.command("revive-node")
@@ -130,4 +136,4 @@ def revive_node(
     from hyperlaunch.devcluster import cluster
 
     record = cluster.revive_node(root=_root(directory), node=node, progress=_progress, wait=not no_wait)
-    print(f"revived {node} (slurmd pid {record.pid})")
+    out.text(f"revived {node} (slurmd pid {record.pid})")

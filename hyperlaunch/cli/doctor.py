@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from hyperlaunch.cli._tables import print_json, stdout_console
+from hyperlaunch.cli._output import out
 from hyperlaunch.errors import ChecksFailed
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -40,13 +40,13 @@ def doctor(
     """
     from hyperlaunch.config import resolve_checkpoint_dir
     from hyperlaunch.doctor import run_checks, system_probes
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
-    results = run_checks(system_probes(slurm_environment()), checkpoint_dir=root)
+    results = run_checks(system_probes(slurm_env()), checkpoint_dir=root)
     failed = [result.name for result in results if result.status == "fail"]
     if as_json:
-        print_json(
+        out.json(
             {
                 "ok": not failed,
                 "checkpoint_dir": str(root),
@@ -63,6 +63,6 @@ def doctor(
             table.add_column(header)
         for r in results:
             table.add_row(r.name, f"[{_STYLE[r.status]}]{r.status}[/]", r.detail, r.hint)
-        stdout_console().print(table)
+        out.table(table)
     if failed:
         raise ChecksFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hyperlaunch.cli._output import out
+
 
 def _attempt_header(marker: dict[str, str]) -> str:
     restart = int(marker.get("restart", "0") or 0)
@@ -43,7 +45,7 @@ def logs(
     """Print a job's log, every attempt of it, each under a header naming the attempt."""
     from hyperlaunch import jobs, slurm
     from hyperlaunch.errors import JobNotFound
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)
     out_path, err_path = record.log_paths
@@ -56,10 +58,10 @@ def logs(
         return lines if err else annotate(lines, attempt)
 
     for line in shown(path.read_text(errors="replace").splitlines() if path.exists() else []):
-        typer.echo(line)
+        out.text(line)
     if not follow:
         return
-    env = slurm_environment(record.slurm_conf)
+    env = slurm_env(record.slurm_conf)
     position = path.stat().st_size if path.exists() else 0
     try:
         while True:
@@ -69,7 +71,7 @@ def logs(
                     chunk = handle.read()
                     position = handle.tell()
                 for line in shown(chunk.splitlines()):
-                    typer.echo(line)
+                    out.text(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):
                 return
@@ -81,8 +83,8 @@ def logs(
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
     """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it."""
     from hyperlaunch import jobs, slurm
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)
-    slurm.cancel(job_id, env=slurm_environment(record.slurm_conf))
-    typer.echo(f"cancelled job {job_id}; resume it with: hyperlaunch resume {job_id}")
+    slurm.cancel(job_id, env=slurm_env(record.slurm_conf))
+    out.text(f"cancelled job {job_id}; resume it with: hyperlaunch resume {job_id}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hyperlaunch.cli._tables import print_json, stdout_console
+from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -61,11 +61,9 @@ def models(
 
     specs = [factory() for factory in PRESETS.values()]
     if as_json:
-        print_json({"models": [model_document(spec) for spec in specs]})
+        out.json({"models": [model_document(spec) for spec in specs]})
         return
-    console = stdout_console()
-    console.print(_architecture_table(specs))
-    console.print(_recommended_table(specs))
+    out.table(_architecture_table(specs), _recommended_table(specs))
 
 
 def model_document(spec: ModelSpec) -> dict[str, object]:

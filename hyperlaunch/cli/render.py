@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
+from hyperlaunch.cli._output import out
 
 
 @with_job_flags
@@ -23,7 +24,7 @@ def render(
 
     script = render_sbatch(job.build())
     if output is None:
-        typer.echo(script, nl=False)
+        out.text(script, end="")
     else:
         output.write_text(script, encoding="utf-8")
-        typer.echo(f"wrote {output}", err=True)
+        out.note(f"wrote {output}")

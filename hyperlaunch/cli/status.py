@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from hyperlaunch.job_status import JobStatus
@@ -113,7 +114,7 @@ def status(
     from hyperlaunch import jobs
     from hyperlaunch.errors import InvalidInput
     from hyperlaunch.job_status import collect
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     if limit < 1:
         raise InvalidInput(f"--limit must be at least 1, got {limit}")
@@ -122,24 +123,19 @@ def status(
         records = [jobs.load(job_id)] if job_id else jobs.recent(limit=limit, model=model)
         if not records:
             return []
-        return collect(records, env=slurm_environment(records[0].slurm_conf))
+        return collect(records, env=slurm_env(records[0].slurm_conf))
 
     while True:
         statuses = gather()
         if as_json:
             doc: Any = statuses[0].to_json() if job_id else {"jobs": [s.to_json() for s in statuses]}
-            typer.echo(json.dumps(doc))
+            out.json(doc)
         elif not statuses:
-            typer.echo("no recorded jobs (submit one with 'hyperlaunch submit')")
+            out.text("no recorded jobs (submit one with 'hyperlaunch submit')")
         elif job_id:
-            from rich.console import Console
-
-            # Off a terminal (a pipe, a log) rich assumes 80 columns and folds every cell: use more.
-            console = Console(width=None if sys.stdout.isatty() else 220)
-            for part in _detail(statuses[0]):
-                console.print(part)
+            out.table(*_detail(statuses[0]))
         else:
-            typer.echo(_table(statuses))
+            out.text(_table(statuses))
         if not watch:
             return
         try:
@@ -147,4 +143,4 @@ def status(
         except KeyboardInterrupt:
             return
         if not as_json and sys.stdout.isatty():
-            typer.echo("\033[2J\033[H", nl=False)  # clear the screen, cursor home
+            out.text("\033[2J\033[H", end="")  # clear the screen, cursor home

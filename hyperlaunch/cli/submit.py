@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
+from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from hyperlaunch.launch import Launch
@@ -19,26 +19,26 @@ _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothin
 def _report(launched: Launch, as_json: bool, verb: str) -> None:
     record = launched.record
     if record is None:  # --dry-run
-        typer.echo(launched.script, nl=False)
+        out.text(launched.script, end="")
         return
-    out, err = record.log_paths
+    log, err = record.log_paths
     if as_json:
         doc = {
             "job_id": record.job_id,
             "model": record.spec.model,
             "nodes": record.spec.nodes,
-            "log": str(out),
+            "log": str(log),
             "err": str(err),
             "checkpoint_dir": record.spec.checkpoint_dir,
             "run_dir": record.spec.run_dir,
             "resumed_from": record.resumed_from,
         }
-        typer.echo(json.dumps(doc))
+        out.json(doc)
         return
-    typer.echo(f"{verb} job {record.job_id}: {record.spec.model} on {record.spec.nodes} node(s)")
-    typer.echo(f"  log:         {out}")
-    typer.echo(f"  checkpoints: {record.spec.checkpoint_dir}")
-    typer.echo(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f")
+    out.text(f"{verb} job {record.job_id}: {record.spec.model} on {record.spec.nodes} node(s)")
+    out.text(f"  log:         {log}")
+    out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
+    out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f")
 
 
 @with_job_flags
@@ -52,10 +52,10 @@ def submit(
     Example: hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
     """
     from hyperlaunch.launch import launch
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     spec = job.build()
-    env = {} if dry_run else slurm_environment()
+    env = {} if dry_run else slurm_env()
     _report(launch(spec, env=env, dry_run=dry_run), as_json, "submitted")
 
 
@@ -74,12 +74,12 @@ def resume(
     Example: hyperlaunch resume 42 --exclude-failed
     """
     from hyperlaunch.launch import find_record, launch, plan_resume
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.cli._cluster import slurm_env
 
     record = find_record(job_id, model)
-    env = slurm_environment(record.slurm_conf)
+    env = slurm_env(record.slurm_conf)
     spec = plan_resume(record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env)
     added = [node for node in spec.exclude if node not in record.spec.exclude]
     if added:
-        typer.echo(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}", err=True)
+        out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")
     _report(launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run), as_json, f"resuming job {record.job_id} as")
