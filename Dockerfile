@@ -6,7 +6,7 @@
 #   docker build --build-arg BASE_IMAGE=pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime -t hyperlaunch:latest .
 #   docker build --build-arg INSTALL_EFA=1 -t hyperlaunch:efa .
 #
-# EFA / NCCL expectations (REFERENCE: the HyperPod FSDP scripts):
+# EFA / NCCL expectations (AWS's HyperPod FSDP scripts, awsome-distributed-training):
 # - The nodes' EFA kernel driver comes from the host; the container needs only the user-space
 #   libfabric with its efa provider plus the aws-ofi-nccl plugin (libnccl-net.so). Without the
 #   plugin NCCL silently falls back to TCP sockets: much slower, no error.
@@ -41,7 +41,7 @@ RUN if [ "${INSTALL_EFA}" = "1" ]; then \
 # Where the EFA installer puts libfabric and the NCCL plugin; harmless when absent.
 ENV LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu:/opt/amazon/efa/lib:${LD_LIBRARY_PATH}
 ENV PATH=/opt/amazon/efa/bin:${PATH}
-# The HyperPod scripts' settings that hold on every instance type (REFERENCE §1).
+# The HyperPod scripts' settings that hold on every instance type.
 ENV TORCH_NCCL_BLOCKING_WAIT=1 \
     HF_HUB_ETAG_TIMEOUT=60 \
     PIP_NO_CACHE_DIR=1 \

@@ -29,6 +29,9 @@ unit: setup
 integration: setup
 	$(BIN)/python -m pytest -q -rs -n 3 --dist worksteal tests/integration
 
+golden: setup
+	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests/unit/test_render.py -k golden
+
 demo: setup
 	$(BIN)/python -m hyperlaunch.demo
 

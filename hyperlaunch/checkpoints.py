@@ -287,7 +287,7 @@ def choose_resume(
     from_scratch: bool = False,
     resume_from: Path | None = None,
 ) -> ResumeChoice:
-    """The checkpoint a (re)started run loads, by the rules of issue 3:
+    """The checkpoint a (re)started run loads:
 
     - `resume_from` wins (it must be a complete checkpoint of this model);
     - `from_scratch` starts fresh (explicitly; existing checkpoints are left alone);

@@ -8,6 +8,7 @@ TOML edit.
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -15,7 +16,7 @@ from importlib import resources
 from hyperlaunch.errors import ConfigError, InvalidInput
 
 _FAMILY_KEYS = frozenset(
-    {"description", "efa", "backend", "peak_bf16_tflops_per_gpu", "instance_types", "env", "container_env"}
+    {"description", "gpu", "peak_bf16_tflops_per_gpu", "instance_types", "env", "container_env"}
 )
 
 
@@ -31,10 +32,8 @@ class InstancePreset:
     """One line for humans."""
     gpus_per_node: int
     """GPUs in one instance (0 for `cpu`)."""
-    efa: bool
-    """Whether the instance has EFA devices (doctor checks for them)."""
-    backend: str
-    """torch.distributed backend the trainer will use there: `nccl` or `gloo`."""
+    gpu: str | None
+    """The GPU model as CUDA names it (a part of torch.cuda.get_device_name), e.g. `H100`."""
     peak_bf16_tflops_per_gpu: float | None
     """Dense bf16 peak used for MFU; None where no reliable figure is published."""
     env: tuple[tuple[str, str], ...]
@@ -64,8 +63,7 @@ def _family_presets(family: str, data: dict[str, object]) -> list[InstancePreset
             family=family,
             description=str(data.get("description", "")),
             gpus_per_node=int(gpus),
-            efa=bool(data.get("efa", False)),
-            backend=str(data.get("backend", "nccl")),
+            gpu=str(data["gpu"]) if data.get("gpu") else None,
             peak_bf16_tflops_per_gpu=float(peak) if isinstance(peak, (int, float)) else None,
             env=_pairs(data.get("env", {}), f"{where} [env]"),
             container_env=_pairs(data.get("container_env", {}), f"{where} [container_env]"),
@@ -100,3 +98,13 @@ def get_instance(name: str) -> InstancePreset:
             f"unknown instance type {name!r}; known: {', '.join(known_instance_types())}",
             hint="add a file under env/ for a new one",
         ) from None
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    """Dense bf16 peak FLOP/s of a GPU by the name CUDA gives it (e.g. `NVIDIA H100 80GB HBM3`),
+    from the instance presets; None for a GPU none of them names. The model must be a whole
+    word of the name, so an L40S is never taken for an L4."""
+    for preset in all_presets().values():
+        if preset.gpu and preset.peak_bf16_tflops_per_gpu and re.search(rf"\b{re.escape(preset.gpu)}\b", device_name):
+            return preset.peak_bf16_tflops_per_gpu * 1e12
+    return None

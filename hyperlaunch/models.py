@@ -129,7 +129,8 @@ class ModelSpec:
         return self.num_layers * (attention + qk_norm + mlp + norms) + h
 
     def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token: 6 x non-embedding params + attention (REFERENCE §2)."""
+        """Training FLOPs per token: 6 x non-embedding params + attention (the PaLM-paper
+        convention MFU figures are usually reported in)."""
         attention = 6 * self.num_layers * self.num_heads * self.head_dim * seq_len * 2
         return 6.0 * self.non_embedding_params + attention
 

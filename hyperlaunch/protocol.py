@@ -36,7 +36,7 @@ class RestartCause(str, enum.Enum):
     """The step failed and some of the job's nodes are down: Slurm requeues the job itself."""
     RESTART_LIMIT = "restart-limit"
     """The attempt found the job already restarted max_restarts times."""
-    # Room for the trainer's own reason (issue 11): a failure record written by the trainer
+    # Room for the trainer's own reason: a failure record written by the trainer
     # before it exits non-zero would add a cause here and a record type below.
 
 

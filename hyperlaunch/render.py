@@ -85,7 +85,8 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         flags.append(("--exclusive", None))
     if spec.exclude:
         flags.append(("--exclude", ",".join(spec.exclude)))
-    # Requeued attempts append to the same log files instead of truncating them (REFERENCE §3).
+    # Requeued attempts append to the same log files instead of truncating them (Slurm's
+    # --open-mode=append), so every attempt stays readable.
     log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
     flags += [
         ("--requeue", None),

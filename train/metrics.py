@@ -14,10 +14,8 @@ from typing import Any
 
 import torch
 
+from hyperlaunch.instances import peak_bf16_flops
 from hyperlaunch.protocol import METRICS_FILE, EventRecord, StepRecord, TrainerEvent, metrics_line, requeue_request_path
-
-# Dense bf16 peak per device, FLOP/s (vendor figures); MFU is reported only for these.
-_PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12, "L4": 121e12}
 
 # Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
 # job and attempt that wrote it, so `status` shows each job its own part. Slurm leaves
@@ -32,8 +30,7 @@ _SLURM_TAGS: dict[str, Any] = (
 def peak_flops(device: torch.device, mixed_precision: str) -> float | None:
     if device.type != "cuda" or mixed_precision != "bf16":
         return None
-    name = torch.cuda.get_device_name(device)
-    return next((flops for key, flops in _PEAK_BF16_FLOPS.items() if key in name), None)
+    return peak_bf16_flops(torch.cuda.get_device_name(device))
 
 
 def peak_memory_bytes(device: torch.device) -> int:

@@ -1,6 +1,6 @@
 """Which model to train, built on the meta device, and its weights: fresh or pretrained.
 
-The traps this module exists for (REFERENCE.md §2): after `to_empty` every parameter and buffer
+The FSDP2 traps this module exists for: after `to_empty` every parameter and buffer
 holds garbage, so everything is initialised explicitly; Hugging Face's rotary `inv_freq`
 buffers are non-persistent, so they are recomputed rather than loaded.
 """

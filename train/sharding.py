@@ -34,7 +34,7 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) ->
         param_dtype=torch.bfloat16 if options.mixed_precision == "bf16" else None,
         reduce_dtype=torch.float32,
     )
-    # pin_memory needs a GPU; without one the default policy fails (REFERENCE §2).
+    # pin_memory needs a GPU; without one the default policy fails.
     offload: OffloadPolicy = (
         CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if options.cpu_offload else OffloadPolicy()
     )

@@ -95,9 +95,18 @@ def test_every_instance_preset_is_complete() -> None:
     for name in names:
         preset = get_instance(name)
         exports = dict(preset.env)
-        assert preset.efa == (exports.get("FI_PROVIDER") == "efa"), name
         if preset.gpus_per_node:
             assert exports["NCCL_SOCKET_IFNAME"].startswith("^docker"), name
     p5 = dict(get_instance("p5.48xlarge").env)
     assert p5["FI_EFA_USE_HUGE_PAGE"] == "0" and p5["TORCH_NCCL_BLOCKING_WAIT"] == "1"
-    assert get_instance("cpu").backend == "gloo" and get_instance("p5.48xlarge").peak_bf16_tflops_per_gpu == 989.0
+    assert get_instance("cpu").gpu is None and get_instance("p5.48xlarge").peak_bf16_tflops_per_gpu == 989.0
+
+
+def test_the_trainer_finds_a_gpus_peak_in_the_instance_presets() -> None:
+    from hyperlaunch.instances import peak_bf16_flops
+
+    assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert peak_bf16_flops("NVIDIA B200") == 2250e12
+    assert peak_bf16_flops("NVIDIA L4") == 121e12
+    assert peak_bf16_flops("NVIDIA A10G") is None, "env/g5.toml: no published dense bf16 figure"
+    assert peak_bf16_flops("NVIDIA L40S") is None and peak_bf16_flops("NVIDIA GeForce RTX 4090") is None
