@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.errors import CheckpointError, InvalidInput
-from hyperlaunch.models import PRESETS
+from hyperlaunch.models import PRESETS, get_preset
 
 METADATA_FILE = ".metadata"
 """DCP writes this file last (via rename): its presence means the checkpoint is complete."""
@@ -57,9 +57,7 @@ def checkpoint_name(model: str, model_name: str | None = None) -> str:
         if is_model_directory(model):
             return model_name
     if not is_model_directory(model):
-        if model not in PRESETS:
-            raise InvalidInput(f"unknown model {model!r}; presets: {', '.join(PRESETS)} (or a model directory)")
-        return model
+        return get_preset(model).name
     return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import fault_entry
 from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
 from tests.integration.fault_helpers import (
     Job,
@@ -199,7 +200,7 @@ def test_hyperpod_rerun_of_the_same_step_rendezvouses_and_resumes(dev_cluster: D
     node = job.running_nodes()[-1]
     trainers = [
         pid for pid in procs.node_process_ids(dev_cluster.root, node)
-        if b"hyperlaunch.train" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        if fault_entry.MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
         and b"torch.distributed.run" not in Path(f"/proc/{pid}/cmdline").read_bytes()
         and b"torchrun" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     ]

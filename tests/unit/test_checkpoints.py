@@ -189,7 +189,7 @@ def test_one_checkpoint_name_for_presets_directories_symlinks_and_model_name(tmp
     assert checkpoint_name(str(link), "mine") == "mine"
     with pytest.raises(InvalidInput, match="--model-name"):
         checkpoint_name(str(link), "a/b")
-    with pytest.raises(InvalidInput, match="unknown model"):
+    with pytest.raises(InvalidInput, match="unknown model preset 'gpt5'"):
         checkpoint_name("gpt5")
 
 
