@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from hyperlaunch.errors import ClusterError
 
@@ -32,7 +34,25 @@ def missing_packages() -> list[str]:
     return sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if find_binary(binary) is None})
 
 
+INSTALL_LOCK = Path("/var/lock/hyperlaunch-dev-cluster-install.lock")
+"""One install per machine at a time: several `dev-cluster up` (parallel test workers, two
+shells) would otherwise race apt-get for the dpkg lock and all but one would fail."""
+
+
 def ensure_installed(progress: Callable[[str], None]) -> None:
+    if not missing_packages():
+        return
+    INSTALL_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(INSTALL_LOCK, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another dev-cluster install is running; waiting for it to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        _install_missing(progress)  # the one we waited for may have installed everything
+
+
+def _install_missing(progress: Callable[[str], None]) -> None:
     packages = missing_packages()
     if not packages:
         return
