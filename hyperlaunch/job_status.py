@@ -173,7 +173,8 @@ def summarize(
     err_by_attempt = _split_attempts(_read_lines(err_log))
 
     def cause_of(index: int) -> Restart:
-        return _cause(index, attempts[index], markers.get(index), events, err_by_attempt.get(index, []), record)
+        following = attempts[index + 1].start if index + 1 < len(attempts) else None
+        return _cause(index, attempts[index], markers.get(index), events, err_by_attempt.get(index, []), record, following)
 
     restarts = [cause_of(index) for index in range(len(attempts) - 1)]
     last = attempts[-1] if attempts else None
@@ -210,11 +211,12 @@ def _cause(
     events: Sequence[slurm.NodeEvent],
     err_lines: Sequence[str],
     record: JobRecord,
+    next_start: str | None = None,
 ) -> Restart:
     state = attempt.state
     reason = _marker_cause(marker)
     if state == "NODE_FAIL" or reason is RestartCause.NODE_FAILURE:
-        down = tuple(failed_nodes(attempt, events))
+        down = tuple(failed_nodes(attempt, events, next_start))
         if not down and (marker or {}).get("nodes"):
             down = tuple((marker or {})["nodes"].split(","))
         return Restart(index, cause_text(RestartCause.NODE_FAILURE.value), ", ".join(down), down)
@@ -252,12 +254,19 @@ def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:
         return None  # no marker (a killed batch host), or one from another version
 
 
-def failed_nodes(attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent]) -> list[str]:
-    """Nodes of the attempt that went down between its start and shortly after its end."""
+def failed_nodes(
+    attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent], next_start: str | None = None
+) -> list[str]:
+    """Nodes of the attempt that went down between its start and shortly after its end, but
+    not once the next attempt has started (a node both attempts ran on that fails then is the
+    next attempt's failure)."""
     start, end = _parse_time(attempt.start), _parse_time(attempt.end)
     if start is None:
         return []
     end = (end or start) + _EVENT_SLACK
+    following = _parse_time(next_start) if next_start else None
+    if following is not None and following > start:
+        end = min(end, following)
     nodes = set(_expand(attempt.node_list))
     hits = []
     for event in events:

@@ -193,3 +193,19 @@ def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
     assert "1: node failure (node2)" in first and second.startswith("1234 ")
     for column in ("MODEL", "STATE", "RESTARTS"):
         assert first[header.index(column) - 1] == " " and second[header.index(column) - 1] == " "
+
+
+def test_a_node_two_attempts_ran_on_fails_in_the_second_and_counts_for_it_alone(record: JobRecord) -> None:
+    # Attempt 0 on node[2-3] loses node3; attempt 1 reuses node2 and loses it 30 s after
+    # attempt 0 ended, inside the slack that lets a late DOWN event count for attempt 0.
+    events = [
+        NodeEvent("node3", "2026-01-01T00:00:50", "Unknown", "DOWN", "Not responding"),
+        NodeEvent("node2", "2026-01-01T00:01:30", "Unknown", "DOWN", "Not responding"),
+    ]
+    attempts = [
+        _attempt("NODE_FAIL", "node[2-3]"),
+        _attempt("NODE_FAIL", "node[2,6]", start="2026-01-01T00:01:10", end="2026-01-01T00:01:40"),
+        _attempt("RUNNING", "node[4,6]", start="2026-01-01T00:02:00", end="Unknown"),
+    ]
+    status = summarize(record, attempts, events)
+    assert [(r.cause, r.nodes) for r in status.restarts] == [("node failure", ("node3",)), ("node failure", ("node2",))]
