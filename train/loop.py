@@ -53,10 +53,14 @@ class Trainer:
         batch = batch.to(self.d.device)
         if self.prefetch > 0:
             self.model.unshard()  # type: ignore[operator]  # start the root all-gather early
-        return self.model(input_ids=batch, labels=batch).loss
+        # use_cache=False: left on (the config's default), Hugging Face fills a KV cache in every
+        # training forward, and under --compile each block's cache write guards on its layer
+        # index: a recompile per block, and past torch's limit of 8 the other blocks run eager.
+        return self.model(input_ids=batch, labels=batch, use_cache=False).loss
 
-    def train_step(self, state: TrainState) -> tuple[torch.Tensor, float, float]:
-        """One optimizer step over grad_accum micro-batches; (this rank's loss, grad norm, lr used)."""
+    def train_step(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """One optimizer step over grad_accum micro-batches; (this rank's loss, grad norm, lr used),
+        the first two as device tensors: reading them waits for the device."""
         from .optim import clip_gradients
 
         self.model.train()
