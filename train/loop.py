@@ -100,7 +100,7 @@ class Trainer:
         dist.all_gather(everyone, mine)
         return [int(t.item()) for t in everyone]
 
-    def _log_step(self, state: TrainState, loss: float, grad_norm: float, lr: float, seconds: float) -> None:
+    def _log_step(self, state: TrainState, loss: float, grad_norm: torch.Tensor, lr: float, seconds: float) -> None:
         tokens = self.batcher.global_batch * self.seq_len
         tokens_per_s = tokens / max(seconds, 1e-9)
         per_device = tokens_per_s / self.d.world_size
@@ -112,7 +112,7 @@ class Trainer:
                 step=state.step,
                 loss=loss,
                 lr=lr,
-                grad_norm=grad_norm,
+                grad_norm=float(grad_norm),
                 tokens_per_s=tokens_per_s,
                 tokens_per_s_per_device=per_device,
                 tflops_per_device=flops / 1e12,
