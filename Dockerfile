@@ -1,5 +1,5 @@
 # The hyperlaunch training image: a CUDA PyTorch base with hyperlaunch installed, so that
-# `torchrun -m hyperlaunch.train` runs inside a Pyxis/enroot container on the nodes.
+# `torchrun --no-python hyperlaunch-train` runs inside a Pyxis/enroot container on the nodes.
 # Turn it into a .sqsh for `hyperlaunch submit --container-image` with ./setup-pyxis.sh.
 #
 #   docker build -t hyperlaunch:latest .
@@ -60,6 +60,7 @@ RUN python -m pip install --no-deps . && \
     python -c 'import re, tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print("\n".join(d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() != "torch"))' > /tmp/requirements.txt && \
     python -m pip install -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt && \
+    hyperlaunch-train --help > /dev/null && \
     python -c "import torch, hyperlaunch.train; print('torch', torch.__version__, 'cuda', torch.version.cuda)" && \
     hyperlaunch --help > /dev/null
 

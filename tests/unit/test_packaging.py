@@ -58,3 +58,25 @@ def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path)
         check=False,
     )
     assert cli.returncode == 0 and "kill-node" in cli.stdout, cli.stderr
+
+
+def test_the_trainer_module_runs_from_the_checkout_root_without_the_installed_package() -> None:
+    """`python -m hyperlaunch.train` from the repository root imports the checkout's
+    hyperlaunch/ (the working directory comes first), which must find train/ beside it as an
+    installed one finds it inside. -S leaves site-packages (and an editable install's finder)
+    out, as for a regular install shadowed by the checkout."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "hyperlaunch.train", "--help"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--max-steps" in result.stdout
+
+
+def test_the_trainer_console_script_is_declared() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["hyperlaunch-train"] == "hyperlaunch.train.train:main"
+    from hyperlaunch.render import TRAINER_PROGRAM
+
+    assert TRAINER_PROGRAM in scripts
