@@ -16,18 +16,23 @@ against the current directory.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import tomllib
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch import recommend
+from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.instances import get_instance
-from hyperlaunch.models import PRESETS, get_preset
+from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_hf_config
+from hyperlaunch.recommend import Setting
 from hyperlaunch.paths import hyperlaunch_home
 from hyperlaunch.spec import JobSpec
 
@@ -53,6 +58,15 @@ def user_config_path() -> Path:
     return hyperlaunch_home() / "config.toml"
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The JobSpec of an invocation and the training settings it runs with, each with where it
+    came from (the model's recommendation for this hardware, or the user)."""
+
+    spec: JobSpec
+    settings: tuple[Setting, ...]
+
+
 def build_spec(
     flags: Mapping[str, object],
     *,
@@ -61,8 +75,23 @@ def build_spec(
     environ: Mapping[str, str] | None = None,
     user_config: Path | None = None,
 ) -> JobSpec:
-    """The validated JobSpec for this invocation. `flags` holds JobSpec field names with the
-    values the user typed (None or absent: not given); `env` may be a list of KEY=VALUE."""
+    """The validated JobSpec for this invocation (see plan_job)."""
+    return plan_job(flags, profile=profile, cwd=cwd, environ=environ, user_config=user_config).spec
+
+
+def plan_job(
+    flags: Mapping[str, object],
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+) -> Plan:
+    """The validated JobSpec for this invocation and its settings. `flags` holds JobSpec field
+    names with the values the user typed (None or absent: not given); `env` may be a list of
+    KEY=VALUE. Every training setting the user left out is written into the trainer's
+    arguments as the model recommends it (hyperlaunch.recommend), so the job record says what
+    the job runs with and `resume` renders the same job."""
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
     layers = _layers_below_flags(profile, cwd, environ, user_config)
@@ -70,7 +99,9 @@ def build_spec(
 
     merged = _merge(layers)
     merged = _merge([_preset_defaults(merged), merged])
-    return _to_spec(merged, cwd)
+    _resolve_model(merged, cwd)
+    settings = _recommend(merged)
+    return Plan(spec=_to_spec(merged, cwd), settings=settings)
 
 
 def resolve_checkpoint_dir(
@@ -187,7 +218,7 @@ def _preset_defaults(settings: Settings) -> Settings:
     return {"nodes": preset.nodes, "gpus_per_node": min(preset.gpus_per_node, instance.gpus_per_node)}
 
 
-def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
+def _resolve_model(settings: Settings, cwd: Path) -> None:
     if "model" not in settings:
         raise InvalidInput(
             f"no model given; pass --model or set model in {PROJECT_CONFIG_NAME}; presets: {', '.join(PRESETS)}"
@@ -199,6 +230,64 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
             settings["model"] = local_model
         elif is_model_directory(model):
             raise InvalidInput(f"--model {model}: no such model directory; presets: {', '.join(PRESETS)}")
+
+
+def _model_spec(model: str) -> tuple[ModelSpec, str]:
+    """The model's numbers and where they come from: a preset, or the directory's config.json."""
+    if model in PRESETS:
+        return get_preset(model), f"preset {model}"
+    config_file = Path(model) / "config.json"
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInput(f"--model {model}: no config.json there; a model directory is what save_pretrained wrote") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InvalidInput(f"{config_file}: cannot read it as JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"{config_file}: expected a JSON object")
+    return spec_from_hf_config(os.path.basename(model.rstrip("/")), raw), str(config_file)
+
+
+def _recommend(settings: Settings) -> tuple[Setting, ...]:
+    """Fill max_steps and the trainer arguments the user left out with the model's
+    recommendation for the instance type's hardware; return every setting with its source."""
+    model = str(settings["model"])
+    if model not in PRESETS and not is_model_directory(model):
+        return ()  # an unknown name: JobSpec's validation says which models exist
+    spec, origin = _model_spec(model)
+    instance_type = str(settings.get("instance_type", "cpu"))
+    gpu = get_instance(instance_type).gpus_per_node > 0
+    user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
+    own_tokenizer = model not in PRESETS and (Path(model) / "tokenizer_config.json").is_file()
+    chosen = recommend.recommended(
+        spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
+        data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
+    )
+    given = recommend.given_names(user_args)
+    added: list[str] = []
+    shown: list[Setting] = []
+    for setting in chosen:
+        if setting.name == "max_steps":
+            if settings.get("max_steps") is None:
+                settings["max_steps"] = setting.value
+            else:
+                setting = recommend.Setting("max_steps", int(str(settings["max_steps"])), "you")
+        elif setting.name in given:
+            setting = recommend.Setting(setting.name, _given_value(user_args, setting), "you (after --)")
+        else:
+            added += setting.as_args()
+        shown.append(setting)
+    settings["trainer_args"] = (*added, *user_args)
+    return tuple(shown)
+
+
+def _given_value(args: tuple[str, ...], setting: Setting) -> int | bool | str:
+    if isinstance(setting.value, bool):
+        return setting.flag in args  # else its --no- form
+    return targs.value_of(args, setting.flag) or ""
+
+
+def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
     settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
     settings.setdefault("log_dir", "logs")

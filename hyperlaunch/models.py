@@ -66,7 +66,12 @@ class ModelSpec:
     micro_batch_size: int = 1
     """Recommended sequences per GPU per step."""
     seq_len: int = 2048
-    """Recommended training sequence length (tokens)."""
+    """Recommended training sequence length (tokens) on GPUs."""
+    cpu_micro_batch_size: int = 1
+    """Recommended sequences per rank on a CPU node (the dev cluster: one rank per node)."""
+    cpu_seq_len: int = 64
+    """Recommended sequence length on a CPU node: what two ranks of the model fit in a 24 GiB
+    machine, at a step time of seconds to tens of seconds."""
     mixed_precision: MixedPrecision = "bf16"
     """Recommended parameter dtype during compute."""
     activation_checkpointing: bool = False
@@ -75,8 +80,12 @@ class ModelSpec:
     """Recommended: keep sharded parameters and optimizer state in host memory."""
     sharding: Sharding = "full"
     """Recommended FSDP2 sharding mode."""
+    max_steps: int = 100
+    """Recommended optimizer steps for a run started without --max-steps."""
     checkpoint_every: int = 50
     """Recommended steps between checkpoints."""
+    val_every: int = 100
+    """Recommended steps between validation passes."""
     nodes: int = 1
     """Recommended node count."""
     gpus_per_node: int = 8
@@ -89,6 +98,9 @@ class ModelSpec:
             raise InvalidInput(f"model kind {self.kind!r} is not one of: qwen3, llama")
         if self.num_heads % self.num_kv_heads:
             raise InvalidInput(f"{self.name}: num_heads must be a multiple of num_kv_heads")
+        for field_name in ("seq_len", "cpu_seq_len", "micro_batch_size", "cpu_micro_batch_size", "max_steps"):
+            if getattr(self, field_name) < 1:
+                raise InvalidInput(f"{self.name}: {field_name} must be at least 1")
         if self.sharding not in SHARDING_CHOICES:
             raise InvalidInput(f"{self.name}: sharding must be one of {', '.join(SHARDING_CHOICES)}")
 
@@ -168,9 +180,13 @@ def qwen3_0_6b() -> ModelSpec:
         rms_norm_eps=1e-6,
         max_position_embeddings=40960,
         micro_batch_size=2,
-        seq_len=8192,
+        seq_len=4096,
+        cpu_micro_batch_size=1,
+        cpu_seq_len=64,
         mixed_precision="bf16",
+        max_steps=100,
         checkpoint_every=50,
+        val_every=100,
         nodes=1,
         gpus_per_node=4,
         tokenizer="Qwen/Qwen3-0.6B",
@@ -196,7 +212,9 @@ def qwen3_1_7b() -> ModelSpec:
         micro_batch_size=2,
         seq_len=4096,
         mixed_precision="bf16",
+        max_steps=1000,
         checkpoint_every=100,
+        val_every=100,
         nodes=1,
         gpus_per_node=8,
         tokenizer="Qwen/Qwen3-1.7B",
@@ -223,7 +241,9 @@ def llama3_2_1b() -> ModelSpec:
         micro_batch_size=2,
         seq_len=4096,
         mixed_precision="bf16",
+        max_steps=1000,
         checkpoint_every=100,
+        val_every=100,
         nodes=1,
         gpus_per_node=8,
         tokenizer="meta-llama/Llama-3.2-1B",
@@ -251,7 +271,9 @@ def llama3_1_8b() -> ModelSpec:
         seq_len=4096,
         mixed_precision="bf16",
         activation_checkpointing=True,
+        max_steps=1000,
         checkpoint_every=200,
+        val_every=200,
         nodes=2,
         gpus_per_node=8,
         tokenizer="meta-llama/Llama-3.1-8B",
@@ -276,8 +298,12 @@ def qwen3_tiny() -> ModelSpec:
         max_position_embeddings=2048,
         micro_batch_size=2,
         seq_len=64,
+        cpu_micro_batch_size=2,
+        cpu_seq_len=64,
         mixed_precision="fp32",
+        max_steps=40,
         checkpoint_every=10,
+        val_every=20,
         nodes=1,
         gpus_per_node=2,
     )
@@ -301,8 +327,12 @@ def llama_tiny() -> ModelSpec:
         max_position_embeddings=2048,
         micro_batch_size=2,
         seq_len=128,
+        cpu_micro_batch_size=2,
+        cpu_seq_len=128,
         mixed_precision="fp32",
+        max_steps=40,
         checkpoint_every=10,
+        val_every=20,
         nodes=1,
         gpus_per_node=2,
     )
@@ -371,5 +401,9 @@ def spec_from_hf_config(name: str, config: dict[str, object]) -> ModelSpec:
         max_position_embeddings=int(str(config.get("max_position_embeddings", 2048))),
         seq_len=512,
         micro_batch_size=1,
+        cpu_seq_len=64,
+        cpu_micro_batch_size=1,
+        max_steps=100,
         checkpoint_every=50,
+        val_every=100,
     )

@@ -46,9 +46,13 @@ class TrainConfig:
         None, group="data", help=".txt/.jsonl file or directory, or a save_to_disk dataset (default: built-in corpus)"
     )
     text_field: str = option("text", group="data", help="field holding the text in .jsonl rows and datasets")
-    tokenizer: str | None = option(None, group="data", help="'offline', a local directory or a hub name (default: the preset's)")
-    seq_len: int | None = option(None, group="data", help="tokens per sequence (default: the preset's)")
-    micro_batch_size: int | None = option(None, group="data", help="sequences per rank per micro-step (default: the preset's)")
+    tokenizer: str | None = option(
+        None, group="data",
+        help="'offline', a local directory or a hub name (default: without --data the built-in corpus's shipped tokenizer; "
+        "with it the model directory's own, else the preset's)",
+    )
+    seq_len: int | None = option(None, group="data", help="tokens per sequence (default: the preset's for GPU or CPU nodes, at most the model's max_position_embeddings)")
+    micro_batch_size: int | None = option(None, group="data", help="sequences per rank per micro-step (default: the preset's for GPU or CPU nodes)")
     val_fraction: float = option(0.05, group="data", help="share of packed sequences held out for validation")
     overfit_batch: bool = option(False, group="data", help="train on the first batch over and over (a debugging aid: loss must fall)")
     # checkpoints
@@ -68,23 +72,27 @@ class TrainConfig:
         help="do not export <model>-final/ (HF safetensors + tokenizer) when max_steps is reached",
     )
     # parallelism
-    sharding: str = option(
-        "full", group="parallelism", choices=SHARDING_CHOICES,
-        help="full (ZeRO-3), grad-op (ZeRO-2), hybrid (HSDP), none (replicate)",
+    sharding: str | None = option(
+        None, group="parallelism", choices=SHARDING_CHOICES,
+        help="full (ZeRO-3), grad-op (ZeRO-2), hybrid (HSDP), none (replicate) (default: the preset's)",
     )
     hsdp_shard_size: int | None = option(None, group="parallelism", help="ranks per shard group for --sharding hybrid (default: ranks per node)")
     mixed_precision: str | None = option(
         None, group="parallelism", choices=MIXED_PRECISION_CHOICES, help="default: the preset's on GPU, fp32 on CPU"
     )
-    cpu_offload: bool = option(False, group="parallelism", help="keep sharded parameters, gradients and optimizer state in host memory")
-    activation_checkpointing: bool = option(False, group="parallelism", help="recompute each decoder block's activations in backward")
+    cpu_offload: bool | None = option(
+        None, group="parallelism", help="keep sharded parameters, gradients and optimizer state in host memory (default: the preset's)"
+    )
+    activation_checkpointing: bool | None = option(
+        None, group="parallelism", help="recompute each decoder block's activations in backward (default: the preset's)"
+    )
     prefetch: int = option(0, group="parallelism", help="explicitly prefetch this many blocks ahead (0: FSDP2's implicit prefetch)")
     compile: bool = option(
         False, group="parallelism", help="torch.compile each decoder block (GPU runs; compiled at the first step)"
     )
     device: str = option("auto", group="parallelism", choices=DEVICE_CHOICES, help="cpu, cuda or auto")
     # optimisation
-    max_steps: int = option(group="optimisation", help="optimizer steps to reach (counted across restarts)")
+    max_steps: int | None = option(None, group="optimisation", help="optimizer steps to reach, counted across restarts (default: the preset's)")
     grad_accum: int = option(1, group="optimisation", help="micro-steps per optimizer step")
     lr: float = option(3e-4, group="optimisation", help="peak learning rate")
     min_lr: float = option(3e-5, group="optimisation", help="learning rate at the end of the cosine decay")
@@ -96,15 +104,20 @@ class TrainConfig:
     seed: int = option(1234, group="optimisation", help="seed of the initial weights and the data order")
     # monitoring
     log_every: int = option(1, group="monitoring", help="steps between logged steps")
-    val_every: int = option(0, group="monitoring", help="steps between validation passes (0: never)")
+    val_every: int | None = option(None, group="monitoring", help="steps between validation passes (0: never; default: the preset's)")
     val_batches: int = option(4, group="monitoring", help="validation micro-batches per rank per pass (0: the whole split)")
+
+    def with_defaults(self, values: dict[str, object]) -> TrainConfig:
+        """A copy whose unset (None) options take these values (hyperlaunch.recommend's)."""
+        unset = {name: value for name, value in values.items() if getattr(self, name) is None}
+        return dataclasses.replace(self, **unset)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.run_dir is None:
             object.__setattr__(self, "run_dir", self.checkpoint_dir)
-        if self.max_steps < 1:
+        if self.max_steps is not None and self.max_steps < 1:
             raise InvalidInput(f"--max-steps must be >= 1, got {self.max_steps}")
-        if self.sharding not in SHARDING_CHOICES:
+        if self.sharding is not None and self.sharding not in SHARDING_CHOICES:
             raise InvalidInput(f"--sharding {self.sharding!r} is not one of {', '.join(SHARDING_CHOICES)}")
         if self.mixed_precision is not None and self.mixed_precision not in MIXED_PRECISION_CHOICES:
             raise InvalidInput(
@@ -115,8 +128,11 @@ class TrainConfig:
         for flag, value in (
             ("--grad-accum", self.grad_accum),
             ("--log-every", self.log_every),
+            ("--seq-len", self.seq_len),
+            ("--micro-batch-size", self.micro_batch_size),
+            ("--hsdp-shard-size", self.hsdp_shard_size),
         ):
-            if value < 1:
+            if value is not None and value < 1:
                 raise InvalidInput(f"{flag} must be >= 1, got {value}")
         for flag, value in (
             ("--keep-last", self.keep_last),
@@ -124,7 +140,7 @@ class TrainConfig:
             ("--val-every", self.val_every),
             ("--warmup-steps", self.warmup_steps),
         ):
-            if value < 0:
+            if value is not None and value < 0:
                 raise InvalidInput(f"{flag} must be >= 0, got {value}")
         if self.checkpoint_every is not None and self.checkpoint_every < 0:
             raise InvalidInput(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
@@ -138,13 +154,16 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage and exits; we want one line through InvalidInput instead."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InvalidInput(f"{message} (see --help)")
+        raise InvalidInput(f"{message} (see hyperlaunch-train --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line, derived from TrainConfig's fields."""
     p = _OneLineParser(
         prog="python -m hyperlaunch.train",
+        # A shortened flag (--model-n for --model-name) must not pass: hyperlaunch reads some
+        # flags in a job's arguments by their full names, and a typo must fail, not guess.
+        allow_abbrev=False,
         description="FSDP2 training of a Hugging Face causal LM with crash-safe, resumable checkpoints. "
         "Exit code 75 means: a signal asked us to stop, a checkpoint was saved, please requeue.",
     )
@@ -157,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         if hints[f.name] is bool:
             action = "store_false" if f.default is True else "store_true"
             group.add_argument(flag, dest=f.name, action=action, help=meta["help"])
+            continue
+        if hints[f.name] == bool | None:  # unset: the preset decides; --x / --no-x decide instead
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=meta["help"])
             continue
         required = f.default is dataclasses.MISSING
         group.add_argument(

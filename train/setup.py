@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from hyperlaunch import checkpoints as rules
+from hyperlaunch import recommend
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.protocol import TrainerEvent
 
@@ -53,22 +54,36 @@ class Job:
         shutdown()
 
 
-def _tokenizer_choice(cfg: TrainConfig, source: ModelSource) -> str:
-    if cfg.tokenizer:
-        return cfg.tokenizer
-    if source.pretrained_dir is not None and (source.pretrained_dir / "tokenizer_config.json").exists():
-        return str(source.pretrained_dir)
-    return source.spec.tokenizer
+def model_origin(source: ModelSource) -> str:
+    """Where the model's numbers come from, as the settings printout says it."""
+    return f"{source.pretrained_dir}/config.json" if source.pretrained_dir is not None else f"preset {source.spec.name}"
+
+
+def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
+    """`cfg` with every option left unset filled as hyperlaunch.recommend decides: the same
+    choice `submit` writes into a job's command line."""
+    gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    pretrained = source.pretrained_dir
+    own_tokenizer = pretrained is not None and (pretrained / "tokenizer_config.json").exists()
+    settings = recommend.recommended(
+        source.spec, origin=model_origin(source), gpu=gpu, hardware="GPU nodes" if gpu else "CPU nodes",
+        data_given=cfg.data is not None, model_tokenizer=str(pretrained) if own_tokenizer else None,
+    )
+    return cfg.with_defaults({setting.name: setting.value for setting in settings})
 
 
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
     source = resolve_model(cfg.model, cfg.model_name)
     spec = source.spec
     build_started = time.time()
-    seq_len = cfg.seq_len or spec.seq_len
-    micro_batch = cfg.micro_batch_size or spec.micro_batch_size
+    cfg = with_recommended(cfg, source)
+    seq_len, micro_batch = cfg.seq_len, cfg.micro_batch_size
+    assert seq_len is not None and micro_batch is not None and cfg.max_steps is not None and cfg.sharding is not None
+    too_long = recommend.sequence_warning(spec, seq_len)
+    if too_long and is_main:
+        warn(too_long)
 
-    tokenizer = data_mod.load_tokenizer(_tokenizer_choice(cfg, source), warn=is_main)
+    tokenizer = data_mod.load_tokenizer(str(cfg.tokenizer), warn=is_main)
     if tokenizer.vocab_size > spec.vocab_size:
         raise InvalidInput(
             f"the tokenizer has {tokenizer.vocab_size} tokens but {spec.name} only {spec.vocab_size} embeddings"
@@ -101,8 +116,8 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     shard_model(
         model, mesh,
         ShardingOptions(
-            sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=cfg.cpu_offload,
-            activation_checkpointing=cfg.activation_checkpointing, prefetch=cfg.prefetch, compile=cfg.compile,
+            sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=bool(cfg.cpu_offload),
+            activation_checkpointing=bool(cfg.activation_checkpointing), prefetch=cfg.prefetch, compile=cfg.compile,
         ),
     )
     sharding_info = describe_sharding(model, mesh)
@@ -144,8 +159,8 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,
         val_batches=val_batches, checkpointer=checkpointer, metrics=metrics, stop=StopRequest(),
         seq_len=seq_len, max_steps=cfg.max_steps,
-        checkpoint_every=cfg.checkpoint_every if cfg.checkpoint_every is not None else spec.checkpoint_every,
-        log_every=cfg.log_every, val_every=cfg.val_every, grad_clip=cfg.grad_clip,
+        checkpoint_every=cfg.checkpoint_every or 0,
+        log_every=cfg.log_every, val_every=cfg.val_every or 0, grad_clip=cfg.grad_clip,
         prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks,
     )
     return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)

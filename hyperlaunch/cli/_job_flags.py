@@ -71,10 +71,22 @@ class JobFlags:
     profile: str | None
 
     def build(self) -> JobSpec:
-        """The invocation's JobSpec: preset < config files < HYPERLAUNCH_* < these flags."""
-        from hyperlaunch.config import build_spec
+        """The invocation's JobSpec: preset < config files < HYPERLAUNCH_* < these flags. The
+        training settings it chose, and where each came from, are printed on stderr."""
+        from hyperlaunch.cli._output import out
+        from hyperlaunch.config import plan_job
 
-        return build_spec(self.overrides, profile=self.profile)
+        plan = plan_job(self.overrides, profile=self.profile)
+        if plan.settings:
+            width = max(len(s.flag) for s in plan.settings)
+            lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
+            spec = plan.spec
+            out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
+        return plan.spec
+
+
+def _shown(value: object) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def _job_flags(values: dict[str, Any]) -> JobFlags:

@@ -54,6 +54,10 @@ class Output:
         """Progress or context the user may want, never part of the result."""
         print(f"{source}: {message}", file=sys.stderr, flush=True)
 
+    def note_block(self, title: str, lines: list[str]) -> None:
+        """A note with indented lines under it (a list of settings, say)."""
+        print("\n".join([f"hyperlaunch: {title}", *(f"  {line}" for line in lines)]), file=sys.stderr, flush=True)
+
     def warn(self, message: str) -> None:
         print(f"hyperlaunch: warning: {message}", file=sys.stderr, flush=True)
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from hyperlaunch.config import build_spec
 from hyperlaunch.errors import ConfigError, InvalidInput
+
+
+TINY_QWEN3_CONFIG = {
+    "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 512,
+    "max_position_embeddings": 256, "tie_word_embeddings": True,
+}
 
 
 def build(tmp_path: Path, flags: dict[str, object] | None = None, environ: dict[str, str] | None = None, **kwargs: object):
@@ -66,6 +74,7 @@ def test_relative_paths_resolve_against_the_current_directory(tmp_path: Path) ->
 
 def test_a_local_model_directory_becomes_absolute(tmp_path: Path) -> None:
     (tmp_path / "my-model").mkdir()
+    (tmp_path / "my-model" / "config.json").write_text(json.dumps(TINY_QWEN3_CONFIG))
     assert build(tmp_path, {"model": "my-model"}).model == str(tmp_path / "my-model")
 
 

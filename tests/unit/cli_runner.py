@@ -1,0 +1,36 @@
+"""Run the real CLI entry point (`hyperlaunch.cli.main`, with its one-line error mapping and
+exit codes) in this process, capturing what it prints."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch) -> CliResult:
+    from hyperlaunch.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "argv", ["hyperlaunch", *args])
+    code = 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main()
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    return CliResult(code, stdout.getvalue(), stderr.getvalue())
