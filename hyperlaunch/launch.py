@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hyperlaunch import checkpoints, jobs
 from hyperlaunch import trainer_args as targs
-from hyperlaunch.errors import CheckpointError, JobNotFound
+from hyperlaunch.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.spec import JobSpec
 
 
@@ -64,6 +64,28 @@ def plan_resume(
     return spec.replace(**changes)
 
 
+def check_trainer_command(spec: JobSpec) -> None:
+    """Run the trainer's own argument parser and checks (torch-free) on the command line the
+    job would start on every node, so a typo after `--` is one line here, not a job that
+    fails on every attempt."""
+    from hyperlaunch.render import trainer_argv
+    from hyperlaunch.train.config import parse_config
+
+    owned = targs.owned_flags_given(spec.trainer_args)
+    if owned:
+        flag = owned[0].split("=", 1)[0]
+        raise InvalidInput(
+            f"{flag} after `--` is set by hyperlaunch from the job's settings; "
+            f"pass it to hyperlaunch, before `--`, as {flag}"
+        )
+    if any(arg in targs.HELP_FLAGS for arg in spec.trainer_args):
+        raise InvalidInput("--help after `--` is not a training argument; see `hyperlaunch-train --help` for the trainer's options")
+    try:
+        parse_config(trainer_argv(spec))
+    except InvalidInput as err:
+        raise InvalidInput(f"trainer arguments: {err}") from None
+
+
 def launch(
     spec: JobSpec,
     *,
@@ -76,6 +98,7 @@ def launch(
     hyperlaunch.submission.submit (a unit test passes its own)."""
     from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
 
+    check_trainer_command(spec)
     script = render_sbatch(spec)
     if dry_run:
         return Launch(script=script, record=None)

@@ -16,6 +16,7 @@ max_restarts) or exits with the step's status, after an attempt-end marker.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from importlib import resources
 
@@ -25,7 +26,7 @@ from hyperlaunch import __version__
 from hyperlaunch.protocol import ATTEMPT_MARKER_PRINTF, REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX, AttemptAction, RestartCause
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
-from hyperlaunch.spec import JobSpec, default_container_mounts
+from hyperlaunch.spec import DEFAULT_TRAINER_MODULE, JobSpec, default_container_mounts
 from hyperlaunch.template_cache import template_cache
 
 HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
@@ -140,15 +141,31 @@ def srun_flags(spec: JobSpec) -> list[str]:
     return flags
 
 
+TRAINER_PROGRAM = "hyperlaunch-train"
+"""The trainer's console script (pyproject.toml), installed beside torchrun."""
+
+
 def launch_command(spec: JobSpec) -> list[str]:
     """torchrun and the trainer's arguments, minus what the step computes on the node
     (--nnodes, --rdzv_id, --rdzv_endpoint; see templates/partials/step.sh.j2)."""
-    command = [
-        spec.torchrun,
-        f"--nproc_per_node={spec.procs_per_node}",
-        "--rdzv_backend=c10d",
-        "-m",
-        spec.trainer_module,
+    command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}", "--rdzv_backend=c10d"]
+    return command + trainer_program(spec) + trainer_argv(spec)
+
+
+def trainer_program(spec: JobSpec) -> list[str]:
+    """How torchrun starts the trainer. The installed trainer runs as its console script, never
+    `-m`: `python -m` puts the working directory first on sys.path, where a `hyperlaunch/`
+    folder (the source checkout a job was submitted from) would shadow the installed package.
+    The script is the one of torchrun's environment: beside it when torchrun is a path."""
+    if spec.trainer_module != DEFAULT_TRAINER_MODULE:
+        return ["-m", spec.trainer_module]
+    folder = os.path.dirname(spec.torchrun) if os.path.isabs(spec.torchrun) else ""
+    return ["--no-python", os.path.join(folder, TRAINER_PROGRAM) if folder else TRAINER_PROGRAM]
+
+
+def trainer_argv(spec: JobSpec) -> list[str]:
+    """The trainer's own command line: what the spec owns, then the trainer arguments."""
+    argv = [
         "--model",
         spec.model,
         "--checkpoint-dir",
@@ -157,10 +174,10 @@ def launch_command(spec: JobSpec) -> list[str]:
         spec.run_dir,
     ]
     if spec.max_steps is not None:
-        command += ["--max-steps", str(spec.max_steps)]
+        argv += ["--max-steps", str(spec.max_steps)]
     if spec.data is not None:
-        command += ["--data", spec.data]
-    return command + list(spec.trainer_args)
+        argv += ["--data", spec.data]
+    return argv + list(spec.trainer_args)
 
 
 def _load_template(name: str) -> str:

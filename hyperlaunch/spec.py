@@ -14,6 +14,7 @@ from hyperlaunch.errors import InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS
 
+DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
 HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
 
@@ -81,9 +82,10 @@ class JobSpec:
     """Extra arguments appended to the trainer's command line, verbatim."""
     torchrun: str = "torchrun"
     """torchrun command on the nodes (a path when it is not on PATH there)."""
-    trainer_module: str = "hyperlaunch.train"
-    """Internal, never set by the user: the Python module torchrun runs on every node. Tests
-    run the trainer through an entry module of their own that injects faults."""
+    trainer_module: str = DEFAULT_TRAINER_MODULE
+    """Internal, never set by the user: the Python module torchrun runs on every node (the
+    default one through its console script, see render.trainer_program). Tests run the
+    trainer through an entry module of their own that injects faults."""
     checkpoint_name: str = ""
     """Derived ("" until then), never set by the user: the name the model's checkpoints go by, decided once by
     hyperlaunch.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""

@@ -8,6 +8,11 @@ from collections.abc import Sequence
 
 MODEL_NAME = "--model-name"
 """Names a model directory's checkpoints (hyperlaunch.checkpoints.checkpoint_name)."""
+SPEC_OWNED = ("--model", "--checkpoint-dir", "--run-dir", "--max-steps", "--data")
+"""Trainer flags that hyperlaunch writes from the job's own settings (render.trainer_argv):
+given again after `--` they would silently win over what `status`, `checkpoints` and `resume`
+look at, so they are refused there, pointing at hyperlaunch's flag of the same name."""
+HELP_FLAGS = ("-h", "--help")
 RESUME_OVERRIDES = {"--from-scratch": False, "--resume-from": True}
 """Flags that tell the trainer where to start, mapped to whether they take a value: `resume`
 drops them, since the resumed job must follow the model's -latest pointer."""
@@ -38,3 +43,8 @@ def without(args: Sequence[str], flags: dict[str, bool]) -> tuple[str, ...]:
             continue
         kept.append(arg)
     return tuple(kept)
+
+
+def owned_flags_given(args: Sequence[str]) -> list[str]:
+    """The SPEC_OWNED flags among `args`, as typed (`--data` or `--data=x`)."""
+    return [arg for arg in args if arg.split("=", 1)[0] in SPEC_OWNED]

@@ -20,9 +20,9 @@ def render(
     ] = None,
 ) -> None:
     """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
-    from hyperlaunch.render import render_sbatch  # jinja2 only when a script is rendered
+    from hyperlaunch.launch import launch
 
-    script = render_sbatch(job.build())
+    script = launch(job.build(), env={}, dry_run=True).script
     if output is None:
         out.text(script, end="")
     else:

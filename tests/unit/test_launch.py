@@ -61,7 +61,7 @@ def test_resume_finds_a_model_directorys_checkpoints_by_the_recorded_name(tmp_pa
 
 
 def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path: Path) -> None:
-    spec = _record(tmp_path).spec
+    spec = _record(tmp_path, trainer_args=("--lr", "1")).spec
     calls: list[tuple[JobSpec, str, str | None]] = []
 
     def fake_submit(spec: JobSpec, script: str, *, env: dict[str, str], resumed_from: str | None) -> jobs.JobRecord:

@@ -224,3 +224,17 @@ def test_a_step_that_lost_a_node_is_left_to_slurms_own_requeue(tmp_path: Path) -
     assert (end[0]["cause"], end[0]["nodes"], end[0]["action"]) == ("node-failure", "node2", "slurm-requeue")
     assert not run.requeued, "Slurm requeues a NODE_FAIL job itself"
     assert "attempt-end" in run.stderr, "markers go to both logs"
+
+
+def test_the_installed_trainer_starts_as_its_console_script_beside_torchrun(tmp_path: Path) -> None:
+    """Never `-m hyperlaunch.train`: python -m puts the job's working directory first on
+    sys.path, where a source checkout's hyperlaunch/ shadows the installed trainer."""
+    from hyperlaunch.render import launch_command, trainer_program
+
+    base = JobSpec(model="qwen3_tiny", checkpoint_dir="/c", log_dir="/l", run_dir="/r")
+    assert trainer_program(base) == ["--no-python", "hyperlaunch-train"]
+    venv = base.replace(torchrun="/opt/venv/bin/torchrun")
+    assert trainer_program(venv) == ["--no-python", "/opt/venv/bin/hyperlaunch-train"]
+    assert "-m" not in launch_command(venv)
+    tests_entry = base.replace(trainer_module="tests.integration.fault_entry")
+    assert trainer_program(tests_entry) == ["-m", "tests.integration.fault_entry"]
