@@ -33,11 +33,15 @@ _RECOMMENDED_FIELDS = (
     "gpus_per_node",
     "micro_batch_size",
     "seq_len",
+    "cpu_micro_batch_size",
+    "cpu_seq_len",
     "mixed_precision",
     "sharding",
     "activation_checkpointing",
     "cpu_offload",
+    "max_steps",
     "checkpoint_every",
+    "val_every",
     "tokenizer",
 )
 
@@ -121,19 +125,21 @@ def _recommended_table(specs: list[ModelSpec]) -> Table:
     from rich.table import Table
 
     table = Table(title="Recommended settings (flags override them)", title_justify="left")
-    for header in ("preset", "nodes x gpus", "micro-batch", "seq len", "precision", "sharding", "act. ckpt", "offload", "ckpt every", "description"):
-        table.add_column(header, justify="right" if header in ("micro-batch", "seq len", "ckpt every") else "left")
+    numbers = ("micro-batch x seq len (GPU / CPU)", "steps", "ckpt every", "val every")
+    for header in ("preset", "nodes x gpus", *numbers[:1], "precision", "sharding", "act. ckpt", "offload", *numbers[1:], "description"):
+        table.add_column(header, justify="right" if header in numbers else "left")
     for spec in specs:
         table.add_row(
             spec.name,
             f"{spec.nodes} x {spec.gpus_per_node}",
-            str(spec.micro_batch_size),
-            str(spec.seq_len),
+            f"{spec.micro_batch_size} x {spec.seq_len} / {spec.cpu_micro_batch_size} x {spec.cpu_seq_len}",
             spec.mixed_precision,
             spec.sharding,
             _yes_no(spec.activation_checkpointing),
             _yes_no(spec.cpu_offload),
+            str(spec.max_steps),
             str(spec.checkpoint_every),
+            str(spec.val_every),
             spec.description,
         )
     return table
