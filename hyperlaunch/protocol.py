@@ -40,6 +40,8 @@ class RestartCause(str, enum.Enum):
     """The step failed and some of the job's nodes are down: Slurm requeues the job itself."""
     RESTART_LIMIT = "restart-limit"
     """The attempt found the job already restarted max_restarts times."""
+    TRAINER_ERROR = "trainer-error"
+    """The trainer recorded a failure no retry can fix (a `final` TrainerFailure): not requeued."""
 
 
 class AttemptAction(str, enum.Enum):
@@ -58,6 +60,7 @@ CAUSE_TEXT: dict[str, str] = {
     RestartCause.CRASH.value: "crash",
     RestartCause.NODE_FAILURE.value: "node failure",
     RestartCause.RESTART_LIMIT.value: "restart limit",
+    RestartCause.TRAINER_ERROR.value: "trainer error",
     # What only Slurm's accounting tells (no marker, or the marker's cause refined by it).
     "preemption": "preemption",
     "cancelled": "cancelled",
