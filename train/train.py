@@ -13,7 +13,7 @@ import sys
 
 from hyperlaunch import checkpoints as rules
 from hyperlaunch.errors import DataError, HyperlaunchError
-from hyperlaunch.protocol import TRAINER_ERROR_PREFIX, FailureKind, failure_kind, write_trainer_failure
+from hyperlaunch.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
@@ -53,6 +53,11 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         if code == 0 and cfg.export:
             job.export()
         return code
+    except Exception as err:
+        # Before close(): closing the process group fails the other ranks' collectives, and
+        # their errors must not be recorded ahead of this one, the cause.
+        _record_failure(err)
+        raise
     finally:
         job.close()
 
@@ -64,20 +69,24 @@ def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
     try:
         return run(parse_config(argv), hooks)
     except HyperlaunchError as err:
-        _record_failure(failure_kind(err), err.one_line())
+        _record_failure(err)
         if _env_rank() == 0:
             print(f"{TRAINER_ERROR_PREFIX}{err.one_line()}", file=sys.stderr, flush=True)
         return err.exit_code
     except Exception as err:
-        # Re-raised: the traceback is what explains an unexpected error, in the log.
-        _record_failure(FailureKind.UNEXPECTED, f"{type(err).__name__}: {err} (rank {_env_rank()})")
-        raise
+        _record_failure(err)
+        raise  # the traceback is what explains an unexpected error, in the log
 
 
-def _record_failure(kind: FailureKind, message: str) -> None:
+def _record_failure(err: Exception) -> None:
     """Tell the batch script and `status` why this rank stops (a no-op outside a hyperlaunch
-    job). Every rank tries; the first to fail is the one recorded."""
-    write_trainer_failure(kind, message, _env_rank())
+    job, and once this or another rank has). Every rank tries; the first record stays."""
+    rank = _env_rank()
+    if isinstance(err, HyperlaunchError):
+        message = err.one_line()
+    else:
+        message = f"{type(err).__name__}: {err} (rank {rank})"
+    write_trainer_failure(failure_kind(err), message, rank)
 
 
 def _env_rank() -> int:

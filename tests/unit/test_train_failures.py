@@ -90,3 +90,29 @@ def _raising(err: Exception):  # type: ignore[no-untyped-def]
         raise err
 
     return run
+
+
+def test_a_failing_rank_records_before_closing_the_process_group(
+    tmp_path: Path, record_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing fails the other ranks' collectives; their errors must not be recorded first."""
+    from hyperlaunch.protocol import FailureKind, write_trainer_failure
+    from hyperlaunch.train import setup
+
+    class Job:
+        class trainer:  # noqa: N801 - stands in for the attribute
+            @staticmethod
+            def run(_state: object) -> int:
+                raise RuntimeError("injected failure at step 8 on rank 1")
+
+        state = None
+
+        def close(self) -> None:  # what another rank does once this one closed the group
+            write_trainer_failure(FailureKind.UNEXPECTED, "RuntimeError: Connection closed by peer (rank 0)", 0)
+
+    monkeypatch.setattr(setup, "build", lambda *_args, **_kwargs: Job())
+    args = ["--model", "qwen3_tiny", "--checkpoint-dir", str(tmp_path / "ck"), "--run-dir", str(tmp_path / "run"), "--max-steps", "1"]
+    with pytest.raises(RuntimeError):
+        train_main.main(args)
+    record = read_trainer_failure(record_file)
+    assert record is not None and record.message == "RuntimeError: injected failure at step 8 on rank 1 (rank 1)"
