@@ -24,6 +24,14 @@ class InvalidInput(HyperlaunchError):
     exit_code = 2
 
 
+class DataError(InvalidInput):
+    """The trainer's --data cannot be read, or a record in it is malformed (names file and line)."""
+
+
+class ModelUnavailable(InvalidInput):
+    """The trainer cannot load the model (its config or weights) or its tokenizer."""
+
+
 class ConfigError(HyperlaunchError):
     """A hyperlaunch.toml (or profile in it) cannot be read or holds unknown keys."""
 
@@ -60,15 +68,23 @@ class ChecksFailed(HyperlaunchError):
     exit_code = 8
 
 
+class NodeProblem(HyperlaunchError):
+    """The trainer's node lacks what the job needs (no GPU for --device cuda): not the input's
+    fault, so the batch script retries it, perhaps on other nodes."""
+
+    exit_code = 9
+
+
 EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
-    2: "invalid input: a flag, preset or value (the message lists valid ones)",
+    2: "invalid input: a flag, preset or value (the message lists valid ones); from the trainer also bad --data or a model it cannot load",
     3: "configuration file error (hyperlaunch.toml)",
     4: "Slurm refused or failed (its message is shown)",
     5: "dev cluster error (the message names the log to read), or `dev-cluster status`: not running",
     6: "checkpoint error",
     7: "job not found",
     8: "doctor: at least one check failed",
+    9: "the trainer: this node lacks what the job needs (e.g. no CUDA device for --device cuda)",
     130: "interrupted",
 }

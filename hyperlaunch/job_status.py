@@ -21,13 +21,17 @@ from hyperlaunch import checkpoints, slurm
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.protocol import (
     METRICS_FILE,
+    TRAINER_ERROR_PREFIX,
     EventRecord,
     RestartCause,
     StepRecord,
     TrainerEvent,
+    TrainerFailure,
     cause_text,
     parse_attempt_marker,
     parse_metrics_line,
+    read_trainer_failure,
+    trainer_failure_path,
 )
 
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -43,11 +47,15 @@ class Restart:
     attempt: int
     """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
     cause: str
-    """node failure | preemption | time limit | crash | requeued | cancelled | restart limit."""
+    """node failure | preemption | time limit | crash | trainer error | requeued | cancelled |
+    restart limit."""
     detail: str = ""
-    """The failed node(s), or the exit code and the error line of a crash."""
+    """The failed node(s), or the exit code and the error line of a crash, or the trainer's
+    own line for a trainer error."""
     nodes: tuple[str, ...] = ()
     """For a node failure: the nodes that went down during the attempt."""
+    kind: str = ""
+    """A FailureKind value when the trainer recorded why it failed, else empty."""
 
     def describe(self) -> str:
         return f"{self.cause} ({self.detail})" if self.detail else self.cause
@@ -237,14 +245,29 @@ def _cause(
         return Restart(index, cause_text(reason.value if near_limit else "preemption"), "saved and requeued")
     if reason is RestartCause.REQUEUE_REQUESTED:
         return Restart(index, cause_text(reason.value), "saved and requeued")
-    if reason is RestartCause.CRASH or state == "FAILED":
-        task_exit = _task_exit_code(err_lines)
-        error_line = root_error_line(err_lines)
-        detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
-        return Restart(index, cause_text(RestartCause.CRASH.value), detail)
+    if reason is RestartCause.TRAINER_ERROR or reason is RestartCause.CRASH or state == "FAILED":
+        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index))
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
+
+
+def _failed(
+    index: int, reason: RestartCause | None, exit_code: str, err_lines: Sequence[str], trainer: TrainerFailure | None
+) -> Restart:
+    """A step that failed: in the trainer's own words where it recorded them, since srun's
+    lines ("task 0: Terminated") only tell that it ended."""
+    if reason is RestartCause.TRAINER_ERROR:
+        detail = trainer.message if trainer else root_error_line(err_lines)
+        return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
+    task_exit = _task_exit_code(err_lines)
+    error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
+    detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
+    return Restart(index, cause_text(RestartCause.CRASH.value), detail, kind=trainer.kind if trainer else "")
+
+
+def _trainer_failure(record: JobRecord, index: int) -> TrainerFailure | None:
+    return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index))
 
 
 def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:
@@ -337,12 +360,16 @@ _TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
 
 
 def root_error_line(lines: Sequence[str]) -> str:
-    """The line that names the root cause of a crash: the first exception a rank reported
-    (torch prefixes them with [rankN]), else the first exception that is not a consequence
-    of another rank's failure, else the last line that says error."""
+    """The line that names the root cause of a crash: the trainer's own one-line error, else
+    the first exception a rank reported (torch prefixes them with [rankN]), else the first
+    exception that is not a consequence of another rank's failure, else the last line that
+    says error (often srun's, which only tells that a task ended)."""
     def usable(line: str) -> bool:
         return not any(word in line for word in _SECONDARY) and not line.startswith("###")
 
+    for line in lines:
+        if TRAINER_ERROR_PREFIX in line:
+            return line.strip()[:200]
     for pattern in (_RANK_EXCEPTION, _EXCEPTION):
         for line in lines:
             if pattern.search(line) and usable(line):

@@ -10,7 +10,8 @@ What the script does, in order: exports the EFA/NCCL preset and the user's envir
 prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running
 the step script that resolves the rendezvous endpoint and execs torchrun) in the background,
 forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
-max_restarts) or exits with the step's status, after an attempt-end marker.
+max_restarts) or exits with the step's status, after an attempt-end marker. A step whose
+trainer recorded a `final` failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__
-from hyperlaunch.protocol import ATTEMPT_MARKER_PRINTF, REQUEUE_EXIT_CODE, REQUEUE_REQUEST_PREFIX, AttemptAction, RestartCause
+from hyperlaunch.protocol import (
+    ATTEMPT_MARKER_PRINTF,
+    REQUEUE_EXIT_CODE,
+    REQUEUE_REQUEST_PREFIX,
+    TRAINER_FAILURE_FILE_ENV,
+    TRAINER_FAILURE_PREFIX,
+    AttemptAction,
+    FailureVerdict,
+    RestartCause,
+)
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.spec import DEFAULT_TRAINER_MODULE, JobSpec, default_container_mounts
@@ -58,6 +68,9 @@ def render_sbatch(spec: JobSpec) -> str:
         max_restarts=spec.max_restarts,
         requeue_exit_code=REQUEUE_EXIT_CODE,
         requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
+        trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
+        trainer_failure_prefix=f"{spec.run_dir.rstrip('/')}/{TRAINER_FAILURE_PREFIX}",
+        verdict={member.name: member.value for member in FailureVerdict},
         save_signal=SAVE_SIGNAL,
         srun_flags=srun_flags(spec),
         hyperpod_auto=spec.hyperpod == "auto",

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.errors import DataError, ModelUnavailable
 
 from .offline_assets import CORPUS_FILE, EOS_TOKEN, TOKENIZER_FILE
 
@@ -82,7 +82,7 @@ class HFTokenizer:
     def eos_id(self) -> int:
         eos = getattr(self.tok, "eos_token_id", None)
         if eos is None:
-            raise InvalidInput("the tokenizer has no end-of-sequence token")
+            raise ModelUnavailable("the tokenizer has no end-of-sequence token")
         return int(eos)
 
     def save(self, directory: Path) -> None:
@@ -99,11 +99,11 @@ def load_tokenizer(choice: str, warn: bool) -> TextTokenizer:
     path = Path(choice)
     if path.exists() or choice.startswith((".", "/")):
         if not path.is_dir():
-            raise InvalidInput(f"--tokenizer {choice}: no such directory")
+            raise ModelUnavailable(f"--tokenizer {choice}: no such directory")
         try:
             return HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
         except (OSError, ValueError) as err:
-            raise InvalidInput(f"--tokenizer {choice}: cannot load a tokenizer there ({err})") from None
+            raise ModelUnavailable(f"--tokenizer {choice}: cannot load a tokenizer there ({err})") from None
     # A copy in the local Hugging Face cache needs no network; without one, ask the hub only
     # when it answers at all: its client retries for half a minute on a cluster with no
     # internet, on every rank and every restart.
@@ -139,13 +139,13 @@ def read_documents(data: Path | None, text_field: str) -> list[str]:
     if data is None:
         return _split_txt(CORPUS_FILE.read_text())
     if not data.exists():
-        raise InvalidInput(f"--data {data}: no such file or directory")
+        raise DataError(f"--data {data}: no such file or directory")
     if data.is_dir():
         if (data / "dataset_info.json").exists() or (data / "dataset_dict.json").exists() or (data / "state.json").exists():
             return _read_saved_dataset(data, text_field)
         files = sorted(p for p in data.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file())
         if not files:
-            raise InvalidInput(f"--data {data}: no .txt or .jsonl files and not a save_to_disk dataset")
+            raise DataError(f"--data {data}: no .txt or .jsonl files and not a save_to_disk dataset")
         return [doc for file in files for doc in _read_file(file, text_field)]
     return _read_file(data, text_field)
 
@@ -166,21 +166,21 @@ def _read_file(path: Path, text_field: str) -> list[str]:
                 try:
                     row = json.loads(line)
                 except ValueError:
-                    raise InvalidInput(f"{path}:{number}: not valid JSON") from None
+                    raise DataError(f"--data {path}:{number}: not valid JSON") from None
                 if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
-                    raise InvalidInput(f"{path}:{number}: no string field {text_field!r} (see --text-field)")
+                    raise DataError(f"--data {path}:{number}: no string field {text_field!r} (see --text-field)")
                 docs.append(row[text_field])
         return docs
     if path.suffix == ".txt":
         return _split_txt(path.read_text(errors="replace"))
-    raise InvalidInput(f"--data {path}: expected a .txt or .jsonl file")
+    raise DataError(f"--data {path}: expected a .txt or .jsonl file")
 
 
 def _read_saved_dataset(path: Path, text_field: str) -> list[str]:
     try:
         import datasets  # optional: only this input format needs it
     except ImportError:
-        raise InvalidInput(
+        raise DataError(
             f"--data {path} is a Hugging Face save_to_disk dataset, but the `datasets` package is not installed",
             hint="pip install datasets",
         ) from None
@@ -188,7 +188,7 @@ def _read_saved_dataset(path: Path, text_field: str) -> list[str]:
     if isinstance(loaded, datasets.DatasetDict):
         loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
     if text_field not in loaded.column_names:
-        raise InvalidInput(f"--data {path}: no column {text_field!r}; columns: {', '.join(loaded.column_names)}")
+        raise DataError(f"--data {path}: no column {text_field!r}; columns: {', '.join(loaded.column_names)}")
     return [str(t) for t in loaded[text_field]]
 
 
@@ -215,7 +215,7 @@ def split_validation(sequences: torch.Tensor, fraction: float, min_train: int) -
     total = sequences.shape[0]
     n_val = max(1, int(total * fraction))
     if total - n_val < min_train:
-        raise InvalidInput(
+        raise DataError(
             f"the data gives {total} sequences, too few for one global batch of {min_train} plus validation "
             "(use more data, a shorter --seq-len or a smaller --micro-batch-size)"
         )

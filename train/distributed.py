@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.errors import InvalidInput, NodeProblem
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def resolve_device(choice: str) -> torch.device:
         choice = "cuda" if torch.cuda.is_available() else "cpu"
     if choice == "cuda":
         if not torch.cuda.is_available():
-            raise InvalidInput("--device cuda asked for, but no CUDA device is visible")
+            raise NodeProblem(f"--device cuda asked for, but no CUDA device is visible on {os.uname().nodename}")
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.errors import InvalidInput, ModelUnavailable
 from hyperlaunch import checkpoints as rules
 from hyperlaunch.models import ModelSpec, get_preset, spec_from_hf_config
 
@@ -44,10 +44,15 @@ def resolve_model(model: str, model_name: str | None) -> ModelSource:
     config_file = directory / "config.json"
     try:
         raw = json.loads(config_file.read_text())
+    except OSError as err:
+        raise ModelUnavailable(f"--model {model}: cannot read {config_file} ({err.strerror or err})") from None
     except ValueError as err:
-        raise InvalidInput(f"{config_file} is not valid JSON: {err}") from None
+        raise ModelUnavailable(f"{config_file} is not valid JSON: {err}") from None
     spec = spec_from_hf_config(name, raw)
-    hf_config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    try:
+        hf_config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise ModelUnavailable(f"--model {model}: transformers cannot load its config ({err})") from None
     return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=directory)
 
 
@@ -145,7 +150,7 @@ def read_pretrained_state_dict(directory: Path, model: nn.Module) -> dict[str, t
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
     missing = sorted(expected - set(state))
     if missing:
-        raise InvalidInput(f"pretrained weights in {directory} lack {', '.join(missing[:3])}")
+        raise ModelUnavailable(f"pretrained weights in {directory} lack {', '.join(missing[:3])}")
     return {key: state[key].to(torch.float32) for key in expected}
 
 

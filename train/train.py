@@ -1,7 +1,9 @@
 """Wiring only: check inputs, build, resume, train, export, close.
 
 Exit codes: 0 done; 75 (hyperlaunch.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
-checkpoint was saved, please requeue; 2 invalid input; 6 checkpoint problem (one line on stderr).
+checkpoint was saved, please requeue; 2 invalid input (flags, data, model); 6 checkpoint
+problem; 9 this node lacks what the job needs (one line on stderr). Under a hyperlaunch job the
+failing rank also leaves a failure record for the batch script (hyperlaunch.protocol.TrainerFailure).
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import os
 import sys
 
 from hyperlaunch import checkpoints as rules
-from hyperlaunch.errors import HyperlaunchError, InvalidInput
+from hyperlaunch.errors import DataError, HyperlaunchError
+from hyperlaunch.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
@@ -21,7 +24,7 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
     before any rank waits on another and before anything is written."""
     name = _model_name(cfg)
     if cfg.data is not None and not cfg.data.exists():
-        raise InvalidInput(f"--data {cfg.data}: no such file or directory")
+        raise DataError(f"--data {cfg.data}: no such file or directory")
     resume = rules.choose_resume(
         cfg.checkpoint_dir, name, from_scratch=cfg.from_scratch, resume_from=cfg.resume_from
     )
@@ -50,6 +53,11 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         if code == 0 and cfg.export:
             job.export()
         return code
+    except Exception as err:
+        # Before close(): closing the process group fails the other ranks' collectives, and
+        # their errors must not be recorded ahead of this one, the cause.
+        _record_failure(err)
+        raise
     finally:
         job.close()
 
@@ -61,8 +69,29 @@ def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
     try:
         return run(parse_config(argv), hooks)
     except HyperlaunchError as err:
-        from .distributed import env_rank
-
-        if env_rank() == 0:
-            print(f"hyperlaunch.train: error: {err.one_line()}", file=sys.stderr, flush=True)
+        _record_failure(err)
+        if _env_rank() == 0:
+            print(f"{TRAINER_ERROR_PREFIX}{err.one_line()}", file=sys.stderr, flush=True)
         return err.exit_code
+    except Exception as err:
+        _record_failure(err)
+        raise  # the traceback is what explains an unexpected error, in the log
+
+
+def _record_failure(err: Exception) -> None:
+    """Tell the batch script and `status` why this rank stops (a no-op outside a hyperlaunch
+    job, and once this or another rank has). Every rank tries; the first record stays."""
+    rank = _env_rank()
+    if isinstance(err, HyperlaunchError):
+        message = err.one_line()
+    else:
+        message = f"{type(err).__name__}: {err} (rank {rank})"
+    write_trainer_failure(failure_kind(err), message, rank)
+
+
+def _env_rank() -> int:
+    # distributed.env_rank without importing torch: the error may be torch failing to import.
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0

@@ -1,7 +1,8 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
 `srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
 answers like a 2-node job and records requeues, and the torchrun stub records its argv and
-environment (what the trainer would get)."""
+environment (what the trainer would get) and writes HL_TEST_FAILURE_RECORD, if set, where a
+failing trainer would write its failure record."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
@@ -34,6 +37,10 @@ esac
 _TORCHRUN = """#!/bin/bash
 printf '%s\\0' "$@" > "$HL_TEST_DIR/trainer.argv"
 env -0 > "$HL_TEST_DIR/trainer.env"
+# A failing trainer's record, where the script told the trainer to leave it.
+if [ -n "${HL_TEST_FAILURE_RECORD:-}" ]; then
+  printf '%s' "$HL_TEST_FAILURE_RECORD" > "$TRAINER_FAILURE_FILE_ENV"
+fi
 if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   got=
   trap 'got=1' USR2
@@ -46,7 +53,7 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   exit 1  # what torchrun returns after its workers stopped on a signal
 fi
 exit "${HL_TEST_EXIT:-0}"
-"""
+""".replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV)
 
 
 @dataclass

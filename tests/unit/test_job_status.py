@@ -11,6 +11,7 @@ import pytest
 from hyperlaunch import checkpoints
 from hyperlaunch.job_status import _expand, summarize
 from hyperlaunch.jobs import JobRecord
+from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
 from hyperlaunch.slurm import Attempt, NodeEvent
 from hyperlaunch.spec import JobSpec
 
@@ -209,3 +210,54 @@ def test_a_node_two_attempts_ran_on_fails_in_the_second_and_counts_for_it_alone(
     ]
     status = summarize(record, attempts, events)
     assert [(r.cause, r.nodes) for r in status.restarts] == [("node failure", ("node3",)), ("node failure", ("node2",))]
+
+
+_SRUN_END = (
+    "srun: error: node1: task 0: Terminated\n"
+    "srun: error: node2: task 1: Exited with exit code 1\n"
+)
+
+
+def test_a_trainer_error_shows_the_trainers_line_not_sruns(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=invalid-data action=exit time=t\n",
+        err="### hyperlaunch attempt-start restart=0 job=7 nodes=n host=h time=t\n" + _SRUN_END,
+    )
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    env = {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))}
+    write_trainer_failure(FailureKind.INVALID_DATA, "--data /x/bad.jsonl:2: not valid JSON", 1, env)
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert status.failure is not None
+    assert status.failure.describe() == "trainer error (--data /x/bad.jsonl:2: not valid JSON)"
+    assert json.loads(json.dumps(status.to_json()))["failure"]["kind"] == "invalid-data"
+
+
+def test_a_crash_the_trainer_recorded_shows_its_line_and_is_still_a_crash(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=requeue time=t\n",
+        err="0: [rank0]: RuntimeError: [gloo/pair.cc:553] Connection closed by peer\n" + _SRUN_END,
+    )
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    env = {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))}
+    write_trainer_failure(FailureKind.UNEXPECTED, "ValueError: boom (rank 1)", 1, env)
+    status = summarize(record, [_attempt("REQUEUED"), _attempt("RUNNING")], [])
+    (restart,) = status.restarts
+    assert restart.describe() == "crash (exit 1: ValueError: boom (rank 1))"
+    assert restart.kind == "unexpected"
+
+
+def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord) -> None:
+    # A trainer older than the failure record, or a run dir status cannot read.
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
+        err="0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON\n" + _SRUN_END,
+    )
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert status.failure is not None
+    assert status.failure.detail == "exit 1: 0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
+    assert status.failure.kind == ""

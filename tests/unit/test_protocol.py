@@ -8,8 +8,19 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from hyperlaunch import protocol as p
-from hyperlaunch.errors import EXIT_CODES
+from hyperlaunch.errors import (
+    EXIT_CODES,
+    CheckpointError,
+    ConfigError,
+    DataError,
+    InvalidInput,
+    ModelUnavailable,
+    NodeProblem,
+    SlurmError,
+)
 from hyperlaunch.render import render_sbatch
 from hyperlaunch.spec import JobSpec
 
@@ -21,6 +32,8 @@ def _script(tmp_path: Path) -> str:
 
 def test_the_script_writes_exactly_the_causes_and_actions_of_the_enums(tmp_path: Path) -> None:
     script = _script(tmp_path)
+    assert f"export {p.TRAINER_FAILURE_FILE_ENV}=" in script
+    assert f'= {p.FailureVerdict.FINAL.value} ]' in script
     written_causes = set(re.findall(r"cause=([a-z-]+)", script))
     written_actions = set(re.findall(r"action=([a-z-]+)", script))
     assert written_causes == {cause.value for cause in p.RestartCause}
@@ -71,3 +84,63 @@ def test_a_metrics_line_of_the_previous_format_still_reads() -> None:
 def test_the_requeue_exit_code_and_request_file() -> None:
     assert p.REQUEUE_EXIT_CODE not in EXIT_CODES
     assert p.requeue_request_path(Path("/r"), "12", 3) == Path("/r/requeue-request-12.3")
+
+
+# Each kind: errors the trainer may stop on that stand for it, and whether it ends the job.
+FAILURE_KINDS: dict[p.FailureKind, tuple[list[BaseException], bool]] = {
+    p.FailureKind.INVALID_ARGUMENTS: ([InvalidInput("--lr must be > 0"), ConfigError("bad toml")], True),
+    p.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
+    p.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
+    p.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
+    p.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
+    p.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
+}
+
+
+@pytest.mark.parametrize("kind", list(p.FailureKind), ids=lambda kind: kind.value)
+def test_each_failure_kind_has_its_errors_and_its_verdict(kind: p.FailureKind) -> None:
+    errors, final = FAILURE_KINDS[kind]  # a KeyError: a new kind without its line above
+    for err in errors:
+        assert p.failure_kind(err) is kind, err
+    assert (kind in p.FINAL_FAILURE_KINDS) is final
+    record = p.parse_trainer_failure(p.format_trainer_failure(kind, "m", 3))
+    assert record == p.TrainerFailure(kind=kind.value, final=final, rank=3, message="m")
+    assert shlex.quote(kind.value) == kind.value, "the script reads the kind as one word"
+
+
+def test_the_trainers_failure_record_reads_back_and_the_first_writer_wins(tmp_path: Path) -> None:
+    target = p.trainer_failure_path(tmp_path, "12", 0)
+    assert target == tmp_path / "trainer-failure-12.0"
+    env = {p.TRAINER_FAILURE_FILE_ENV: str(target)}
+    message = "--data /x/bad.jsonl:2: not\nvalid   JSON"
+    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, message, 1, env) == target
+    assert target.read_text().splitlines() == ["final invalid-data rank=1", "--data /x/bad.jsonl:2: not valid JSON"]
+    later = p.write_trainer_failure(p.FailureKind.UNEXPECTED, "RuntimeError: peer gone (rank 0)", 0, env)
+    assert later is None
+    assert p.read_trainer_failure(target) == p.TrainerFailure(
+        kind="invalid-data", final=True, rank=1, message="--data /x/bad.jsonl:2: not valid JSON"
+    )
+    assert list(tmp_path.iterdir()) == [target], "no temporary file is left behind"
+
+
+def test_without_hard_links_the_first_writer_still_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src: str, dst: str) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(p.os, "link", no_links)
+    target = tmp_path / "f"
+    env = {p.TRAINER_FAILURE_FILE_ENV: str(target)}
+    assert p.write_trainer_failure(p.FailureKind.NODE_PROBLEM, "no GPU", 2, env) == target
+    assert p.write_trainer_failure(p.FailureKind.UNEXPECTED, "later", 0, env) is None
+    record = p.read_trainer_failure(target)
+    assert record is not None and (record.kind, record.final, record.rank) == ("node-problem", False, 2)
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_no_failure_record_without_the_variable_and_writing_one_never_raises(tmp_path: Path) -> None:
+    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, "m", 0, {}) is None
+    assert list(tmp_path.iterdir()) == []
+    unwritable = {p.TRAINER_FAILURE_FILE_ENV: str(tmp_path / "no-such-dir" / "f")}
+    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, "m", 0, unwritable) is None
+    assert p.read_trainer_failure(tmp_path / "absent") is None
+    assert p.parse_trainer_failure("") is None and p.parse_trainer_failure("maybe x rank=0\nm") is None

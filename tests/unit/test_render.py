@@ -18,7 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperlaunch.protocol import REQUEUE_EXIT_CODE, parse_attempt_marker
+from hyperlaunch.protocol import (
+    REQUEUE_EXIT_CODE,
+    TRAINER_FAILURE_FILE_ENV,
+    FailureKind,
+    format_trainer_failure,
+    parse_attempt_marker,
+    trainer_failure_path,
+)
 from hyperlaunch.render import launch_command, render_sbatch
 from hyperlaunch.spec import JobSpec
 from tests.unit.sbatch_harness import EXPECTED_PORT, HEAD_NODE, JOB_ID, run_script, sbatch_directive_args
@@ -238,3 +245,57 @@ def test_the_installed_trainer_starts_as_its_console_script_beside_torchrun(tmp_
     assert "-m" not in launch_command(venv)
     tests_entry = base.replace(trainer_module="tests.integration.fault_entry")
     assert trainer_program(tests_entry) == ["-m", "tests.integration.fault_entry"]
+
+
+def _end_marker(run: object) -> dict[str, str]:
+    ends = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]  # type: ignore[attr-defined]
+    assert len(ends) == 1, run.stdout  # type: ignore[attr-defined]
+    return ends[0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause", "requeued", "script_status"),
+    [
+        (FailureKind.INVALID_DATA, "trainer-error", False, 1),
+        (FailureKind.CHECKPOINT_UNUSABLE, "trainer-error", False, 1),
+        (FailureKind.NODE_PROBLEM, "crash", True, 0),
+        (FailureKind.UNEXPECTED, "crash", True, 0),
+    ],
+)
+def test_a_final_trainer_failure_ends_the_job_and_a_retry_one_requeues_it(
+    tmp_path: Path, kind: FailureKind, cause: str, requeued: bool, script_status: int
+) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), max_restarts=3)
+    record = format_trainer_failure(kind, "--data /x/bad.jsonl:2: not valid JSON", 1)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
+    assert run.trainer is not None
+    assert run.trainer["env"][TRAINER_FAILURE_FILE_ENV] == str(trainer_failure_path(tmp_path / "run", JOB_ID, 0))
+    assert run.returncode == script_status, run.stderr
+    assert run.requeued == requeued, "a final failure is never requeued, whatever max_restarts allows"
+    end = _end_marker(run)
+    assert end["cause"] == cause and end["action"] == ("requeue" if requeued else "exit")
+    if not requeued:
+        assert end["kind"] == kind.value and "not requeued" in run.stderr
+
+
+def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:
+    # Slurm requeues a job that lost a node whatever the script says: the marker must say so.
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    (tmp_path / "bin").mkdir()
+    sinfo = tmp_path / "bin" / "sinfo"
+    sinfo.write_text("#!/bin/sh\necho node2\n")
+    sinfo.chmod(0o755)
+    record = format_trainer_failure(FailureKind.INVALID_DATA, "m", 0)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
+    end = _end_marker(run)
+    assert (end["cause"], end["action"]) == ("node-failure", "slurm-requeue") and not run.requeued
+
+
+def test_a_failure_record_left_by_an_earlier_job_of_the_same_id_decides_nothing(tmp_path: Path) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir()
+    stale = trainer_failure_path(tmp_path / "run", JOB_ID, 0)
+    stale.write_text(format_trainer_failure(FailureKind.INVALID_DATA, "old", 0))
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
+    assert _end_marker(run)["cause"] == "crash" and run.requeued
+    assert not stale.exists()
