@@ -296,7 +296,9 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
         if settings.get(key) is not None:
             settings[key] = _absolute(str(settings[key]), cwd)
     data = settings.get("data")
-    if isinstance(data, str) and data.startswith((".", "~", "/")):
+    # The job runs elsewhere (another node, a container): a path that exists here, or is
+    # spelled as one, goes absolute; anything else stays a name (a dataset on a hub).
+    if isinstance(data, str) and (data.startswith((".", "~", "/")) or os.path.lexists(os.path.join(cwd, data))):
         settings["data"] = _absolute(data, cwd)
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = _default_torchrun()

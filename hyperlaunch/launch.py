@@ -93,13 +93,18 @@ def launch(
     resumed_from: str | None = None,
     dry_run: bool = False,
     submit: Callable[..., jobs.JobRecord] | None = None,
+    on_checked: Callable[[], None] | None = None,
 ) -> Launch:
-    """Render the spec and, unless `dry_run`, submit and record it. `submit` defaults to
+    """Check the trainer's command line, render the spec and, unless `dry_run`, submit and
+    record it. `on_checked` runs once the job is known to be valid, before it is submitted
+    (the CLI prints the job's settings there). `submit` defaults to
     hyperlaunch.submission.submit (a unit test passes its own)."""
     from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
 
     check_trainer_command(spec)
     script = render_sbatch(spec)
+    if on_checked is not None:
+        on_checked()
     if dry_run:
         return Launch(script=script, record=None)
     if submit is None:

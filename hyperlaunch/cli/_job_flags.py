@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from hyperlaunch.spec import JobSpec
+    from hyperlaunch.config import Plan
 
 _PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
 
@@ -70,19 +70,24 @@ class JobFlags:
     overrides: dict[str, object]
     profile: str | None
 
-    def build(self) -> JobSpec:
-        """The invocation's JobSpec: preset < config files < HYPERLAUNCH_* < these flags. The
-        training settings it chose, and where each came from, are printed on stderr."""
-        from hyperlaunch.cli._output import out
+    def build(self) -> Plan:
+        """The invocation's JobSpec and training settings: preset < config files <
+        HYPERLAUNCH_* < these flags."""
         from hyperlaunch.config import plan_job
 
-        plan = plan_job(self.overrides, profile=self.profile)
-        if plan.settings:
-            width = max(len(s.flag) for s in plan.settings)
-            lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
-            spec = plan.spec
-            out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
-        return plan.spec
+        return plan_job(self.overrides, profile=self.profile)
+
+
+def show_settings(plan: Plan) -> None:
+    """The training settings the job runs with and where each came from, on stderr."""
+    from hyperlaunch.cli._output import out
+
+    if not plan.settings:
+        return
+    width = max(len(s.flag) for s in plan.settings)
+    lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
+    spec = plan.spec
+    out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
 
 
 def _shown(value: object) -> str:

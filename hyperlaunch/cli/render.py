@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
+from hyperlaunch.cli._job_flags import JobFlags, show_settings, with_job_flags
 from hyperlaunch.cli._output import out
 
 
@@ -22,7 +22,8 @@ def render(
     """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
     from hyperlaunch.launch import launch
 
-    script = launch(job.build(), env={}, dry_run=True).script
+    plan = job.build()
+    script = launch(plan.spec, env={}, dry_run=True, on_checked=lambda: show_settings(plan)).script
     if output is None:
         out.text(script, end="")
     else:

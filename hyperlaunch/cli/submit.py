@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hyperlaunch.cli._job_flags import JobFlags, with_job_flags
+from hyperlaunch.cli._job_flags import JobFlags, show_settings, with_job_flags
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
@@ -54,9 +54,9 @@ def submit(
     from hyperlaunch.launch import launch
     from hyperlaunch.cli._cluster import slurm_env
 
-    spec = job.build()
+    plan = job.build()
     env = {} if dry_run else slurm_env()
-    _report(launch(spec, env=env, dry_run=dry_run), as_json, "submitted")
+    _report(launch(plan.spec, env=env, dry_run=dry_run, on_checked=lambda: show_settings(plan)), as_json, "submitted")
 
 
 def resume(

@@ -94,3 +94,9 @@ def test_environment_variables_reach_list_and_bool_fields(tmp_path: Path) -> Non
         {"HYPERLAUNCH_EXCLUSIVE": "yes", "HYPERLAUNCH_EXCLUDE": "node1,node2", "HYPERLAUNCH_HOME": "/ignored"},
     )
     assert spec.exclusive and spec.exclude == ("node1", "node2")
+
+
+def test_data_that_exists_here_reaches_the_nodes_as_an_absolute_path(tmp_path: Path) -> None:
+    (tmp_path / "corpus.jsonl").write_text("{}\n")
+    assert build(tmp_path, {"model": "qwen3_tiny", "data": "corpus.jsonl"}).data == str(tmp_path / "corpus.jsonl")
+    assert build(tmp_path, {"model": "qwen3_tiny", "data": "org/dataset"}).data == "org/dataset"  # a name, not here

@@ -38,6 +38,7 @@ def test_bad_trainer_arguments_are_one_line_and_nothing_is_submitted(
     assert result.exit_code == 2, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("hyperlaunch: error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr
+    assert "training qwen3_tiny" not in result.stderr, "settings are printed only for a valid job"
     assert "Traceback" not in result.output and submitted == []
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "logs").exists()
 
