@@ -18,8 +18,21 @@ def _attempt_header(marker: dict[str, str]) -> str:
     return f"===== attempt {restart + 1} (restart {restart}) on {where} at {marker.get('time', '?')} ====="
 
 
-def annotate(lines: list[str], attempt: int | None = None) -> list[str]:
-    """The log with a header before each attempt; with `attempt`, only that attempt's lines."""
+def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
+    """For an attempt that failed: how it ended, and where its error output is (stdout holds
+    the steps; the trainer's errors and tracebacks go to the .err file)."""
+    from hyperlaunch.protocol import cause_text
+
+    exit_code, restart = marker.get("exit", "0"), marker.get("restart", "0")
+    if exit_code == "0" or not restart.isdigit():
+        return None
+    cause = cause_text(marker.get("cause", "")) + (f", {marker['kind']}" if marker.get("kind") else "")
+    return f"===== attempt {int(restart) + 1} ended: {cause} (exit {exit_code}); its errors: hyperlaunch logs {job_id} --err --attempt {restart} ====="
+
+
+def annotate(lines: list[str], attempt: int | None = None, job_id: str = "JOB") -> list[str]:
+    """The log with a header before each attempt, and after one that failed a line saying how;
+    with `attempt`, only that attempt's lines."""
     from hyperlaunch.protocol import parse_attempt_marker
 
     shown: list[str] = []
@@ -33,6 +46,9 @@ def annotate(lines: list[str], attempt: int | None = None) -> list[str]:
             continue
         if attempt is None or current == attempt:
             shown.append(line)
+            footer = _attempt_footer(marker, job_id) if marker and marker.get("event") == "end" else None
+            if footer:
+                shown.append(footer)
     return shown
 
 
@@ -55,7 +71,7 @@ def logs(
 
     def shown(lines: list[str]) -> list[str]:
         # The .err file carries the markers too, but its lines are printed as they are.
-        return lines if err else annotate(lines, attempt)
+        return lines if err else annotate(lines, attempt, job_id)
 
     for line in shown(path.read_text(errors="replace").splitlines() if path.exists() else []):
         out.text(line)
