@@ -218,16 +218,20 @@ _SRUN_END = (
 )
 
 
+def _trainer_recorded(record: JobRecord, kind: FailureKind, message: str) -> None:
+    """The failure record rank 1 of job 7's first attempt writes."""
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    write_trainer_failure(kind, message, 1, {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))})
+
+
 def test_a_trainer_error_shows_the_trainers_line_not_sruns(record: JobRecord) -> None:
     _log(
         record,
         out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=invalid-data action=exit time=t\n",
         err="### hyperlaunch attempt-start restart=0 job=7 nodes=n host=h time=t\n" + _SRUN_END,
     )
-    run = Path(record.spec.run_dir)
-    run.mkdir()
-    env = {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))}
-    write_trainer_failure(FailureKind.INVALID_DATA, "--data /x/bad.jsonl:2: not valid JSON", 1, env)
+    _trainer_recorded(record, FailureKind.INVALID_DATA, "--data /x/bad.jsonl:2: not valid JSON")
     status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
     assert status.failure is not None
     assert status.failure.describe() == "trainer error (--data /x/bad.jsonl:2: not valid JSON)"
@@ -240,10 +244,7 @@ def test_a_crash_the_trainer_recorded_shows_its_line_and_is_still_a_crash(record
         out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=requeue time=t\n",
         err="0: [rank0]: RuntimeError: [gloo/pair.cc:553] Connection closed by peer\n" + _SRUN_END,
     )
-    run = Path(record.spec.run_dir)
-    run.mkdir()
-    env = {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))}
-    write_trainer_failure(FailureKind.UNEXPECTED, "ValueError: boom (rank 1)", 1, env)
+    _trainer_recorded(record, FailureKind.UNEXPECTED, "ValueError: boom (rank 1)")
     status = summarize(record, [_attempt("REQUEUED"), _attempt("RUNNING")], [])
     (restart,) = status.restarts
     assert restart.describe() == "crash (exit 1: ValueError: boom (rank 1))"
