@@ -16,7 +16,6 @@ against the current directory.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import tomllib
@@ -31,7 +30,7 @@ from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.instances import get_instance
-from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_hf_config
+from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.recommend import Setting
 from hyperlaunch.paths import hyperlaunch_home
 from hyperlaunch.spec import JobSpec
@@ -236,16 +235,7 @@ def _model_spec(model: str) -> tuple[ModelSpec, str]:
     """The model's numbers and where they come from: a preset, or the directory's config.json."""
     if model in PRESETS:
         return get_preset(model), f"preset {model}"
-    config_file = Path(model) / "config.json"
-    try:
-        raw = json.loads(config_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInput(f"--model {model}: no config.json there; a model directory is what save_pretrained wrote") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise InvalidInput(f"{config_file}: cannot read it as JSON ({err})") from None
-    if not isinstance(raw, dict):
-        raise InvalidInput(f"{config_file}: expected a JSON object")
-    return spec_from_hf_config(os.path.basename(model.rstrip("/")), raw), str(config_file)
+    return spec_from_model_directory(model, os.path.basename(model.rstrip("/"))), f"{model}/config.json"
 
 
 def _recommend(settings: Settings) -> tuple[Setting, ...]:

@@ -12,10 +12,12 @@ if needed; large: micro-batch 1, bf16, activation checkpointing, prefetch.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Literal
 
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.errors import InvalidInput, ModelUnavailable
 
 ArchitectureKind = Literal["qwen3", "llama"]
 Sharding = Literal["full", "grad-op", "hybrid", "none"]
@@ -362,6 +364,22 @@ def get_preset(name: str) -> ModelSpec:
             hint="or pass a local Hugging Face model directory",
         ) from None
     return factory()
+
+
+def spec_from_model_directory(directory: str | Path, name: str) -> ModelSpec:
+    """The spec of a local Hugging Face model directory, from its config.json; one line
+    (ModelUnavailable) when that file cannot be read or is not a JSON object. The CLI checks
+    a model here at submit, the trainer again on the node."""
+    config_file = Path(directory) / "config.json"
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ModelUnavailable(f"--model {directory}: cannot read {config_file} ({err.strerror or err})") from None
+    except ValueError as err:  # UnicodeDecodeError included
+        raise ModelUnavailable(f"{config_file} is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise ModelUnavailable(f"{config_file} is not a JSON object")
+    return spec_from_hf_config(name, raw)
 
 
 def spec_from_hf_config(name: str, config: dict[str, object]) -> ModelSpec:

@@ -8,7 +8,6 @@ buffers are non-persistent, so they are recomputed rather than loaded.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from hyperlaunch.errors import InvalidInput, ModelUnavailable
 from hyperlaunch import checkpoints as rules
-from hyperlaunch.models import ModelSpec, get_preset, spec_from_hf_config
+from hyperlaunch.models import ModelSpec, get_preset, spec_from_model_directory
 
 
 
@@ -41,14 +40,7 @@ def resolve_model(model: str, model_name: str | None) -> ModelSource:
         return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=None)
     directory = Path(model)
     name = rules.checkpoint_name(model, model_name)
-    config_file = directory / "config.json"
-    try:
-        raw = json.loads(config_file.read_text())
-    except OSError as err:
-        raise ModelUnavailable(f"--model {model}: cannot read {config_file} ({err.strerror or err})") from None
-    except ValueError as err:
-        raise ModelUnavailable(f"{config_file} is not valid JSON: {err}") from None
-    spec = spec_from_hf_config(name, raw)
+    spec = spec_from_model_directory(directory, name)
     try:
         hf_config = AutoConfig.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError) as err:

@@ -86,7 +86,7 @@ def test_a_broken_config_json_is_one_line_at_submit(tmp_path: Path, monkeypatch:
     (model / "config.json").write_text("{not json")
     result = run_cli(["render", "--model", str(model)], monkeypatch)
     assert result.exit_code == 2
-    assert "config.json: cannot read it as JSON" in result.stderr and "Traceback" not in result.output
+    assert "config.json is not valid JSON" in result.stderr and "Traceback" not in result.output
 
 
 def test_the_settings_printout_goes_to_stderr_with_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
