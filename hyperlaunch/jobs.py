@@ -75,7 +75,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         if name not in known:
             continue  # a field from a newer hyperlaunch: ignore rather than refuse the record
         if name == "env":
-            value = tuple((str(k), str(v)) for k, v in value)
+            value = tuple((str(k), None if v is None else str(v)) for k, v in value)
         elif isinstance(value, list):
             value = tuple(value)
         values[name] = value
