@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.errors import SlurmError
+from hyperlaunch.private_files import private_dir, write_private
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -103,11 +104,11 @@ def _natural_key(name: str) -> tuple[str, int]:
 
 def submit_script(script: str, folder: Path, *, env: Mapping[str, str], forward: Sequence[str] = ()) -> str:
     """sbatch a script we rendered, through submitit's Slurm executor (its submission files
-    and job folders under `folder`), with `env` as sbatch's environment: SLURM_CONF, and what
-    the job inherits. `forward` names variables of `env` the job must receive (`--env NAME`,
-    see export_flag). Returns the job id.
-    A refusal raises SlurmError with sbatch's reason in one line and leaves no submission file
-    behind."""
+    and job folders under `folder`, private to the user: the script holds `--env` values), with
+    `env` as sbatch's environment: SLURM_CONF, and what the job inherits. `forward` names
+    variables of `env` the job must receive (`--env NAME`, see export_flag). Returns the job id.
+    A refusal raises SlurmError with sbatch's reason in one line, and a failed submission of
+    any kind leaves no submission file behind."""
     return _rendered_script_executor()(folder, script, env, forward).submit_rendered()
 
 
@@ -152,22 +153,26 @@ def _rendered_script_executor() -> type:
             command: list[str] = super()._make_submission_command(submission_file_path)
             return command[:1] + export_flag(self._forward, self._env) + command[1:]
 
+        @staticmethod
+        def _set_job_permissions(folder: Path) -> None:
+            private_dir(folder)  # submitit's hook for a job's folder, a no-op in submitit itself
+
         def submit_rendered(self) -> str:
             uid = uuid.uuid4().hex
-            folder = JobPaths.get_first_id_independent_folder(self.folder)
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = private_dir(JobPaths.get_first_id_independent_folder(self.folder))
             path = folder / f".submission_file_{uid}.sh"
-            path.write_text(self._make_submission_file_text("", uid))
             try:
+                write_private(path, self._make_submission_file_text("", uid))
                 result = run(self._make_submission_command(path), env=self._env, timeout=60, check=False)
                 if result.returncode != 0:
                     raise _refusal(result.stderr)
-            except SlurmError:
+                job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
+                self._set_job_permissions(job.paths.folder)
+                job.paths.move_temporary_file(path, "submission_file")
+            finally:
+                # Whatever went wrong (a refusal, sbatch not executable, an interrupt), the
+                # temporary copy of the script must not outlive this call.
                 path.unlink(missing_ok=True)
-                raise
-            job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
-            job.paths.move_temporary_file(path, "submission_file", keep_as_symlink=True)
-            self._set_job_permissions(job.paths.folder)
             return str(job.job_id)
 
     return RenderedScriptExecutor
