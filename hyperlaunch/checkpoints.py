@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,8 +191,19 @@ def write_pointer(ckpt_dir: Path, model: str, dir_name: str) -> None:
     _atomic_write_text(pointer_path(ckpt_dir, model), dir_name + "\n")
 
 
+_TEMP_SUFFIX = ".tmp"
+STALE_TEMP_SECONDS = 600.0
+"""A pointer or info temp file this old was left by a writer killed before its rename (a write
+takes milliseconds); the next writer of the same file removes it."""
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `path` whole or not at all: a temp file, fsync, rename. The temp file is hidden
+    (`.<name>.<random>.tmp`: every reader here skips dot names) and created like any file of
+    the user's, so the umask decides who can read the result: teammates share checkpoint
+    folders and must read the pointer (mkstemp's 0600 shut them out)."""
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}{_TEMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
@@ -198,9 +211,29 @@ def _atomic_write_text(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+    _remove_stale_temps(path)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temp files of `path` left by writers killed before their rename. Only old ones: a young
+    one may belong to a writer still at work (two jobs sharing a folder)."""
+    prefix = f".{path.name}."
+    now = time.time()
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(_TEMP_SUFFIX)):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(entry.path)
+        except OSError:
+            pass  # another writer removed it first, or it is not ours to remove
 
 
 def _fsync_dir(path: Path) -> None:

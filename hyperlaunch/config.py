@@ -366,22 +366,23 @@ def _hyperpod_mode(value: object) -> str:
     return aliases.get(text, text)
 
 
-def _env_pairs(value: object) -> tuple[tuple[str, str], ...]:
-    """An [env] table, or a list of KEY=VALUE strings, as ordered (KEY, VALUE) pairs."""
+def _env_pairs(value: object) -> tuple[tuple[str, str | None], ...]:
+    """An [env] table, or a list of KEY=VALUE strings, as ordered (KEY, VALUE) pairs; a bare
+    KEY in the list is (KEY, None): forwarded from the submitting environment, value unwritten."""
     if isinstance(value, dict):
         if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value.values()):
             raise ValueError("env values must be strings or numbers")
         return tuple((str(k), str(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        pairs = []
+        pairs: list[tuple[str, str | None]] = []
         for item in value:
             if isinstance(item, tuple) and len(item) == 2:
-                pairs.append((str(item[0]), str(item[1])))
+                pairs.append((str(item[0]), None if item[1] is None else str(item[1])))
                 continue
             name, sep, text = str(item).partition("=")
-            if not sep or not name:
-                raise ValueError(f"{item!r} is not KEY=VALUE")
-            pairs.append((name, text))
+            if not name:
+                raise ValueError(f"{item!r} is not KEY=VALUE or KEY")
+            pairs.append((name, text if sep else None))
         return tuple(pairs)
     raise ValueError("expected a table or a list of KEY=VALUE")
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from hyperlaunch.errors import JobNotFound
 from hyperlaunch.paths import hyperlaunch_home
+from hyperlaunch.private_files import private_dir, write_private
 from hyperlaunch.spec import JobSpec
 
 RECORD_FILE = "record.json"
@@ -75,7 +76,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         if name not in known:
             continue  # a field from a newer hyperlaunch: ignore rather than refuse the record
         if name == "env":
-            value = tuple((str(k), str(v)) for k, v in value)
+            value = tuple((str(k), None if v is None else str(v)) for k, v in value)
         elif isinstance(value, list):
             value = tuple(value)
         values[name] = value
@@ -87,14 +88,14 @@ def jobs_dir() -> Path:
 
 
 def save(record: JobRecord, script: str) -> Path:
-    """Write the record and its script atomically; returns the job's folder."""
-    root = jobs_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    """Write the record and its script atomically, private to the user (both hold the --env
+    values); returns the job's folder."""
+    root = private_dir(jobs_dir())
     final = root / record.job_id
-    staging = Path(tempfile.mkdtemp(prefix=f".{record.job_id}-", dir=root))
+    staging = Path(tempfile.mkdtemp(prefix=f".{record.job_id}-", dir=root))  # 0700
     try:
-        (staging / SCRIPT_FILE).write_text(script)
-        (staging / RECORD_FILE).write_text(json.dumps(record.to_json(), indent=2) + "\n")
+        write_private(staging / SCRIPT_FILE, script)
+        write_private(staging / RECORD_FILE, json.dumps(record.to_json(), indent=2) + "\n")
         if final.exists():
             # The same Slurm job id again (a dev cluster started afresh): keep the old record.
             final.rename(root / f".{record.job_id}-replaced-{int(time.time())}")

@@ -102,6 +102,10 @@ def launch(
     from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
 
     check_trainer_command(spec)
+    if not dry_run:
+        from hyperlaunch.submission import forwarded_names
+
+        forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
     script = render_sbatch(spec)
     if on_checked is not None:
         on_checked()

@@ -36,6 +36,7 @@ from hyperlaunch.protocol import (
 )
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
+from hyperlaunch.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.spec import DEFAULT_TRAINER_MODULE, JobSpec, default_container_mounts
 from hyperlaunch.template_cache import template_cache
 
@@ -52,7 +53,8 @@ class EnvGroup:
     """Exports that share one origin, rendered under one comment."""
 
     title: str
-    exports: tuple[tuple[str, str], ...]
+    exports: tuple[tuple[str, str | None], ...]
+    """(NAME, VALUE) pairs; VALUE None exports NAME as the job received it."""
 
 
 def render_sbatch(spec: JobSpec) -> str:
@@ -113,23 +115,33 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
 
 
 def env_groups(spec: JobSpec) -> list[EnvGroup]:
-    """Exports in the order they apply: instance preset, launcher settings, the user's --env."""
+    """Exports in the order they apply: instance preset, launcher settings, the user's --env.
+    A forwarded name (`--env NAME`, value None) is exported by name only: its value arrives
+    through sbatch --export, so the preset must not set it over the forwarded one."""
     instance = get_instance(spec.instance_type)
+    forwarded = tuple(name for name, value in spec.env if value is None)
     preset = dict(instance.env)
     if spec.container_image is not None:
         preset.update(instance.container_env)
     where = "inside a Pyxis container" if spec.container_image is not None else "on the host"
     launcher = (
-        ("PET_SIGNALS_TO_HANDLE", TORCHRUN_SIGNALS),
+        (TORCHRUN_SIGNALS_ENV, TORCHRUN_SIGNALS),
         # Let trainers use the whole warning window to save before torchrun kills them.
-        ("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(spec.signal_seconds)),
+        (TORCHRUN_SHUTDOWN_TIMEOUT_ENV, str(spec.signal_seconds)),
     )
     groups = [
-        EnvGroup(f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml", tuple(preset.items())),
+        EnvGroup(
+            f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml",
+            tuple((name, value) for name, value in preset.items() if name not in forwarded),
+        ),
         EnvGroup("torchrun: forward the save signal to the trainers", launcher),
     ]
-    if spec.env:
-        groups.append(EnvGroup("--env", spec.env))
+    values = tuple((name, value) for name, value in spec.env if value is not None)
+    if values:
+        groups.append(EnvGroup("--env", values))
+    if forwarded:
+        title = "--env NAME: forwarded from the submitting environment (sbatch --export), values not written here"
+        groups.append(EnvGroup(title, tuple((name, None) for name in forwarded)))
     return groups
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.errors import SlurmError
+from hyperlaunch.private_files import private_dir, write_private
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -101,12 +102,27 @@ def _natural_key(name: str) -> tuple[str, int]:
     return (stem, int(digits) if digits else -1)
 
 
-def submit_script(script: str, folder: Path, *, env: Mapping[str, str]) -> str:
+def submit_script(script: str, folder: Path, *, env: Mapping[str, str], forward: Sequence[str] = ()) -> str:
     """sbatch a script we rendered, through submitit's Slurm executor (its submission files
-    and job folders under `folder`), with `env` as sbatch's environment: SLURM_CONF, and what
-    the job inherits. Returns the job id. A refusal raises SlurmError with sbatch's reason in
-    one line and leaves no submission file behind."""
-    return _rendered_script_executor()(folder, script, env).submit_rendered()
+    and job folders under `folder`, private to the user: the script holds `--env` values), with
+    `env` as sbatch's environment: SLURM_CONF, and what the job inherits. `forward` names
+    variables of `env` the job must receive (`--env NAME`, see export_flag). Returns the job id.
+    A refusal raises SlurmError with sbatch's reason in one line, and a failed submission of
+    any kind leaves no submission file behind."""
+    return _rendered_script_executor()(folder, script, env, forward).submit_rendered()
+
+
+def export_flag(forward: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """sbatch's --export naming `forward` on top of what the job gets anyway: sbatch exports
+    its whole environment (ALL) unless SBATCH_EXPORT says otherwise, and a command-line
+    --export would replace SBATCH_EXPORT, so its list is kept. Names only: sbatch reads each
+    value from `env`, so no value is written on a command line or in a file."""
+    if not forward:
+        return []
+    base = env.get("SBATCH_EXPORT", "").strip() or "ALL"
+    kept = [] if base.upper() in ("NONE", "NIL") else [item for item in base.split(",") if item]
+    names = [name for name in forward if name not in kept]
+    return ["--export=" + ",".join(kept + names)]
 
 
 def _rendered_script_executor() -> type:
@@ -118,10 +134,11 @@ def _rendered_script_executor() -> type:
         pickles a Python callable, and _submit_command runs sbatch in os.environ with its
         stderr echoed; submit_rendered does the same steps with sbatch run here, in `env`."""
 
-        def __init__(self, folder: Path, script: str, env: Mapping[str, str]) -> None:
+        def __init__(self, folder: Path, script: str, env: Mapping[str, str], forward: Sequence[str]) -> None:
             super().__init__(folder=folder)
             self._script = script
             self._env = dict(env)
+            self._forward = tuple(forward)
 
         @classmethod
         def affinity(cls) -> int:
@@ -132,22 +149,30 @@ def _rendered_script_executor() -> type:
         def _make_submission_file_text(self, command: str, uid: str) -> str:
             return self._script
 
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            command: list[str] = super()._make_submission_command(submission_file_path)
+            return command[:1] + export_flag(self._forward, self._env) + command[1:]
+
+        @staticmethod
+        def _set_job_permissions(folder: Path) -> None:
+            private_dir(folder)  # submitit's hook for a job's folder, a no-op in submitit itself
+
         def submit_rendered(self) -> str:
             uid = uuid.uuid4().hex
-            folder = JobPaths.get_first_id_independent_folder(self.folder)
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = private_dir(JobPaths.get_first_id_independent_folder(self.folder))
             path = folder / f".submission_file_{uid}.sh"
-            path.write_text(self._make_submission_file_text("", uid))
             try:
+                write_private(path, self._make_submission_file_text("", uid))
                 result = run(self._make_submission_command(path), env=self._env, timeout=60, check=False)
                 if result.returncode != 0:
                     raise _refusal(result.stderr)
-            except SlurmError:
+                job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
+                self._set_job_permissions(job.paths.folder)
+                job.paths.move_temporary_file(path, "submission_file")
+            finally:
+                # Whatever went wrong (a refusal, sbatch not executable, an interrupt), the
+                # temporary copy of the script must not outlive this call.
                 path.unlink(missing_ok=True)
-                raise
-            job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
-            job.paths.move_temporary_file(path, "submission_file", keep_as_symlink=True)
-            self._set_job_permissions(job.paths.folder)
             return str(job.job_id)
 
     return RenderedScriptExecutor

@@ -13,6 +13,7 @@ from hyperlaunch import checkpoints, trainer_args as targs
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS
+from hyperlaunch.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
@@ -70,8 +71,9 @@ class JobSpec:
     """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
     max_steps: int | None = None
     """Optimizer steps to train to; None lets the trainer use its default."""
-    env: tuple[tuple[str, str], ...] = ()
-    """User environment exports (KEY, VALUE), applied after the instance preset's."""
+    env: tuple[tuple[str, str | None], ...] = ()
+    """User environment exports (KEY, VALUE), applied after the instance preset's; VALUE None
+    forwards KEY from the submitting environment (sbatch --export), never written anywhere."""
     hyperpod: HyperpodMode = "auto"
     """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
     max_restarts: int = 3
@@ -179,9 +181,11 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     if spec.max_steps is not None and spec.max_steps < 1:
         _fail(f"--max-steps must be at least 1, got {spec.max_steps}")
     for key, value in spec.env:
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             _fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
-        if "\x00" in value:
+        if key in RESERVED_ENV_NAMES:
+            _fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
+        if value is not None and "\x00" in value:
             _fail(f"--env {key} value must not contain NUL")
     if spec.hyperpod not in HYPERPOD_MODES:
         _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hyperlaunch import jobs, slurm
+from hyperlaunch.errors import InvalidInput
 from hyperlaunch.spec import JobSpec
 
 
@@ -22,8 +23,9 @@ def submit(
     """sbatch the script with `env` (default: this process's environment), then record the
     job. Slurm's refusal becomes a SlurmError carrying its message, and no record is written."""
     environ = dict(env if env is not None else os.environ)
+    forward = forwarded_names(spec, environ)
     Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
-    job_id = slurm.submit_script(script, jobs.jobs_dir() / ".submitit", env=environ)
+    job_id = slurm.submit_script(script, jobs.jobs_dir() / ".submitit", env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
         spec=spec,
@@ -33,3 +35,16 @@ def submit(
     )
     jobs.save(record, script)
     return record
+
+
+def forwarded_names(spec: JobSpec, environ: Mapping[str, str]) -> list[str]:
+    """The `--env NAME` variables, each of which must be set where sbatch runs: the job gets its
+    value from there (sbatch --export), and a name that is not set would reach no node."""
+    names = [name for name, value in spec.env if value is None]
+    missing = [name for name in names if name not in environ]
+    if missing:
+        raise InvalidInput(
+            f"--env {missing[0]} forwards {missing[0]} from this environment, where it is not set",
+            hint=f"export {missing[0]} before submitting, or pass --env {missing[0]}=VALUE",
+        )
+    return names

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hyperlaunch.script_env import RESERVED_ENV_RULE
+
 if TYPE_CHECKING:
     from hyperlaunch.config import Plan
 
@@ -22,6 +24,12 @@ def _option(field: str, kind: Any, *decls: str, help: str, metavar: str | None =
     option = typer.Option(*decls, help=help, metavar=metavar, show_default=False, rich_help_panel=_PANEL)
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
 
+
+_ENV_HELP = (
+    "KEY=VALUE exported on every node, written into the job script (private to you); KEY alone "
+    "forwards KEY from this environment without writing its value (repeatable). "
+    f"PATH and LD_* are allowed; {RESERVED_ENV_RULE}."
+)
 
 # (JobSpec field, type, option names, help). The hyperpod flag maps to the field's on/off.
 JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
@@ -41,7 +49,7 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("checkpoint_dir", str | None, "--checkpoint-dir", help="Checkpoint folder shared by all nodes [default: ./checkpoints]."),
     _option("data", str | None, "--data", help="Training data path or dataset name, passed to the trainer."),
     _option("max_steps", int | None, "--max-steps", help="Train to this many optimizer steps."),
-    _option("env", list[str] | None, "--env", "-e", metavar="KEY=VALUE", help="KEY=VALUE exported on every node (repeatable)."),
+    _option("env", list[str] | None, "--env", "-e", metavar="KEY[=VALUE]", help=_ENV_HELP),
     _option("hyperpod", bool | None, "--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."),
     _option("max_restarts", int | None, "--max-restarts", help="Requeue at most this many times after a save or a crash [default: 3]."),
     _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),

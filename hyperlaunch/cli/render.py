@@ -27,5 +27,7 @@ def render(
     if output is None:
         out.text(script, end="")
     else:
-        output.write_text(script, encoding="utf-8")
+        from hyperlaunch.private_files import write_private
+
+        write_private(output, script)  # it holds the --env values: private to the user
         out.note(f"wrote {output}")

@@ -82,7 +82,7 @@ def test_missing_model_and_bad_flags_are_invalid_input(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="no model given"):
         build(tmp_path)
     with pytest.raises(InvalidInput, match="not KEY=VALUE"):
-        build(tmp_path, {"model": "qwen3_tiny", "env": ["NOEQUALS"]})
+        build(tmp_path, {"model": "qwen3_tiny", "env": ["=NONAME"]})
     with pytest.raises(InvalidInput, match="--nodes must be at least 1"):
         build(tmp_path, {"model": "qwen3_tiny", "nodes": 0})
 

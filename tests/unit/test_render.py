@@ -37,7 +37,7 @@ VARIANTS: dict[str, JobSpec] = {
     "plain": JobSpec(model="qwen3_tiny", torchrun="torchrun", **PATHS),
     "efa_preset": JobSpec(
         model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, hyperpod="off",
-        env=(("NCCL_DEBUG", "INFO"),), **PATHS,
+        env=(("NCCL_DEBUG", "INFO"), ("HF_TOKEN", None)), **PATHS,
     ),
     "pyxis_container": JobSpec(
         model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", container_image="/fsx/images/train.sqsh",
