@@ -20,12 +20,20 @@ def render(
     ] = None,
 ) -> None:
     """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
+    from hyperlaunch.errors import InvalidInput
     from hyperlaunch.launch import launch
 
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        # Said before the settings are printed: nothing to write into.
+        reason = "it is a folder" if output.is_dir() else f"no folder {output.parent}"
+        raise InvalidInput(f"--output {output}: cannot write the script there: {reason}")
     plan = job.build()
     script = launch(plan.spec, env={}, dry_run=True, on_checked=lambda: show_settings(plan)).script
     if output is None:
-        out.text(script, end="")
-    else:
-        output.write_text(script, encoding="utf-8")
-        out.note(f"wrote {output}")
+        out.raw(script)
+        return
+    try:
+        output.write_bytes(script.encode("utf-8"))
+    except OSError as err:
+        raise InvalidInput(f"--output {output}: cannot write the script there: {err.strerror or err}") from None
+    out.note(f"wrote {output}")

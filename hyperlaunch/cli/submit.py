@@ -19,7 +19,7 @@ _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothin
 def _report(launched: Launch, as_json: bool, verb: str) -> None:
     record = launched.record
     if record is None:  # --dry-run
-        out.text(launched.script, end="")
+        out.raw(launched.script)
         return
     log, err = record.log_paths
     if as_json:
