@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ INFO_FILE = "hyperlaunch.json"
 _STEPS_SUFFIX = re.compile(r"^(?P<step>\d+)steps$")
 _ANY_CHECKPOINT = re.compile(r"^(?P<model>.+)-(?P<step>\d+)steps$")
 _MAX_POINTER_BYTES = 4096
+"""A pointer holds one directory name (at most 255 bytes): anything longer is not one."""
+_MAX_INFO_BYTES = 1 << 20
 
 
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
@@ -44,7 +47,15 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 def is_model_directory(model: str) -> bool:
     """Whether --model names a local Hugging Face model directory rather than a preset: not a
     preset name, and either a path (it holds a separator) or an existing directory."""
-    return model not in PRESETS and (os.sep in model or Path(model).is_dir())
+    return model not in PRESETS and (os.sep in model or _is_dir(model))
+
+
+def _is_dir(path: str) -> bool:
+    # Path.is_dir raises for a name the file system cannot hold (ENAMETOOLONG): not a directory.
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def checkpoint_name(model: str, model_name: str | None = None) -> str:
@@ -101,10 +112,42 @@ def is_complete(path: Path) -> bool:
 def read_info(path: Path) -> dict[str, object] | None:
     """The trainer's `hyperlaunch.json` of a checkpoint, or None when absent or unreadable."""
     try:
-        data = json.loads((Path(path) / INFO_FILE).read_text())
-    except (OSError, ValueError):
+        raw = _read_small(Path(path) / INFO_FILE, _MAX_INFO_BYTES)
+    except CheckpointError:
+        return None
+    try:
+        data = json.loads(raw) if raw is not None and len(raw) <= _MAX_INFO_BYTES else None
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _read_small(path: Path, limit: int) -> bytes | None:
+    """At most `limit`+1 bytes of a small file the trainer writes (a pointer, an info file),
+    None when there is none. Opened without blocking and read only when it is a regular
+    file, following symlinks: a FIFO cannot hang the reader, nor a link to an endless file
+    (/dev/zero) fill its memory. Anything else there is a CheckpointError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckpointError(f"{path} is not a regular file", hint="fix or delete it")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
 
 
 def write_info(path: Path, info: dict[str, object]) -> None:
@@ -148,12 +191,9 @@ def read_pointer(ckpt_dir: Path, model: str) -> str | None:
     checkpoint: resuming from the wrong state must never be a guess.
     """
     path = pointer_path(ckpt_dir, model)
-    try:
-        raw = path.read_bytes()[: _MAX_POINTER_BYTES + 1]
-    except (FileNotFoundError, NotADirectoryError):
+    raw = _read_small(path, _MAX_POINTER_BYTES)
+    if raw is None:
         return None
-    except OSError as err:
-        raise CheckpointError(f"cannot read pointer {path}: {err.strerror}") from None
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tomllib
 import types
@@ -142,13 +143,18 @@ def _layers_below_flags(
 
 
 def _read_toml(path: Path) -> tuple[Settings, dict[str, Settings]]:
-    """Top-level settings and profiles of one file; ({}, {}) when it does not exist."""
-    if not path.is_file():
+    """Top-level settings and profiles of one file; ({}, {}) when there is none. Something
+    else under its name (a folder, a symlink to nothing, a FIFO) is an error, not "no file":
+    the user meant a config there."""
+    if not os.path.lexists(path):
         return {}, {}
+    _check_regular_file(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise ConfigError(f"{path}: {err}") from None
+        raise ConfigError(f"{path}: {getattr(err, 'strerror', None) or err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read") from None
     raw_profiles = data.pop("profile", {})
     if not isinstance(raw_profiles, dict):
         raise ConfigError(f"{path}: 'profile' must be tables like [profile.NAME]")
@@ -158,6 +164,18 @@ def _read_toml(path: Path) -> tuple[Settings, dict[str, Settings]]:
             raise ConfigError(f"{path}: [profile.{name}] must be a table")
         profiles[name] = _from_table(table, f"{path} [profile.{name}]")
     return _from_table(data, str(path)), profiles
+
+
+def _check_regular_file(path: Path) -> None:
+    try:
+        if path.is_file():
+            return
+        if path.is_symlink() and not path.exists():
+            raise ConfigError(f"{path} is a symlink to {os.readlink(path)}, which does not exist")
+        kind = "a folder" if path.is_dir() else "not a regular file"
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror or err}") from None
+    raise ConfigError(f"{path} is {kind}; a config file must be a TOML file")
 
 
 def _from_table(table: Mapping[str, object], where: str) -> Settings:
@@ -225,7 +243,7 @@ def _resolve_model(settings: Settings, cwd: Path) -> None:
     model = str(settings["model"])
     if model not in PRESETS:
         local_model = _absolute(model, cwd)
-        if Path(local_model).is_dir():
+        if _is_dir(Path(local_model)):
             settings["model"] = local_model
         elif is_model_directory(model):
             raise InvalidInput(f"--model {model}: no such model directory; presets: {', '.join(PRESETS)}")
@@ -248,7 +266,7 @@ def _recommend(settings: Settings) -> tuple[Setting, ...]:
     instance_type = str(settings.get("instance_type", "cpu"))
     gpu = get_instance(instance_type).gpus_per_node > 0
     user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
-    own_tokenizer = model not in PRESETS and (Path(model) / "tokenizer_config.json").is_file()
+    own_tokenizer = model not in PRESETS and _is_file(Path(model) / "tokenizer_config.json")
     chosen = recommend.recommended(
         spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
         data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
@@ -295,6 +313,22 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     return JobSpec(**settings)  # type: ignore[arg-type]
 
 
+def _is_dir(path: Path) -> bool:
+    # Path.is_dir raises for a name the file system cannot hold (ENAMETOOLONG); JobSpec's
+    # validation names what is wrong with such a path.
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _absolute(path: str, cwd: Path) -> str:
     return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
 
@@ -324,16 +358,29 @@ def _coerce(key: str, value: object, where: str, *, error: type[Exception] = Con
         if base is bool:
             return _boolean(value)
         if base is int:
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise ValueError("expected an integer")
-            return int(value)
+            return _integer(value)
         if base is str:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ValueError("expected a string")
+            if str(value) == "":
+                raise ValueError("must not be empty" + (" (it would mean the current folder)" if key in _PATH_FIELDS else ""))
             return str(value)
     except ValueError as err:
         raise error(f"{key} = {value!r} in {where}: {err}") from None
     return value
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _integer(value: object) -> int:
+    """An int from TOML or text: ASCII digits only (int() also reads other scripts' digits,
+    `1_000` and surrounding spaces); its range is JobSpec's to check."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value)
+    raise ValueError("expected an integer (digits 0-9)")
 
 
 def _base_type(kind: object) -> object:

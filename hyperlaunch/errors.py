@@ -62,6 +62,11 @@ class JobNotFound(HyperlaunchError):
     exit_code = 7
 
 
+class RecordUnreadable(JobNotFound):
+    """A job's record exists but cannot be read or no longer validates (the message names the
+    file): commands about that job stop; lists show the other jobs and warn about it."""
+
+
 class ChecksFailed(HyperlaunchError):
     """`hyperlaunch doctor` found at least one failing check (warnings alone exit 0)."""
 
@@ -79,11 +84,11 @@ EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
     2: "invalid input: a flag, preset or value (the message lists valid ones); from the trainer also bad --data or a model it cannot load",
-    3: "configuration file error (hyperlaunch.toml)",
+    3: "configuration error: hyperlaunch.toml or the user config (unreadable, not a file, unknown keys), or HYPERLAUNCH_HOME not a folder",
     4: "Slurm refused or failed (its message is shown)",
     5: "dev cluster error (the message names the log to read), or `dev-cluster status`: not running",
     6: "checkpoint error",
-    7: "job not found",
+    7: "job not found, or its record cannot be read (the message names the file)",
     8: "doctor: at least one check failed",
     9: "the trainer: this node lacks what the job needs (e.g. no CUDA device for --device cuda)",
     130: "interrupted",

@@ -8,6 +8,7 @@ works from any shell, any time after the job ran."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from hyperlaunch.protocol import (
     cause_text,
     parse_attempt_marker,
     parse_metrics_line,
+    read_regular_file,
     read_trainer_failure,
     trainer_failure_path,
 )
@@ -37,6 +39,7 @@ from hyperlaunch.protocol import (
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)
+_DIGITS = re.compile(r"[0-9]{1,9}")
 _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
 
 
@@ -110,8 +113,8 @@ class JobStatus:
             "failure": self.failure.__dict__ if self.failure else None,
             "attempts": [a.__dict__ for a in self.attempts],
             "last_step": self.progress.last_step,
-            "last_loss": self.progress.last_loss,
-            "tokens_per_s": self.progress.tokens_per_s,
+            **_finite("last_loss", self.progress.last_loss),
+            **_finite("tokens_per_s", self.progress.tokens_per_s),
             "checkpoint_step": self.progress.checkpoint_step,
             "checkpoint": self.progress.checkpoint,
             "resumed_from_steps": list(self.progress.resumed_from_steps),
@@ -121,6 +124,14 @@ class JobStatus:
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
         }
+
+
+def _finite(name: str, value: float | None) -> dict[str, Any]:
+    """A number for the JSON document: JSON has no NaN or Infinity, so a diverged loss is null
+    with `<name>_non_finite` saying which ("nan", "inf", "-inf")."""
+    if value is None or math.isfinite(value):
+        return {name: value}
+    return {name: None, f"{name}_non_finite": str(value)}
 
 
 def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = None) -> list[JobStatus]:
@@ -142,8 +153,9 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
         attempts.update(found)
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
         if failed:
-            since = min(a.start for a in failed if a.start and a.start != "Unknown")
-            events[conf] = slurm.node_events(since, env=slurm_env)
+            starts = [a.start for a in failed if a.start and a.start != "Unknown"]
+            if starts:
+                events[conf] = slurm.node_events(min(starts), env=slurm_env)
     return [
         summarize(
             record,
@@ -310,6 +322,9 @@ def _expand(hostlist: str) -> list[str]:
         prefix, ranges = match.groups()
         for item in ranges.split(","):
             low, _, high = item.partition("-")
+            if not (_DIGITS.fullmatch(low) and _DIGITS.fullmatch(high or low)) or int(high or low) - int(low) > 100_000:
+                names.append(f"{prefix}[{item}]")  # not a range Slurm writes: keep it as text
+                continue
             width = len(low)
             for number in range(int(low), int(high or low) + 1):
                 names.append(f"{prefix}{number:0{width}d}")
@@ -324,10 +339,8 @@ def _parse_time(text: str) -> datetime | None:
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
+    raw = read_regular_file(path)  # a folder or FIFO in its place is no file
+    return raw.decode("utf-8", errors="replace").splitlines() if raw else []
 
 
 def _end_markers(lines: Iterable[str]) -> dict[int, dict[str, str]]:

@@ -93,12 +93,9 @@ def launch(
     resumed_from: str | None = None,
     dry_run: bool = False,
     submit: Callable[..., jobs.JobRecord] | None = None,
-    on_checked: Callable[[], None] | None = None,
 ) -> Launch:
     """Check the trainer's command line, render the spec and, unless `dry_run`, submit and
-    record it. `on_checked` runs once the job is known to be valid, before it is submitted
-    (the CLI prints the job's settings there). `submit` defaults to
-    hyperlaunch.submission.submit (a unit test passes its own)."""
+    record it. `submit` defaults to hyperlaunch.submission.submit (a unit test passes its own)."""
     from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
 
     check_trainer_command(spec)
@@ -107,8 +104,6 @@ def launch(
 
         forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
     script = render_sbatch(spec)
-    if on_checked is not None:
-        on_checked()
     if dry_run:
         return Launch(script=script, record=None)
     if submit is None:

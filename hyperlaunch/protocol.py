@@ -14,9 +14,13 @@ Torch-free and Jinja-free (the CLI reads logs and metrics on a login node), Pyth
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
 import re
+import stat
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -80,6 +84,27 @@ ATTEMPT_MARKER = "### hyperlaunch attempt-"
 ATTEMPT_MARKER_PRINTF = ATTEMPT_MARKER + "%s restart=%s job=%s %s time=%s"
 """The script's printf format: event, restart count, job id, `key=value ...`, UTC time."""
 _MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
+_COUNT = re.compile(r"[0-9]{1,10}")
+
+
+def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of a regular file (at most `limit`+1 of them, so a caller can tell it is
+    too long), None when there is none or it is something else: a folder, a FIFO (opened
+    without blocking and never read), a device. What a reader of the files the job writes
+    uses, so one odd file there cannot hang or crash `status` or `logs`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read() if limit is None else handle.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def format_attempt_marker(event: str, restart: int, job: str, fields_text: str, time: str) -> str:
@@ -94,7 +119,12 @@ def parse_attempt_marker(line: str) -> dict[str, str] | None:
     if not stripped.startswith(ATTEMPT_MARKER):
         return None
     event, _, rest = stripped[len(ATTEMPT_MARKER) :].partition(" ")
-    return {"event": event, **dict(_MARKER_FIELD.findall(rest))}
+    marker = {"event": event, **dict(_MARKER_FIELD.findall(rest))}
+    # Readers do arithmetic on the restart count: a line whose count is not one (`restart=abc`,
+    # another script's digits) is not a marker, and is shown as any other line.
+    if "restart" in marker and not _COUNT.fullmatch(marker["restart"]):
+        return None
+    return marker
 
 
 REQUEUE_EXIT_CODE = 75
@@ -199,7 +229,7 @@ def parse_trainer_failure(text: str) -> TrainerFailure | None:
     words = head.split()
     if len(words) < 2 or words[0] not in {v.value for v in FailureVerdict}:
         return None
-    rank = next((int(w[5:]) for w in words[2:] if w.startswith("rank=") and w[5:].isdigit()), None)
+    rank = next((int(w[5:]) for w in words[2:] if w.startswith("rank=") and _COUNT.fullmatch(w[5:])), None)
     return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip())
 
 
@@ -248,10 +278,8 @@ def _remove(path: str) -> None:
 
 def read_trainer_failure(path: Path) -> TrainerFailure | None:
     """The record at `path`, None when there is none (no failure, or an older script)."""
-    try:
-        return parse_trainer_failure(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return None
+    raw = read_regular_file(Path(path), limit=_FAILURE_MESSAGE_MAX + 1024)
+    return parse_trainer_failure(raw.decode("utf-8", errors="replace")) if raw is not None else None
 
 
 METRICS_FILE = "metrics.jsonl"
@@ -363,12 +391,46 @@ def parse_metrics_line(line: str) -> MetricsRecord | None:
 
 
 def _build(cls: Any, data: Mapping[str, Any]) -> Any:
-    known = {f.name for f in fields(cls)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+    """A record from a metrics line, None when it is not one: a required field missing, or a
+    field of the wrong type (`"loss": "abc"`, `"step": true`). A null where the field has a
+    default counts as absent; another version's extra fields are kept by the caller."""
+    kinds = _field_kinds(cls)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in kinds or (value is None and not _accepts(kinds[name], None)):
+            continue
+        value = tuple(value) if isinstance(value, list) else value
+        if not _accepts(kinds[name], value):
+            return None
+        values[name] = value
     try:
         return cls(**values)
     except TypeError:  # a required field missing: not a record of this kind
         return None
+
+
+@functools.cache
+def _field_kinds(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _accepts(kind: Any, value: Any) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return True
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_accepts(args[0], item) for item in value)
+    if origin in (typing.Union, types.UnionType):  # X | None
+        return any(_accepts(arg, value) for arg in args)
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    if origin is not None:  # Mapping[str, Any]
+        return isinstance(value, Mapping)
+    return isinstance(value, kind)
 
 
 def _plain(value: Any) -> Any:

@@ -4,8 +4,10 @@ validated here before anything is rendered or submitted, then passed down unchan
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,10 +21,21 @@ DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
 HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
 
-# Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
-_SLURM_TIME = re.compile(r"^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+)$")
+# Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit. ASCII digits only
+# (Python's \d also takes other scripts' digits, which int() reads but Slurm does not), and
+# fullmatch, since `$` would let a trailing newline through.
+_SLURM_TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}")
 _UNLIMITED = ("UNLIMITED", "INFINITE")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INT32_MAX = 2**31 - 1
+"""The bound of every count: Slurm keeps node counts and time limits in 32 bits, and the
+batch script compares restart counts in bash arithmetic, which a longer number overflows."""
+_MAX_TIME_MINUTES = INT32_MAX
+PATH_MAX_BYTES = 4095
+NAME_MAX_BYTES = 255
+"""Linux's limits on a path and on one of its components (ENAMETOOLONG beyond them)."""
+# `<job name>_<job id>.out` must fit in one path component: room for an array job id.
+_JOB_NAME_MAX_BYTES = NAME_MAX_BYTES - len("_4294967295_4294967295.out")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
 _SIGNAL_SLACK_SECONDS = 60
@@ -93,6 +106,7 @@ class JobSpec:
     hyperlaunch.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         instance = get_instance(self.instance_type)
         # Fill the two derived defaults once, so every later reader sees concrete values.
         if self.gpus_per_node is None:
@@ -118,6 +132,64 @@ def _fail(message: str) -> None:
     raise InvalidInput(message)
 
 
+def _shown(value: object, limit: int = 80) -> str:
+    """A value for an error message: repr, cut so that a hostile value keeps it one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'"
+
+
+@functools.cache
+def _field_types() -> dict[str, object]:
+    return typing.get_type_hints(JobSpec)
+
+
+def _check_types(spec: JobSpec) -> None:
+    """Every field holds its declared type (a record written by hand or by another version
+    reaches here as JSON), and text is text a file can hold: a value with lone surrogates
+    (bytes that were not UTF-8 on the command line) cannot be written into the script."""
+    for name, kind in _field_types().items():
+        value = getattr(spec, name)
+        if not _is_a(value, kind):
+            _fail(f"{name} must be {_type_name(kind)}, got {_shown(value)}")
+        for text in _texts(value):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                _fail(f"{name} is not valid UTF-8 text: {_shown(text)}")
+
+
+def _is_a(value: object, kind: object) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Literal:
+        return isinstance(value, str)  # which values: checked with the valid ones listed
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(item, args[0]) for item in value)
+        return len(value) == len(args) and all(_is_a(item, arg) for item, arg in zip(value, args))
+    if args:  # X | None
+        return any(_is_a(value, arg) for arg in args)
+    if kind is type(None):
+        return value is None
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)  # type: ignore[arg-type]
+
+
+def _type_name(kind: object) -> str:
+    text = str(kind).replace("typing.", "")
+    return {"<class 'int'>": "an integer", "<class 'str'>": "text", "<class 'bool'>": "true or false"}.get(text, text)
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
 def _check_text(name: str, value: str | None, *, allow_newlines: bool = False) -> None:
     """Values may hold quotes, spaces and `$(...)` (rendering quotes them); what no quoting can
     carry is NUL anywhere, or a newline in a value that ends up on an #SBATCH line."""
@@ -126,9 +198,31 @@ def _check_text(name: str, value: str | None, *, allow_newlines: bool = False) -
     if value == "":
         _fail(f"{name} must not be empty")
     if "\x00" in value:
-        _fail(f"{name} must not contain NUL: {value!r}")
+        _fail(f"{name} must not contain NUL: {_shown(value)}")
     if not allow_newlines and _CONTROL.search(value):
-        _fail(f"{name} must not contain control characters (newlines, tabs): {value!r}")
+        _fail(f"{name} must not contain control characters (newlines, tabs): {_shown(value)}")
+
+
+def _check_count(flag: str, value: int | None, low: int, high: int = INT32_MAX) -> None:
+    """A count within what Slurm and bash arithmetic take, the bound stated."""
+    if value is not None and not low <= value <= high:
+        _fail(f"{flag} must be between {low} and {high}, got {_shown(value, 40)}")
+
+
+def _check_path(name: str, value: str | None) -> None:
+    """An absolute path the file system can hold: no component over NAME_MAX bytes, at most
+    PATH_MAX in all (beyond them every open fails with ENAMETOOLONG, here or on the nodes)."""
+    if value is None:
+        return
+    _check_text(name, value, allow_newlines=True)
+    if not os.path.isabs(value):
+        _fail(f"{name} must be an absolute path (the script runs elsewhere), got {_shown(value)}")
+    encoded = value.encode("utf-8")
+    if len(encoded) > PATH_MAX_BYTES:
+        _fail(f"{name} is {len(encoded)} bytes long; a path can be at most {PATH_MAX_BYTES}: {_shown(value)}")
+    longest = max(encoded.split(b"/"), key=len)
+    if len(longest) > NAME_MAX_BYTES:
+        _fail(f"{name} has a component of {len(longest)} bytes; at most {NAME_MAX_BYTES} fit in a file name: {_shown(value)}")
 
 
 def _time_limit_seconds(value: str) -> int | None:
@@ -147,13 +241,14 @@ def _time_limit_seconds(value: str) -> int | None:
 
 
 def _validate(spec: JobSpec, instance_gpus: int) -> None:
-    if checkpoints.is_model_directory(spec.model) and not os.path.isabs(spec.model):
-        _fail(f"model directory {spec.model!r} must be an absolute path")
-    if not checkpoints.is_model_directory(spec.model) and spec.model not in PRESETS:
-        _fail(f"unknown model {spec.model!r}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
     _check_text("model", spec.model)
-    if spec.nodes < 1:
-        _fail(f"--nodes must be at least 1, got {spec.nodes}")
+    if checkpoints.is_model_directory(spec.model):
+        if not os.path.isabs(spec.model):
+            _fail(f"model directory {_shown(spec.model)} must be an absolute path")
+        _check_path("model directory", spec.model)
+    elif spec.model not in PRESETS:
+        _fail(f"unknown model {_shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+    _check_count("--nodes", spec.nodes, 1)
     gpus = spec.gpus_per_node
     assert gpus is not None
     if instance_gpus == 0 and gpus != 0:
@@ -164,22 +259,22 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     # job_name ends up in #SBATCH lines and in %x log names, so it cannot hold a newline or a slash.
     _check_text("job name", spec.job_name)
     if spec.job_name and "/" in spec.job_name:
-        _fail(f"job name must not contain '/': {spec.job_name!r}")
+        _fail(f"job name must not contain '/': {_shown(spec.job_name)}")
+    if spec.job_name and len(spec.job_name.encode("utf-8")) > _JOB_NAME_MAX_BYTES:
+        _fail(f"job name must be at most {_JOB_NAME_MAX_BYTES} bytes (it names the log files), got {_shown(spec.job_name)}")
     for name in ("partition", "account", "qos"):
         value = getattr(spec, name)
         _check_text(name, value)
         if value is not None and " " in value:
-            _fail(f"{name} must not contain spaces: {value!r}")
+            _fail(f"{name} must not contain spaces: {_shown(value)}")
     for node in spec.exclude:
         _check_text("excluded node", node)
-    if spec.time is not None and not (_SLURM_TIME.match(spec.time) or spec.time.upper() in _UNLIMITED):
-        _fail(f"--time {spec.time!r} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+    _validate_time(spec.time)
 
     _validate_paths(spec)
     _validate_container(spec)
 
-    if spec.max_steps is not None and spec.max_steps < 1:
-        _fail(f"--max-steps must be at least 1, got {spec.max_steps}")
+    _check_count("--max-steps", spec.max_steps, 1)
     for key, value in spec.env:
         if not _ENV_NAME.fullmatch(key):
             _fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
@@ -189,8 +284,7 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
             _fail(f"--env {key} value must not contain NUL")
     if spec.hyperpod not in HYPERPOD_MODES:
         _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
-    if spec.max_restarts < 0:
-        _fail(f"--max-restarts must be 0 or more, got {spec.max_restarts}")
+    _check_count("--max-restarts", spec.max_restarts, 0)
     _validate_signal(spec)
     for arg in spec.trainer_args:
         if "\x00" in arg:
@@ -200,19 +294,27 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
         _fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
 
 
+def _validate_time(time: str | None) -> None:
+    if time is None or time.upper() in _UNLIMITED:
+        return
+    if not _SLURM_TIME.fullmatch(time):
+        _fail(f"--time {_shown(time)} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+    minutes = (_time_limit_seconds(time) or 0) // 60
+    if minutes > _MAX_TIME_MINUTES:
+        _fail(f"--time {_shown(time)} is too long: Slurm takes at most {_MAX_TIME_MINUTES} minutes, or UNLIMITED")
+
+
 def _validate_paths(spec: JobSpec) -> None:
     for name in ("checkpoint_dir", "log_dir", "run_dir"):
-        value = getattr(spec, name)
-        if not os.path.isabs(value):
-            _fail(f"{name} must be an absolute path (the script runs elsewhere), got {value!r}")
+        _check_path(name, getattr(spec, name))
     # log_dir lands in #SBATCH --output, a line sbatch parses itself; a backslash there also
     # switches off Slurm's %j expansion.
     _check_text("log_dir", spec.log_dir)
     if "\\" in spec.log_dir:
-        _fail(f"log_dir must not contain a backslash: {spec.log_dir!r}")
-    _check_text("checkpoint_dir", spec.checkpoint_dir, allow_newlines=True)
-    _check_text("run_dir", spec.run_dir, allow_newlines=True)
+        _fail(f"log_dir must not contain a backslash: {_shown(spec.log_dir)}")
     _check_text("data", spec.data, allow_newlines=True)
+    if spec.data is not None and os.path.isabs(spec.data):
+        _check_path("data", spec.data)
 
 
 def _validate_container(spec: JobSpec) -> None:
@@ -247,7 +349,7 @@ def default_container_mounts(spec: JobSpec) -> list[str]:
 
 def _validate_signal(spec: JobSpec) -> None:
     if not 1 <= spec.signal_seconds <= _SLURM_SIGNAL_MAX_SECONDS:
-        _fail(f"signal seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {spec.signal_seconds}")
+        _fail(f"--signal-seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {_shown(spec.signal_seconds, 40)}")
     if spec.time is None:
         return
     limit = _time_limit_seconds(spec.time)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hyperlaunch import jobs, slurm
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.spec import JobSpec
 
 
@@ -24,7 +24,10 @@ def submit(
     job. Slurm's refusal becomes a SlurmError carrying its message, and no record is written."""
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
-    Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
+    try:
+        Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
+    except OSError as err:
+        raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
     job_id = slurm.submit_script(script, jobs.jobs_dir() / ".submitit", env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
@@ -33,7 +36,14 @@ def submit(
         slurm_conf=environ.get("SLURM_CONF"),
         resumed_from=resumed_from,
     )
-    jobs.save(record, script)
+    try:
+        jobs.save(record, script)
+    except OSError as err:
+        # Slurm has the job: say so, or the user would submit it again.
+        raise ConfigError(
+            f"job {job_id} was submitted, but its record could not be written under {jobs.jobs_dir()}: {err.strerror or err}",
+            hint=f"it runs; 'scancel {job_id}' to stop it",
+        ) from None
     return record
 
 

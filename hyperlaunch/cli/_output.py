@@ -7,6 +7,7 @@ rich is imported only when a table is printed, so `--help` and plain commands st
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,22 @@ class Output:
         sys.stdout.write(line + end)
         sys.stdout.flush()
 
+    def raw(self, text: str) -> None:
+        """Text exactly as given, as UTF-8 bytes: no newline translation, no locale encoding
+        (what `render` prints is byte for byte what `submit` submits)."""
+        sys.stdout.flush()
+        binary = getattr(sys.stdout, "buffer", None)
+        if binary is None:  # a text-only stream (a test's StringIO)
+            sys.stdout.write(text)
+        else:
+            binary.write(text.encode("utf-8"))
+            binary.flush()
+
     def json(self, document: Any) -> None:
         """The one JSON document of a `--json` run: call it once per result (a second document
-        would break `| jq`); notes and warnings go to stderr meanwhile."""
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        would break `| jq`); notes and warnings go to stderr meanwhile. JSON has no NaN or
+        Infinity: a command says how it shows such a number; any left over becomes null."""
+        sys.stdout.write(json.dumps(_finite(document), indent=2, allow_nan=False) + "\n")
         sys.stdout.flush()
 
     def table(self, *renderables: Any) -> None:
@@ -41,11 +54,15 @@ class Output:
             console.print(renderable)
 
     def console(self) -> Console:
+        """Text in tables is shown as it is: no markup (a path holding `[/bold]` would crash
+        the table or lose its brackets), no `:emoji:` codes, no highlighting. Style comes from
+        rich.text.Text and column styles."""
         from rich.console import Console
 
-        console = Console()
+        plain = {"markup": False, "emoji": False, "highlight": False}
+        console = Console(**plain)  # type: ignore[arg-type]
         if not console.is_terminal:
-            console = Console(width=_PIPED_WIDTH, no_color=True)
+            console = Console(width=_PIPED_WIDTH, no_color=True, **plain)  # type: ignore[arg-type]
         return console
 
     # -- stderr: about the result ------------------------------------------------------------
@@ -60,6 +77,16 @@ class Output:
 
     def warn(self, message: str) -> None:
         print(f"hyperlaunch: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 out = Output()

@@ -57,12 +57,13 @@ def doctor(
         )
     else:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title="hyperlaunch doctor", title_justify="left")
         for header in ("check", "status", "detail", "hint"):
             table.add_column(header)
         for r in results:
-            table.add_row(r.name, f"[{_STYLE[r.status]}]{r.status}[/]", r.detail, r.hint)
+            table.add_row(r.name, Text(r.status, style=_STYLE[r.status]), r.detail, r.hint)
         out.table(table)
     if failed:
         raise ChecksFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")

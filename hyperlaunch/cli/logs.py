@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -61,32 +62,35 @@ def logs(
     """Print a job's log, every attempt of it, each under a header naming the attempt."""
     from hyperlaunch import jobs, slurm
     from hyperlaunch.errors import JobNotFound
+    from hyperlaunch.protocol import read_regular_file
     from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)
     out_path, err_path = record.log_paths
     path: Path = err_path if err else out_path
-    if not path.exists() and not follow:
+    # Read only as a regular file: a folder or a FIFO under the log's name is no log.
+    content = read_regular_file(path)
+    if content is None and not follow:
+        if os.path.lexists(path):
+            raise JobNotFound(f"job {job_id}'s log {path} is not a readable file")
         raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
 
     def shown(lines: list[str]) -> list[str]:
         # The .err file carries the markers too, but its lines are printed as they are.
         return lines if err else annotate(lines, attempt, job_id)
 
-    for line in shown(path.read_text(errors="replace").splitlines() if path.exists() else []):
+    for line in shown(content.decode("utf-8", errors="replace").splitlines() if content else []):
         out.text(line)
     if not follow:
         return
     env = slurm_env(record.slurm_conf)
-    position = path.stat().st_size if path.exists() else 0
+    position = len(content or b"")
     try:
         while True:
-            if path.exists() and path.stat().st_size > position:
-                with path.open(errors="replace") as handle:
-                    handle.seek(position)
-                    chunk = handle.read()
-                    position = handle.tell()
-                for line in shown(chunk.splitlines()):
+            content = read_regular_file(path)
+            if content is not None and len(content) > position:
+                chunk, position = content[position:], len(content)
+                for line in shown(chunk.decode("utf-8", errors="replace").splitlines()):
                     out.text(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):

@@ -20,14 +20,24 @@ def render(
     ] = None,
 ) -> None:
     """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
+    from hyperlaunch.errors import InvalidInput
     from hyperlaunch.launch import launch
 
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        # Said before the settings are printed: nothing to write into.
+        reason = "it is a folder" if output.is_dir() else f"no folder {output.parent}"
+        raise InvalidInput(f"--output {output}: cannot write the script there: {reason}")
     plan = job.build()
-    script = launch(plan.spec, env={}, dry_run=True, on_checked=lambda: show_settings(plan)).script
+    script = launch(plan.spec, env={}, dry_run=True).script
     if output is None:
-        out.text(script, end="")
-    else:
-        from hyperlaunch.private_files import write_private
+        out.raw(script)
+        show_settings(plan)  # after the script: a failure before it stays one line
+        return
+    from hyperlaunch.private_files import write_private
 
+    try:
         write_private(output, script)  # it holds the --env values: private to the user
-        out.note(f"wrote {output}")
+    except OSError as err:
+        raise InvalidInput(f"--output {output}: cannot write the script there: {err.strerror or err}") from None
+    show_settings(plan)
+    out.note(f"wrote {output}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,6 +13,16 @@ from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from hyperlaunch.job_status import JobStatus
+
+
+_MAX_INTERVAL_S = 86400.0
+
+
+def _warn_unreadable(paths: list[Path]) -> None:
+    """One warning for every record the list skipped (each named once, even with --watch)."""
+    if paths:
+        shown = ", ".join(str(path) for path in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        out.warn(f"skipped {len(paths)} unreadable job record(s): {shown} ('hyperlaunch status JOB' says why)")
 
 
 def _elapsed(seconds: int) -> str:
@@ -102,7 +113,15 @@ def status(
     job_id: Annotated[str | None, typer.Argument(help="One job: show its attempts and step history.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many recent jobs to list.")] = 20,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Only jobs of this model.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON document. A loss or throughput that is not finite (a diverged "
+            'run) is null there, with "last_loss_non_finite" / "tokens_per_s_non_finite" set '
+            'to "nan", "inf" or "-inf".',
+        ),
+    ] = False,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted (Ctrl-C).")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 5.0,
 ) -> None:
@@ -118,9 +137,18 @@ def status(
 
     if limit < 1:
         raise InvalidInput(f"--limit must be at least 1, got {limit}")
+    if watch and not 0 < interval <= _MAX_INTERVAL_S:  # also refuses nan
+        raise InvalidInput(f"--interval must be between 0 and {_MAX_INTERVAL_S} seconds, got {interval}")
+    warned: set[Path] = set()
 
     def gather() -> list[JobStatus]:
-        records = [jobs.load(job_id)] if job_id else jobs.recent(limit=limit, model=model)
+        if job_id is not None:
+            records = [jobs.load(job_id)]
+        else:
+            found = jobs.recent_jobs(limit=limit, model=model)
+            records = found.records
+            _warn_unreadable([path for path in found.unreadable if path not in warned])
+            warned.update(found.unreadable)
         if not records:
             return []
         return collect(records, env=slurm_env(records[0].slurm_conf))
@@ -128,11 +156,11 @@ def status(
     while True:
         statuses = gather()
         if as_json:
-            doc: Any = statuses[0].to_json() if job_id else {"jobs": [s.to_json() for s in statuses]}
+            doc: Any = statuses[0].to_json() if job_id is not None else {"jobs": [s.to_json() for s in statuses]}
             out.json(doc)
         elif not statuses:
             out.text("no recorded jobs (submit one with 'hyperlaunch submit')")
-        elif job_id:
+        elif job_id is not None:
             out.table(*_detail(statuses[0]))
         else:
             out.text(_table(statuses))

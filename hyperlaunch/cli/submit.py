@@ -19,7 +19,7 @@ _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothin
 def _report(launched: Launch, as_json: bool, verb: str) -> None:
     record = launched.record
     if record is None:  # --dry-run
-        out.text(launched.script, end="")
+        out.raw(launched.script)
         return
     log, err = record.log_paths
     if as_json:
@@ -56,7 +56,9 @@ def submit(
 
     plan = job.build()
     env = {} if dry_run else slurm_env()
-    _report(launch(plan.spec, env=env, dry_run=dry_run, on_checked=lambda: show_settings(plan)), as_json, "submitted")
+    launched = launch(plan.spec, env=env, dry_run=dry_run)
+    show_settings(plan)  # once submitted: a refusal stays one line
+    _report(launched, as_json, "submitted")
 
 
 def resume(

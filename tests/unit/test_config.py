@@ -83,7 +83,7 @@ def test_missing_model_and_bad_flags_are_invalid_input(tmp_path: Path) -> None:
         build(tmp_path)
     with pytest.raises(InvalidInput, match="not KEY=VALUE"):
         build(tmp_path, {"model": "qwen3_tiny", "env": ["=NONAME"]})
-    with pytest.raises(InvalidInput, match="--nodes must be at least 1"):
+    with pytest.raises(InvalidInput, match="--nodes must be between 1 and 2147483647"):
         build(tmp_path, {"model": "qwen3_tiny", "nodes": 0})
 
 
