@@ -203,7 +203,7 @@ def test_a_job_name_with_dots_finds_its_logs(tmp_path: Path, monkeypatch: pytest
 
 def test_submit_output_names_the_log_of_a_dotted_job_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env: "3131")
+    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "3131")
     submitted = run_cli(["submit", "--model", "qwen3_tiny", "--job-name", "run.v2", "--max-steps", "2"], monkeypatch)
     assert submitted.exit_code == 0, submitted.output
     assert f"log:         {tmp_path / 'logs' / 'run.v2_3131.out'}" in submitted.stdout
