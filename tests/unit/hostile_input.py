@@ -181,6 +181,8 @@ def field_values(draw: st.DrawFn, channel: str) -> list[tuple[str, object]]:
     if channel == "environment":
         names = [n for n in names if n not in NOT_FROM_ENVIRONMENT]
     chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    if channel != "environment" and "env" not in chosen and draw(st.integers(0, 2)) == 0:
+        chosen.append("env")  # exports reach the script as code: give them a larger share
     if any(n in CONTAINER_FIELDS for n in chosen) and "container_image" not in chosen:
         chosen.append("container_image")  # the container fields are read only with an image
     pairs: list[tuple[str, object]] = []
@@ -228,7 +230,8 @@ def _list_item(name: str) -> st.SearchStrategy[str]:
     if name == "env":
         key = st.one_of(st.sampled_from(ENV_NAMES), text)
         value = st.one_of(text, st.sampled_from([f"{T}/{PAYLOAD}", "0", "99", ""]))
-        return st.builds(lambda k, v: f"{k}={v}", key, value) | text
+        pair = st.builds(lambda k, v: f"{k}={v}", key, value)
+        return st.one_of(pair, pair, pair, text)
     if name == "trainer_args":
         return st.one_of(text, st.sampled_from(PLAUSIBLE["trainer_args"]))
     return text
