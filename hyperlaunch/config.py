@@ -126,7 +126,10 @@ def _layers_below_flags(
     profile: str | None, cwd: Path, environ: Mapping[str, str], user_config: Path | None
 ) -> list[Settings]:
     """User config, hyperlaunch.toml (each with the chosen profile on top), then HYPERLAUNCH_*."""
-    profile = profile or environ.get(PROFILE_ENV_VAR) or None
+    if profile is None:
+        profile = environ.get(PROFILE_ENV_VAR) or None  # empty, like every HYPERLAUNCH_* variable: not set
+    elif profile == "":
+        raise InvalidInput("--profile must name a profile ([profile.NAME] in a config file), not be empty")
     files = [user_config or user_config_path(), cwd / PROJECT_CONFIG_NAME]
     layers: list[Settings] = []
     profile_found = profile is None

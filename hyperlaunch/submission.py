@@ -3,9 +3,10 @@ hyperlaunch.slurm (submitit underneath), then the record is written. No record w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from hyperlaunch import jobs, slurm
@@ -24,11 +25,13 @@ def submit(
     job. Slurm's refusal becomes a SlurmError carrying its message, and no record is written."""
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
-    try:
-        Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
-    except OSError as err:
-        raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
-    job_id = slurm.submit_script(script, jobs.jobs_dir() / ".submitit", env=environ, forward=forward)
+    submitit_dir = jobs.jobs_dir() / ".submitit"
+    with _removed_unless_submitted(Path(spec.log_dir), submitit_dir):
+        try:
+            Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
+        except OSError as err:
+            raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
+        job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
         spec=spec,
@@ -45,6 +48,25 @@ def submit(
             hint=f"it runs; 'scancel {job_id}' to stop it",
         ) from None
     return record
+
+
+@contextlib.contextmanager
+def _removed_unless_submitted(*folders: Path) -> Iterator[None]:
+    """Folders (and missing parents) that did not exist before are removed again, where still
+    empty, when the submission fails: a refused job leaves nothing behind."""
+    created: list[Path] = []
+    for folder in folders:
+        path = folder
+        while not os.path.lexists(path) and path != path.parent:
+            created.append(path)
+            path = path.parent
+    try:
+        yield
+    except BaseException:
+        for path in sorted(set(created), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only when empty
+        raise
 
 
 def forwarded_names(spec: JobSpec, environ: Mapping[str, str]) -> list[str]:

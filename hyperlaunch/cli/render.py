@@ -23,10 +23,8 @@ def render(
     from hyperlaunch.errors import InvalidInput
     from hyperlaunch.launch import launch
 
-    if output is not None and (output.is_dir() or not output.parent.is_dir()):
-        # Said before the settings are printed: nothing to write into.
-        reason = "it is a folder" if output.is_dir() else f"no folder {output.parent}"
-        raise InvalidInput(f"--output {output}: cannot write the script there: {reason}")
+    if output is not None:
+        _check_writable_place(output)
     plan = job.build()
     script = launch(plan.spec, env={}, dry_run=True).script
     if output is None:
@@ -41,3 +39,15 @@ def render(
         raise InvalidInput(f"--output {output}: cannot write the script there: {err.strerror or err}") from None
     show_settings(plan)
     out.note(f"wrote {output}")
+
+
+def _check_writable_place(output: Path) -> None:
+    """Said before anything is rendered: a folder, no folder, or a name the file system cannot hold."""
+    from hyperlaunch.errors import InvalidInput
+
+    try:
+        reason = "it is a folder" if output.is_dir() else None if output.parent.is_dir() else f"no folder {output.parent}"
+    except OSError as err:  # a name too long, a loop of links
+        reason = err.strerror or str(err)
+    if reason is not None:
+        raise InvalidInput(f"--output {output}: cannot write the script there: {reason}")

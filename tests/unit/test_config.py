@@ -100,3 +100,10 @@ def test_data_that_exists_here_reaches_the_nodes_as_an_absolute_path(tmp_path: P
     (tmp_path / "corpus.jsonl").write_text("{}\n")
     assert build(tmp_path, {"model": "qwen3_tiny", "data": "corpus.jsonl"}).data == str(tmp_path / "corpus.jsonl")
     assert build(tmp_path, {"model": "qwen3_tiny", "data": "org/dataset"}).data == "org/dataset"  # a name, not here
+
+
+def test_an_empty_profile_name_is_refused_not_ignored(tmp_path: Path) -> None:
+    (tmp_path / "hyperlaunch.toml").write_text('model = "qwen3_tiny"\n[profile.""]\nnodes = 3\n')
+    with pytest.raises(InvalidInput, match="--profile must name a profile"):
+        build(tmp_path, profile="")
+    assert build(tmp_path, environ={"HYPERLAUNCH_PROFILE": ""}).nodes == 1
