@@ -56,6 +56,8 @@ def run(
         )
     except subprocess.TimeoutExpired as err:
         raise SlurmError(f"{' '.join(args[:2])} did not answer within {timeout:.0f} s") from err
+    except OSError as err:  # found on PATH but not runnable: a broken wrapper, no permission
+        raise SlurmError(f"{args[0]} could not be run: {err.strerror or err}") from None
     result = Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
         raise SlurmError(f"{args[0]} failed: {result.one_line_error()}")
@@ -166,7 +168,7 @@ def _rendered_script_executor() -> type:
                 result = run(self._make_submission_command(path), env=self._env, timeout=60, check=False)
                 if result.returncode != 0:
                     raise _refusal(result.stderr)
-                job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(result.stdout), tasks=[0])
+                job = self.job_class(folder=self.folder, job_id=_job_id_of(self, result.stdout), tasks=[0])
                 self._set_job_permissions(job.paths.folder)
                 job.paths.move_temporary_file(path, "submission_file")
             finally:
@@ -176,6 +178,18 @@ def _rendered_script_executor() -> type:
             return str(job.job_id)
 
     return RenderedScriptExecutor
+
+
+def _job_id_of(executor: object, sbatch_stdout: str) -> str:
+    """The job id in sbatch's answer; a SlurmError when there is none (sbatch exited 0, so the
+    job may exist: say where to look rather than let the user submit it twice)."""
+    try:
+        return str(executor._get_job_id_from_submission_command(sbatch_stdout))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - submitit raises its own FailedSubmissionError
+        answer = " ".join(sbatch_stdout.split())[:200] or "nothing"
+        raise SlurmError(
+            f"sbatch exited 0 but answered with no job id ({answer!r})", hint="check squeue: the job may have been queued"
+        ) from None
 
 
 def _refusal(sbatch_stderr: str) -> SlurmError:

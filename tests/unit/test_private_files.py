@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import jobs, slurm
+from hyperlaunch.errors import SlurmError
 from tests.unit.cli_runner import run_cli
 
 SECRET = "hf_private-value-0600"
@@ -94,7 +95,7 @@ def _leftovers(folder: Path) -> list[Path]:
 )
 def test_a_failed_submission_leaves_no_copy_of_the_script(sbatch: str, tmp_path: Path) -> None:
     env = {"PATH": str(_fake_sbatch(tmp_path / "bin", sbatch))}
-    with pytest.raises(Exception):
+    with pytest.raises(SlurmError, match="invalid partition|answered with no job id"):
         slurm.submit_script(f"#!/bin/bash\nexport HF_TOKEN={SECRET}\n", tmp_path / "jobs", env=env)
     assert _leftovers(tmp_path / "jobs") == []
 
@@ -102,7 +103,7 @@ def test_a_failed_submission_leaves_no_copy_of_the_script(sbatch: str, tmp_path:
 def test_an_sbatch_that_cannot_start_leaves_nothing(tmp_path: Path) -> None:
     bin_dir = _fake_sbatch(tmp_path / "bin")
     (bin_dir / "sbatch").write_text("#!/nonexistent/interpreter\n")
-    with pytest.raises(OSError):
+    with pytest.raises(SlurmError, match="sbatch could not be run"):
         slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(bin_dir)})
     assert _leftovers(tmp_path / "jobs") == []
 
