@@ -115,7 +115,7 @@ def test_a_model_directory_is_found_by_the_name_its_checkpoints_go_by(
     [
         (["--partition", "nope"], 4, "invalid partition"),
         (["--model", "gpt5"], 2, "unknown model"),
-        (["--nodes", "0"], 2, "--nodes must be at least 1"),
+        (["--nodes", "0"], 2, "--nodes must be between 1 and 2147483647"),
         (["--instance-type", "p9.huge"], 2, "p9.huge"),
     ],
 )
