@@ -3,6 +3,7 @@ without the trainer's dependencies (`pip install hyperlaunch`, no `[train]` extr
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ def test_the_shipped_code_passes_a_python_310_compatibility_check() -> None:
     members (datetime.UTC, enum.StrEnum, typing.Self), syntax (except*, PEP 695) and, with
     --eval-annotations, annotations evaluated at run time (typing.get_type_hints, Typer).
     Branches under `sys.version_info >= (3, 11)` count for 3.11 only (hyperlaunch.compat)."""
+    assert importlib.util.find_spec("vermin"), "vermin is not installed: `make setup` installs the test extra"
     args = [f"-t={OLDEST_PYTHON}-", "--no-tips", "--violations", "--eval-annotations", "hyperlaunch", "train"]
     result = subprocess.run(
         [sys.executable, "-c", "import sys, vermin; sys.argv[0] = 'vermin'; sys.exit(vermin.main())", *args],
