@@ -55,9 +55,10 @@ COPY templates ./templates
 COPY env ./env
 
 # The base image's torch is built for its CUDA and NCCL: never let pip replace it. hyperlaunch
-# goes in with --no-deps, then its other dependencies from pyproject.toml, torch left out.
+# goes in with --no-deps, then its other dependencies from pyproject.toml (the CLI's and the
+# trainer's `train` extra), torch left out. tomllib: the base images named above ship Python 3.11+.
 RUN python -m pip install --no-deps . && \
-    python -c 'import re, tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print("\n".join(d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() != "torch"))' > /tmp/requirements.txt && \
+    python -c 'import re, tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; deps = project["dependencies"] + project["optional-dependencies"]["train"]; print("\n".join(d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() != "torch"))' > /tmp/requirements.txt && \
     python -m pip install -r /tmp/requirements.txt && \
     rm /tmp/requirements.txt && \
     hyperlaunch-train --help > /dev/null && \

@@ -5,7 +5,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# torch first, from the CPU build: a bare `torch` requirement would pull a multi-GB CUDA build.
+# torch first, from the CPU build: a bare `torch` requirement (the `train` extra) would pull a
+# multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.hyperlaunch-installed
 
@@ -17,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[train,test]"
 	touch $(STAMP)
 
 # Tests marked solo (the real qwen3_0_6b) need most of the memory: they run after the rest, alone.

@@ -19,7 +19,6 @@ import dataclasses
 import os
 import re
 import sys
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from pathlib import Path
 from hyperlaunch import recommend
 from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
+from hyperlaunch.compat import tomllib
 from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory

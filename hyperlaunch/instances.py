@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
+from hyperlaunch.compat import tomllib
 from hyperlaunch.errors import ConfigError, InvalidInput
 
 _FAMILY_KEYS = frozenset(

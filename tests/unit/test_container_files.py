@@ -126,12 +126,15 @@ def test_dockerfile_documents_efa_and_keeps_it_optional() -> None:
 
 
 def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
-    import tomllib
+    """The CLI's dependencies and the trainer's (the `train` extra): the image runs both."""
+    from hyperlaunch.compat import tomllib
 
     line = next(line for line in DOCKERFILE.read_text().splitlines() if "tomllib.load" in line)
     code = re.search(r"python -c '(.*)' > /tmp/requirements.txt", line)
     assert code
     result = subprocess.run(["python3", "-c", code.group(1)], capture_output=True, text=True, cwd=ROOT, check=True)
-    kept = result.stdout.split()
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert kept == [d for d in deps if not d.startswith("torch")] and kept
+    kept = result.stdout.splitlines()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["train"]
+    assert kept == [d for d in deps if not d.startswith("torch")]
+    assert {"transformers", "typer"} <= {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in kept}

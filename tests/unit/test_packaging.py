@@ -3,6 +3,7 @@ installed tool works from any directory."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -73,10 +74,28 @@ def test_the_trainer_module_runs_from_the_checkout_root_without_the_installed_pa
 
 
 def test_the_trainer_console_script_is_declared() -> None:
-    import tomllib
+    from hyperlaunch.compat import tomllib
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["hyperlaunch-train"] == "hyperlaunch.train.train:main"
     from hyperlaunch.render import TRAINER_PROGRAM
 
     assert TRAINER_PROGRAM in scripts
+
+
+TRAINER_DEPENDENCIES = ("torch", "transformers", "safetensors", "tokenizers")
+
+
+def test_the_cli_installs_without_the_trainers_dependencies(wheel: Path) -> None:
+    """`pip install hyperlaunch` on a login node takes seconds: torch and the rest of what
+    only the trainer imports come with the `train` extra, never unconditionally."""
+    metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    headers = zipfile.ZipFile(wheel).read(metadata).decode().partition("\n\n")[0].splitlines()
+    requires = [line.removeprefix("Requires-Dist: ") for line in headers if line.startswith("Requires-Dist: ")]
+    by_name = {re.split(r"[<>=!~;\[ (]", r, maxsplit=1)[0].lower(): r for r in requires}
+    unconditional = {name for name, r in by_name.items() if "extra ==" not in r}
+    assert {"typer", "jinja2", "submitit"} <= unconditional, requires
+    assert not unconditional & set(TRAINER_DEPENDENCIES), requires
+    for name in TRAINER_DEPENDENCIES:
+        assert 'extra == "train"' in by_name[name], by_name.get(name)
+    assert "Requires-Python: >=3.10" in headers
