@@ -21,16 +21,16 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch import recommend
+from hyperlaunch import detect, recommend
 from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.compat import tomllib
 from hyperlaunch.errors import ConfigError, InvalidInput
-from hyperlaunch.instances import get_instance
+from hyperlaunch.instances import canonical_instance_type, get_instance
 from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.recommend import Setting
 from hyperlaunch.paths import hyperlaunch_home
@@ -43,6 +43,10 @@ DEFAULT_CHECKPOINT_DIR = "checkpoints"
 """Relative to the current directory, like every relative path in the layers."""
 
 Settings = dict[str, object]
+Layer = tuple[str, Settings]
+"""Settings and where they come from (a file, with its profile; the environment; the command line)."""
+_FLAGS_LAYER = "the command line"
+_ENVIRONMENT_LAYER = "the environment"
 
 # Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
 _INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module"})
@@ -65,6 +69,8 @@ class Plan:
 
     spec: JobSpec
     settings: tuple[Setting, ...]
+    decided: tuple[detect.Decision, ...] = ()
+    """Job settings decided for the cluster (GPUs as GRES, whole nodes), with their sources."""
 
 
 def build_spec(
@@ -86,22 +92,29 @@ def plan_job(
     cwd: Path | None = None,
     environ: Mapping[str, str] | None = None,
     user_config: Path | None = None,
+    slurm_env: Callable[[], Mapping[str, str]] | None = None,
 ) -> Plan:
     """The validated JobSpec for this invocation and its settings. `flags` holds JobSpec field
     names with the values the user typed (None or absent: not given); `env` may be a list of
     KEY=VALUE. Every training setting the user left out is written into the trainer's
-    arguments as the model recommends it (hyperlaunch.recommend), so the job record says what
-    the job runs with and `resume` renders the same job."""
+    arguments as the model recommends it (hyperlaunch.recommend), and every job setting left
+    to the cluster is decided here (hyperlaunch.detect, asking the Slurm cluster of
+    `slurm_env()` when it must; None: no cluster to ask), so the job record says what the job
+    runs with and `resume` renders the same job."""
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
     layers = _layers_below_flags(profile, cwd, environ, user_config)
-    layers.append(_from_flags(flags))
+    layers.append((_FLAGS_LAYER, _from_flags(flags)))
 
-    merged = _merge(layers)
+    merged = _merge([settings for _, settings in layers])
+    if "instance_type" in merged:
+        merged["instance_type"] = canonical_instance_type(str(merged["instance_type"]))
+    exclusive = _decide_whole_nodes(merged, layers)
     merged = _merge([_preset_defaults(merged), merged])
     _resolve_model(merged, cwd)
     settings = _recommend(merged)
-    return Plan(spec=_to_spec(merged, cwd), settings=settings)
+    decided = _decide_gpus(merged, layers, slurm_env) + exclusive
+    return Plan(spec=_to_spec(merged, cwd), settings=settings, decided=decided)
 
 
 def resolve_checkpoint_dir(
@@ -117,31 +130,31 @@ def resolve_checkpoint_dir(
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
     layers = _layers_below_flags(profile, cwd, environ, user_config)
-    layers.append(_from_flags({"checkpoint_dir": flag}))
-    value = _merge(layers).get("checkpoint_dir") or DEFAULT_CHECKPOINT_DIR
+    layers.append((_FLAGS_LAYER, _from_flags({"checkpoint_dir": flag})))
+    value = _merge([settings for _, settings in layers]).get("checkpoint_dir") or DEFAULT_CHECKPOINT_DIR
     return Path(_absolute(str(value), cwd))
 
 
 def _layers_below_flags(
     profile: str | None, cwd: Path, environ: Mapping[str, str], user_config: Path | None
-) -> list[Settings]:
+) -> list[Layer]:
     """User config, hyperlaunch.toml (each with the chosen profile on top), then HYPERLAUNCH_*."""
     if profile is None:
         profile = environ.get(PROFILE_ENV_VAR) or None  # empty, like every HYPERLAUNCH_* variable: not set
     elif profile == "":
         raise InvalidInput("--profile must name a profile ([profile.NAME] in a config file), not be empty")
     files = [user_config or user_config_path(), cwd / PROJECT_CONFIG_NAME]
-    layers: list[Settings] = []
+    layers: list[Layer] = []
     profile_found = profile is None
     for path in files:
         top, profiles = _read_toml(path)
-        layers.append(top)
+        layers.append((str(path), top))
         if profile is not None and profile in profiles:
-            layers.append(profiles[profile])
+            layers.append((f"{path} [profile.{profile}]", profiles[profile]))
             profile_found = True
     if not profile_found:
         raise ConfigError(f"profile {profile!r} is not defined in {' or '.join(str(f) for f in files)}")
-    layers.append(_from_environment(environ))
+    layers.append((_ENVIRONMENT_LAYER, _from_environment(environ)))
     return layers
 
 
@@ -229,13 +242,72 @@ def _merge(layers: list[Settings]) -> Settings:
 
 
 def _preset_defaults(settings: Settings) -> Settings:
-    """Nodes and GPUs per node recommended by the model preset, within what the instance has."""
+    """Nodes and GPUs per node recommended by the model preset, within what the instance has;
+    on whole nodes (--exclusive) every GPU of the instance, since no other job can use the rest."""
     model = settings.get("model")
     if not isinstance(model, str) or model not in PRESETS:
         return {}
     preset = get_preset(model)
     instance = get_instance(str(settings.get("instance_type", "cpu")))
-    return {"nodes": preset.nodes, "gpus_per_node": min(preset.gpus_per_node, instance.gpus_per_node)}
+    gpus = instance.gpus_per_node if settings.get("exclusive") else min(preset.gpus_per_node, instance.gpus_per_node)
+    return {"nodes": preset.nodes, "gpus_per_node": gpus}
+
+
+def _source(layers: list[Layer], key: str) -> str | None:
+    """Where the value of `key` came from: the highest layer that sets it; None when none does."""
+    for name, settings in reversed(layers):
+        if key in settings:
+            if name == _FLAGS_LAYER:
+                return "you (" + "--" + key.replace("_", "-") + ")"
+            if name == _ENVIRONMENT_LAYER:
+                return f"${ENV_PREFIX}{key.upper()}"
+            return name
+    return None
+
+
+def _decide_whole_nodes(settings: Settings, layers: list[Layer]) -> tuple[detect.Decision, ...]:
+    """--exclusive for GPU instance types unless a layer sets it (set in `settings`, with its
+    source). AWS's reference scripts and the guide take whole nodes: without GRES nothing else
+    keeps two GPU jobs off the same node. CPU jobs (the dev cluster) keep Slurm's default."""
+    if get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+        return ()
+    source = _source(layers, "exclusive")
+    if source is None:
+        settings["exclusive"] = True
+        source = "default for GPU instance types (whole nodes)"
+    return (detect.Decision("exclusive", bool(settings["exclusive"]), source),)
+
+
+def _decide_gpus(
+    settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mapping[str, str]] | None
+) -> tuple[detect.Decision, ...]:
+    """GPUs per node and whether Slurm sees them as GRES, set in `settings` with their sources:
+    a layer's value wins; else GRES where the cluster has it (asked only then)."""
+    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    if instance.gpus_per_node == 0:
+        return ()
+    gpus = settings.get("gpus_per_node", instance.gpus_per_node)
+    gpus_source = _source(layers, "gpus_per_node")
+    if gpus_source is None:
+        model = str(settings["model"])
+        gpus_source = (
+            f"whole nodes: every GPU of {instance.name}" if settings.get("exclusive")
+            else f"preset {model}" if model in PRESETS else f"every GPU of {instance.name}"
+        )
+    per_node = detect.Decision("gpus_per_node", str(gpus), gpus_source)
+
+    gres_source = _source(layers, "gres_gpus")
+    mode = str(settings.get("gres_gpus", "auto"))
+    if gres_source is not None and mode != "auto":
+        gres = detect.Decision("gres_gpus", mode, gres_source)
+    else:
+        gres = detect.gres_gpus(
+            gpus=gpus if isinstance(gpus, int) else instance.gpus_per_node,
+            partition=typing.cast("str | None", settings.get("partition")),
+            slurm_env=None if slurm_env is None else slurm_env(),
+        )
+    settings["gres_gpus"] = gres.value
+    return (per_node, gres)
 
 
 def _resolve_model(settings: Settings, cwd: Path) -> None:
@@ -349,7 +421,7 @@ def _coerce(key: str, value: object, where: str, *, error: type[Exception] = Con
     try:
         if key == "env":
             return _env_pairs(value)
-        if key == "hyperpod":
+        if key in ("hyperpod", "gres_gpus"):
             return _hyperpod_mode(value)
         if _is_tuple_of_str(kind):
             if isinstance(value, str):
@@ -409,6 +481,7 @@ def _boolean(value: object) -> bool:
 
 
 def _hyperpod_mode(value: object) -> str:
+    """auto/on/off, from those words, a TOML boolean or yes/no/1/0."""
     if isinstance(value, bool):
         return "on" if value else "off"
     text = str(value).strip().lower()

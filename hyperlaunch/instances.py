@@ -1,8 +1,10 @@
 """EFA/NCCL presets per instance type, read from the data files in `env/*.toml`.
 
 Each file describes one instance family (GPU, EFA or not, environment exports) and lists the
-instance types in it with their GPUs per node. Data, not code, so a new instance type is a
-TOML edit.
+instance types in it with their GPUs per node: `"g5.xlarge" = 1`, or a table for a size that
+differs from its family (`"g5.8xlarge" = { gpus = 1, efa = true }`: the larger g5/g6 sizes have
+EFA). `[efa_env]` is exported on top of `[env]` for the sizes with EFA. Data, not code, so a
+new instance type is a TOML edit.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from hyperlaunch.compat import tomllib
 from hyperlaunch.errors import ConfigError, InvalidInput
 
 _FAMILY_KEYS = frozenset(
-    {"description", "gpu", "peak_bf16_tflops_per_gpu", "instance_types", "env", "container_env"}
+    {"description", "gpu", "peak_bf16_tflops_per_gpu", "efa", "instance_types", "env", "efa_env", "container_env"}
 )
+_SIZE_KEYS = frozenset({"gpus", "efa"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,12 +35,14 @@ class InstancePreset:
     """One line for humans."""
     gpus_per_node: int
     """GPUs in one instance (0 for `cpu`)."""
+    efa: bool
+    """Whether the instance has EFA (NCCL reaches it through the aws-ofi-nccl plugin)."""
     gpu: str | None
     """The GPU model as CUDA names it (a part of torch.cuda.get_device_name), e.g. `H100`."""
     peak_bf16_tflops_per_gpu: float | None
     """Dense bf16 peak used for MFU; None where no reliable figure is published."""
     env: tuple[tuple[str, str], ...]
-    """Environment exported on every node, in file order."""
+    """Environment exported on every node, in file order: `[env]`, then `[efa_env]` where it has EFA."""
     container_env: tuple[tuple[str, str], ...]
     """Overrides of `env` inside a Pyxis container."""
 
@@ -57,19 +62,46 @@ def _family_presets(family: str, data: dict[str, object]) -> list[InstancePreset
     if not isinstance(instance_types, dict) or not instance_types:
         raise ConfigError(f"{where}: [instance_types] must map instance type names to GPU counts")
     peak = data.get("peak_bf16_tflops_per_gpu")
-    return [
-        InstancePreset(
-            name=name,
-            family=family,
-            description=str(data.get("description", "")),
-            gpus_per_node=int(gpus),
-            gpu=str(data["gpu"]) if data.get("gpu") else None,
-            peak_bf16_tflops_per_gpu=float(peak) if isinstance(peak, (int, float)) else None,
-            env=_pairs(data.get("env", {}), f"{where} [env]"),
-            container_env=_pairs(data.get("container_env", {}), f"{where} [container_env]"),
+    family_efa = _flag(data.get("efa", False), f"{where}: efa")
+    env = _pairs(data.get("env", {}), f"{where} [env]")
+    efa_env = _pairs(data.get("efa_env", {}), f"{where} [efa_env]")
+    presets = []
+    for name, size in instance_types.items():
+        gpus, efa = _size(size, family_efa, f"{where} [instance_types] {name}")
+        presets.append(
+            InstancePreset(
+                name=name,
+                family=family,
+                description=str(data.get("description", "")),
+                gpus_per_node=gpus,
+                efa=efa,
+                gpu=str(data["gpu"]) if data.get("gpu") else None,
+                peak_bf16_tflops_per_gpu=float(peak) if isinstance(peak, (int, float)) else None,
+                env=tuple({**dict(env), **(dict(efa_env) if efa else {})}.items()),
+                container_env=_pairs(data.get("container_env", {}), f"{where} [container_env]"),
+            )
         )
-        for name, gpus in instance_types.items()
-    ]
+    return presets
+
+
+def _flag(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false")
+    return value
+
+
+def _size(size: object, family_efa: bool, where: str) -> tuple[int, bool]:
+    """(GPUs, EFA) of one size: a GPU count, or a table {gpus = N, efa = bool}."""
+    if isinstance(size, dict):
+        unknown = sorted(set(size) - _SIZE_KEYS)
+        if unknown or "gpus" not in size:
+            raise ConfigError(f"{where}: a size is {{gpus = N, efa = true|false}}, got keys {', '.join(sorted(size))}")
+        gpus, efa = size["gpus"], _flag(size.get("efa", family_efa), f"{where}: efa")
+    else:
+        gpus, efa = size, family_efa
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise ConfigError(f"{where}: GPUs must be a whole number, got {gpus!r}")
+    return gpus, efa
 
 
 @functools.cache
@@ -89,10 +121,21 @@ def known_instance_types() -> list[str]:
     return list(all_presets())
 
 
+SAGEMAKER_PREFIX = "ml."
+"""SageMaker (HyperPod's console, API and resource_config.json) names instance types
+`ml.p5.48xlarge`; EC2 and these presets name them `p5.48xlarge`."""
+
+
+def canonical_instance_type(name: str) -> str:
+    """`ml.p5.48xlarge` -> `p5.48xlarge`; other names as they are."""
+    return name.removeprefix(SAGEMAKER_PREFIX)
+
+
 def get_instance(name: str) -> InstancePreset:
-    """The preset for an instance type; InvalidInput listing the known ones when it is unknown."""
+    """The preset for an instance type, by its EC2 or SageMaker (`ml.`) name; InvalidInput
+    listing the known ones when it is unknown."""
     try:
-        return all_presets()[name]
+        return all_presets()[canonical_instance_type(name)]
     except KeyError:
         raise InvalidInput(
             f"unknown instance type {name!r}; known: {', '.join(known_instance_types())}",

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch import checkpoints, slurm
+from hyperlaunch import checkpoints, hostlist, slurm
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.protocol import (
     METRICS_FILE,
@@ -39,7 +39,6 @@ from hyperlaunch.protocol import (
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)
-_DIGITS = re.compile(r"[0-9]{1,9}")
 _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
 
 
@@ -302,33 +301,13 @@ def failed_nodes(
     following = _parse_time(next_start) if next_start else None
     if following is not None and following > start:
         end = min(end, following)
-    nodes = set(_expand(attempt.node_list))
+    nodes = set(hostlist.expand(attempt.node_list))
     hits = []
     for event in events:
         when = _parse_time(event.start)
         if event.node in nodes and when is not None and start <= when <= end and event.node not in hits:
             hits.append(event.node)
     return sorted(hits)
-
-
-def _expand(hostlist: str) -> list[str]:
-    """node[1-3,5],gpu2 -> names, without calling Slurm (status must stay one sacct call)."""
-    names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", hostlist):
-        match = re.fullmatch(r"(.*)\[(.*)\]", part)
-        if not match:
-            names.append(part)
-            continue
-        prefix, ranges = match.groups()
-        for item in ranges.split(","):
-            low, _, high = item.partition("-")
-            if not (_DIGITS.fullmatch(low) and _DIGITS.fullmatch(high or low)) or int(high or low) - int(low) > 100_000:
-                names.append(f"{prefix}[{item}]")  # not a range Slurm writes: keep it as text
-                continue
-            width = len(low)
-            for number in range(int(low), int(high or low) + 1):
-                names.append(f"{prefix}{number:0{width}d}")
-    return names
 
 
 def _parse_time(text: str) -> datetime | None:

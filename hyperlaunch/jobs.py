@@ -111,6 +111,8 @@ def spec_from_json(data: Any) -> JobSpec:
         elif isinstance(value, list):
             value = tuple(value)
         values[name] = value
+    # Records written before GRES was decided per cluster requested every job's GPUs as GRES.
+    values.setdefault("gres_gpus", "on")
     return JobSpec(**values)
 
 

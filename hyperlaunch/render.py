@@ -91,7 +91,9 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         ("--nodes", str(spec.nodes)),
         ("--ntasks-per-node", "1"),
     ]
-    if spec.gpus_per_node:
+    if spec.gpus_per_node and spec.gres_gpus == "on":
+        # Without GRES the job takes whole nodes (--exclusive) and torchrun starts one
+        # process per GPU by itself; see hyperlaunch.detect.gres_gpus.
         flags.append(("--gpus-per-node", str(spec.gpus_per_node)))
     for name in ("partition", "account", "qos", "time"):
         value = getattr(spec, name)
@@ -115,7 +117,7 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
 
 
 def env_groups(spec: JobSpec) -> list[EnvGroup]:
-    """Exports in the order they apply: instance preset, launcher settings, the user's --env.
+    """Exports in the order they apply: instance preset, launcher settings, --nccl-debug, the user's --env.
     A forwarded name (`--env NAME`, value None) is exported by name only: its value arrives
     through sbatch --export, so the preset must not set it over the forwarded one."""
     instance = get_instance(spec.instance_type)
@@ -136,6 +138,8 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
         ),
         EnvGroup("torchrun: forward the save signal to the trainers", launcher),
     ]
+    if spec.nccl_debug is not None:
+        groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))
     values = tuple((name, value) for name, value in spec.env if value is not None)
     if values:
         groups.append(EnvGroup("--env", values))

@@ -84,6 +84,41 @@ def node_states(*, env: Mapping[str, str] | None = None) -> list[NodeInfo]:
     return [nodes[name] for name in sorted(nodes, key=_natural_key)]
 
 
+def gres_types(*, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The generic resources slurm.conf declares (GresTypes of `scontrol show config`), e.g.
+    ('gpu',); () when it declares none. SlurmError when no controller answers."""
+    out = run(["scontrol", "show", "config"], env=env, timeout=15).stdout
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "GresTypes":
+            kinds = value.strip()
+            return () if kinds in ("", "(null)") else tuple(k.strip() for k in kinds.split(",") if k.strip())
+    return ()
+
+
+@dataclass(frozen=True)
+class PartitionNodes:
+    """One group of a partition's nodes that share a GRES configuration (a line of sinfo)."""
+
+    partition: str
+    default: bool
+    """The cluster's default partition (sinfo marks it with `*`)."""
+    gres: str
+    """The nodes' GRES as sinfo writes it (`gpu:8`, `gpu:h100:8(S:0-1)`), or `(null)`."""
+
+
+def partition_gres(*, env: Mapping[str, str] | None = None) -> list[PartitionNodes]:
+    """The GRES of every partition's nodes, in one sinfo call."""
+    out = run(["sinfo", "-h", "-o", "%P|%G"], env=env, timeout=15).stdout
+    rows = []
+    for line in out.splitlines():
+        name, sep, gres = line.partition("|")
+        name = name.strip()
+        if sep and name:
+            rows.append(PartitionNodes(partition=name.rstrip("*"), default=name.endswith("*"), gres=gres.strip()))
+    return rows
+
+
 def controller_responds(*, env: Mapping[str, str] | None = None) -> bool:
     """True when slurmctld answers `scontrol ping`."""
     result = run(["scontrol", "ping"], env=env, timeout=10, check=False)

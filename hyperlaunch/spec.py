@@ -20,6 +20,10 @@ from hyperlaunch.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
 HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
+GresMode = Literal["auto", "on", "off"]
+GRES_MODES: tuple[str, ...] = ("auto", "on", "off")
+NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")
+"""NCCL_DEBUG's levels (NCCL's environment-variable guide)."""
 
 # Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit. ASCII digits only
 # (Python's \d also takes other scripts' digits, which int() reads but Slurm does not), and
@@ -57,7 +61,8 @@ class JobSpec:
     nodes: int = 1
     """Number of nodes; one srun task (one torchrun agent) per node."""
     instance_type: str = "cpu"
-    """Instance type whose EFA/NCCL preset is exported (env/*.toml); `cpu` on the dev cluster."""
+    """Instance type whose EFA/NCCL preset is exported (env/*.toml); `cpu` on the dev cluster.
+    SageMaker's `ml.p5.48xlarge` is taken as `p5.48xlarge`, the name kept here."""
     gpus_per_node: int | None = None
     """GPUs (= torchrun processes) per node; None takes all of the instance type's GPUs."""
     job_name: str | None = None
@@ -71,7 +76,12 @@ class JobSpec:
     time: str | None = None
     """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
     exclusive: bool = False
-    """Ask for whole nodes (`--exclusive`)."""
+    """Ask for whole nodes (`--exclusive`); hyperlaunch.config turns it on for GPU instance types
+    unless a layer sets it."""
+    gres_gpus: GresMode = "auto"
+    """Request the GPUs as Slurm GRES (`--gpus-per-node`): `on` or `off`, decided before
+    rendering (hyperlaunch.detect: the flag or a config, else whether the partition's nodes
+    have GPU GRES). `auto`, a choice nobody made, renders as `off`."""
     exclude: tuple[str, ...] = ()
     """Nodes Slurm must not use (`--exclude`), e.g. the ones that failed a previous attempt."""
     container_image: str | None = None
@@ -87,6 +97,8 @@ class JobSpec:
     env: tuple[tuple[str, str | None], ...] = ()
     """User environment exports (KEY, VALUE), applied after the instance preset's; VALUE None
     forwards KEY from the submitting environment (sbatch --export), never written anywhere."""
+    nccl_debug: str | None = None
+    """NCCL_DEBUG exported on every node (VERSION, WARN, INFO, ABORT, TRACE), or None to leave it unset."""
     hyperpod: HyperpodMode = "auto"
     """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
     max_restarts: int = 3
@@ -108,6 +120,10 @@ class JobSpec:
     def __post_init__(self) -> None:
         _check_types(self)
         instance = get_instance(self.instance_type)
+        # One name for the type (the preset's), whether the user typed SageMaker's `ml.` form or not.
+        object.__setattr__(self, "instance_type", instance.name)
+        if isinstance(self.nccl_debug, str):
+            object.__setattr__(self, "nccl_debug", self.nccl_debug.upper())
         # Fill the two derived defaults once, so every later reader sees concrete values.
         if self.gpus_per_node is None:
             object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
@@ -282,6 +298,10 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
             _fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
         if value is not None and "\x00" in value:
             _fail(f"--env {key} value must not contain NUL")
+    if spec.gres_gpus not in GRES_MODES:
+        _fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {_shown(spec.gres_gpus)}")
+    if spec.nccl_debug is not None and spec.nccl_debug not in NCCL_DEBUG_LEVELS:
+        _fail(f"--nccl-debug must be one of: {', '.join(NCCL_DEBUG_LEVELS)}; got {_shown(spec.nccl_debug)}")
     if spec.hyperpod not in HYPERPOD_MODES:
         _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
     _check_count("--max-restarts", spec.max_restarts, 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -36,12 +36,13 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("model", str | None, "--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory."),
     _option("nodes", int | None, "--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."),
     _option("gpus_per_node", int | None, "--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."),
-    _option("instance_type", str | None, "--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge) [default: cpu]."),
+    _option("instance_type", str | None, "--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: cpu]."),
     _option("partition", str | None, "--partition", "-p", help="Slurm partition."),
     _option("account", str | None, "--account", "-A", help="Slurm account."),
     _option("qos", str | None, "--qos", help="Slurm QOS."),
     _option("time", str | None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00:00."),
-    _option("exclusive", bool | None, "--exclusive/--no-exclusive", help="Whole nodes only."),
+    _option("exclusive", bool | None, "--exclusive/--no-exclusive", help="Whole nodes only [default: on for GPU instance types]."),
+    _option("gres_gpus", bool | None, "--gres-gpus/--no-gres-gpus", help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."),
     _option("exclude", list[str] | None, "--exclude", metavar="NODE", help="A node Slurm must not use (repeatable)."),
     _option("container_image", str | None, "--container-image", help="Pyxis/enroot image (.sqsh or URI): run the trainer in a container."),
     _option("container_mounts", list[str] | None, "--container-mounts", metavar="MOUNT", help="Extra container mount SRC[:DST[:FLAGS]] (repeatable); checkpoint, data, log and run dirs are always mounted."),
@@ -50,6 +51,7 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("data", str | None, "--data", help="Training data path or dataset name, passed to the trainer."),
     _option("max_steps", int | None, "--max-steps", help="Train to this many optimizer steps."),
     _option("env", list[str] | None, "--env", "-e", metavar="KEY[=VALUE]", help=_ENV_HELP),
+    _option("nccl_debug", str | None, "--nccl-debug", metavar="LEVEL", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket)."),
     _option("hyperpod", bool | None, "--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."),
     _option("max_restarts", int | None, "--max-restarts", help="Requeue at most this many times after a save or a crash [default: 3]."),
     _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),
@@ -78,24 +80,32 @@ class JobFlags:
     overrides: dict[str, object]
     profile: str | None
 
-    def build(self) -> Plan:
+    def build(self, slurm_env: Callable[[], Mapping[str, str]] | None = None) -> Plan:
         """The invocation's JobSpec and training settings: preset < config files <
-        HYPERLAUNCH_* < these flags."""
+        HYPERLAUNCH_* < these flags; what is left to the cluster is asked of the one
+        `slurm_env()` names (the CLI's usual cluster when None), only when needed."""
         from hyperlaunch.config import plan_job
 
-        return plan_job(self.overrides, profile=self.profile)
+        if slurm_env is None:
+            from hyperlaunch.cli._cluster import slurm_env as cluster_env
+
+            slurm_env = cluster_env
+        return plan_job(self.overrides, profile=self.profile, slurm_env=slurm_env)
 
 
 def show_settings(plan: Plan) -> None:
     """The training settings the job runs with and where each came from, on stderr."""
     from hyperlaunch.cli._output import out
 
-    if not plan.settings:
-        return
-    width = max(len(s.flag) for s in plan.settings)
-    lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
     spec = plan.spec
-    out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
+    if plan.settings:
+        width = max(len(s.flag) for s in plan.settings)
+        lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
+        out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
+    if plan.decided:
+        width = max(len(d.flag) for d in plan.decided)
+        lines = [f"{d.flag:<{width}}  {_shown(d.value):<8}  {d.source}" for d in plan.decided]
+        out.note_block(f"the job on {spec.instance_type} nodes:", lines)
 
 
 def _shown(value: object) -> str:
@@ -104,8 +114,9 @@ def _shown(value: object) -> str:
 
 def _job_flags(values: dict[str, Any]) -> JobFlags:
     overrides: dict[str, object] = {p.name: values.pop(p.name) for p in JOB_FLAG_PARAMETERS}
-    hyperpod = overrides["hyperpod"]
-    overrides["hyperpod"] = None if hyperpod is None else ("on" if hyperpod else "off")
+    for switch in ("hyperpod", "gres_gpus"):  # stored as auto/on/off; the flag says on or off
+        given = overrides[switch]
+        overrides[switch] = None if given is None else ("on" if given else "off")
     overrides["trainer_args"] = values.pop("trainer_args")
     return JobFlags(overrides=overrides, profile=values.pop("profile"))
 

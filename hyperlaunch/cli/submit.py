@@ -51,11 +51,14 @@ def submit(
 
     Example: hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
     """
+    import functools
+
     from hyperlaunch.launch import launch
     from hyperlaunch.cli._cluster import slurm_env
 
-    plan = job.build()
-    env = {} if dry_run else slurm_env()
+    cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
+    plan = job.build(cluster_env)
+    env = {} if dry_run else cluster_env()
     launched = launch(plan.spec, env=env, dry_run=dry_run)
     show_settings(plan)  # once submitted: a refusal stays one line
     _report(launched, as_json, "submitted")

@@ -113,18 +113,18 @@ def test_the_export_flag_adds_the_names_to_what_sbatch_would_export(sbatch_expor
 
 
 def test_a_forwarded_preset_variable_keeps_the_submitted_value_on_the_nodes(tmp_path: Path) -> None:
-    """The p5 preset sets FI_PROVIDER; forwarding it must not be undone by the preset's export."""
+    """The p5 preset sets FI_EFA_USE_HUGE_PAGE; forwarding it must not be undone by the preset's export."""
     spec = build_spec(
-        {"model": "qwen3_tiny", "instance_type": "p5.48xlarge", "env": ["FI_PROVIDER", "HF_TOKEN"], "hyperpod": "off", "torchrun": "torchrun"},
+        {"model": "qwen3_tiny", "instance_type": "p5.48xlarge", "env": ["FI_EFA_USE_HUGE_PAGE", "HF_TOKEN"], "hyperpod": "off", "torchrun": "torchrun"},
         cwd=tmp_path,
         environ={},
     )
     script = render_sbatch(spec)
-    assert "FI_PROVIDER=" not in script and SECRET not in script
-    run = run_script(script, tmp_path, env={"FI_PROVIDER": "tcp", "HF_TOKEN": SECRET})
+    assert "FI_EFA_USE_HUGE_PAGE=" not in script and SECRET not in script
+    run = run_script(script, tmp_path, env={"FI_EFA_USE_HUGE_PAGE": "1", "HF_TOKEN": SECRET})
     assert run.returncode == 0, run.stderr
     assert run.trainer is not None
-    assert run.trainer["env"]["FI_PROVIDER"] == "tcp"
+    assert run.trainer["env"]["FI_EFA_USE_HUGE_PAGE"] == "1"
     assert run.trainer["env"]["HF_TOKEN"] == SECRET
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import checkpoints
-from hyperlaunch.job_status import _expand, summarize
+from hyperlaunch.job_status import summarize
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
 from hyperlaunch.slurm import Attempt, NodeEvent
@@ -112,19 +112,6 @@ def test_progress_comes_from_metrics_and_the_pointer(record: JobRecord) -> None:
 def test_a_job_sacct_does_not_know_yet_is_unknown(record: JobRecord) -> None:
     status = summarize(record, [], [])
     assert status.state == "UNKNOWN" and status.restarts == () and status.progress.last_step is None
-
-
-@pytest.mark.parametrize(
-    ("hostlist", "names"),
-    [
-        ("node[1-3]", ["node1", "node2", "node3"]),
-        ("node[1,3],gpu7", ["node1", "node3", "gpu7"]),
-        ("ip-10-1-[01-02]", ["ip-10-1-01", "ip-10-1-02"]),
-        ("single", ["single"]),
-    ],
-)
-def test_hostlists_expand_like_slurm(hostlist: str, names: list[str]) -> None:
-    assert _expand(hostlist) == names
 
 
 def test_restart_limit_fails_the_job_naming_the_last_failure(record: JobRecord) -> None:

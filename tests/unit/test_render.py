@@ -36,15 +36,15 @@ PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir"
 VARIANTS: dict[str, JobSpec] = {
     "plain": JobSpec(model="qwen3_tiny", torchrun="torchrun", **PATHS),
     "efa_preset": JobSpec(
-        model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, hyperpod="off",
+        model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="on", hyperpod="off",
         env=(("NCCL_DEBUG", "INFO"), ("HF_TOKEN", None)), **PATHS,
     ),
     "pyxis_container": JobSpec(
-        model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", container_image="/fsx/images/train.sqsh",
+        model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", gres_gpus="on", container_image="/fsx/images/train.sqsh",
         container_mounts=("/fsx/data:/data:ro",), data="/fsx/data/wikitext", hyperpod="off", **PATHS,
     ),
     "hyperpod_auto_resume": JobSpec(
-        model="llama3_1_8b", nodes=4, instance_type="p5en.48xlarge", hyperpod="on", time="2-00:00:00",
+        model="llama3_1_8b", nodes=4, instance_type="p5en.48xlarge", gres_gpus="on", hyperpod="on", time="2-00:00:00",
         max_restarts=5, signal_seconds=600, **PATHS,
     ),
     "multi_node": JobSpec(
@@ -52,7 +52,12 @@ VARIANTS: dict[str, JobSpec] = {
         exclude=("node4",), max_steps=40, job_name="tiny run", torchrun="/opt/venv/bin/torchrun",
         trainer_args=("--checkpoint-every", "10"), **PATHS,
     ),
-    "single_node": JobSpec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", max_steps=100, **PATHS),
+    "single_node": JobSpec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", gres_gpus="on", max_steps=100, **PATHS),
+    # HyperPod without GPU GRES: whole nodes, torchrun starts the 8 processes; SageMaker's name.
+    "p5_without_gres": JobSpec(
+        model="qwen3_0_6b", nodes=2, instance_type="ml.p5.48xlarge", exclusive=True, gres_gpus="off",
+        nccl_debug="info", **PATHS,
+    ),
 }
 
 

@@ -90,7 +90,10 @@ def test_container_mounts_cover_the_shared_folders_once() -> None:
 
 def test_every_instance_preset_is_complete() -> None:
     names = known_instance_types()
-    for required in ("p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "g5.48xlarge", "g6.12xlarge", "cpu"):
+    for required in (
+        "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+        "g5.48xlarge", "g6.12xlarge", "g6e.48xlarge", "cpu",
+    ):
         assert required in names
     for name in names:
         preset = get_instance(name)
@@ -99,7 +102,35 @@ def test_every_instance_preset_is_complete() -> None:
             assert exports["NCCL_SOCKET_IFNAME"].startswith("^docker"), name
     p5 = dict(get_instance("p5.48xlarge").env)
     assert p5["FI_EFA_USE_HUGE_PAGE"] == "0" and p5["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+    for name in names:
+        # aws-ofi-nccl's current guide (REFERENCE.md §5): settings for old plugins and
+        # installers only, or never to be set
+        stale = {"FI_PROVIDER", "NCCL_PROTO", "FI_EFA_SET_CUDA_SYNC_MEMOPS", "NCCL_BUFFSIZE", "NCCL_MIN_CHANNELS", "RDMAV_FORK_SAFE"}
+        assert not stale & set(dict(get_instance(name).env)), name
     assert get_instance("cpu").gpu is None and get_instance("p5.48xlarge").peak_bf16_tflops_per_gpu == 989.0
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "efa"),
+    [
+        ("g5.xlarge", 1, False), ("g5.4xlarge", 1, False), ("g5.8xlarge", 1, True), ("g5.12xlarge", 4, True),
+        ("g6.2xlarge", 1, False), ("g6.16xlarge", 1, True), ("g6.48xlarge", 8, True),
+        ("g6e.xlarge", 1, False), ("g6e.24xlarge", 4, True), ("p4de.24xlarge", 8, True), ("p5e.48xlarge", 8, True),
+        ("cpu", 0, False),
+    ],
+)
+def test_sizes_of_a_family_have_their_own_gpus_and_efa(name: str, gpus: int, efa: bool) -> None:
+    preset = get_instance(name)
+    assert (preset.gpus_per_node, preset.efa) == (gpus, efa)
+    assert ("FI_EFA_USE_HUGE_PAGE" in dict(preset.env)) == efa, "EFA settings only where there is EFA"
+    if name.startswith("g"):
+        assert dict(preset.env)["NCCL_SHM_USE_CUDA_MEMCPY"] == "1"
+
+
+def test_sagemaker_names_find_the_same_preset() -> None:
+    assert get_instance("ml.p5.48xlarge") == get_instance("p5.48xlarge")
+    with pytest.raises(InvalidInput, match="unknown instance type 'ml.p9.48xlarge'"):
+        get_instance("ml.p9.48xlarge")
 
 
 def test_the_trainer_finds_a_gpus_peak_in_the_instance_presets() -> None:
@@ -109,4 +140,5 @@ def test_the_trainer_finds_a_gpus_peak_in_the_instance_presets() -> None:
     assert peak_bf16_flops("NVIDIA B200") == 2250e12
     assert peak_bf16_flops("NVIDIA L4") == 121e12
     assert peak_bf16_flops("NVIDIA A10G") is None, "env/g5.toml: no published dense bf16 figure"
-    assert peak_bf16_flops("NVIDIA L40S") is None and peak_bf16_flops("NVIDIA GeForce RTX 4090") is None
+    assert peak_bf16_flops("NVIDIA L40S") == 362e12, "an L40S is not an L4"
+    assert peak_bf16_flops("NVIDIA GeForce RTX 4090") is None
