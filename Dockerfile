@@ -13,8 +13,9 @@
 # - INSTALL_EFA=1 runs the AWS EFA installer in user-space mode (no kernel module), which
 #   provides both under /opt/amazon. Recent NGC PyTorch images may already ship them; the
 #   default (0) leaves the image as the base made it, and builds without network access to AWS.
-# - FI_PROVIDER=efa and the other per-instance variables are NOT set here: the sbatch script
-#   exports them from hyperlaunch's env/<family>.toml preset for the instance type, so the same
+# - The per-instance EFA/NCCL variables are NOT set here (nor FI_PROVIDER=efa, which only
+#   aws-ofi-nccl <= 1.5 needs): the sbatch script exports them from hyperlaunch's
+#   env/<family>.toml preset for the instance type, so the same
 #   image also runs on g5/g6 and CPU nodes. Inside a container NCCL_SOCKET_IFNAME is
 #   `^docker0,lo` (the presets' container_env).
 # - If NCCL logs "libnccl-net.so: cannot open shared object file", pass
