@@ -19,12 +19,12 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.errors import CheckpointError, InvalidInput
 from hyperlaunch.models import PRESETS, get_preset
 
@@ -124,30 +124,16 @@ def read_info(path: Path) -> dict[str, object] | None:
 
 def _read_small(path: Path, limit: int) -> bytes | None:
     """At most `limit`+1 bytes of a small file the trainer writes (a pointer, an info file),
-    None when there is none. Opened without blocking and read only when it is a regular
-    file, following symlinks: a FIFO cannot hang the reader, nor a link to an endless file
-    (/dev/zero) fill its memory. Anything else there is a CheckpointError."""
+    None when there is none; anything but a readable regular file there is a CheckpointError
+    (hyperlaunch.bounded_read: a FIFO cannot hang the reader, nor /dev/zero fill its memory)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return read_regular(Path(path), limit)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except NotRegularFile:
+        raise CheckpointError(f"{path} is not a regular file", hint="fix or delete it") from None
     except OSError as err:
         raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CheckpointError(f"{path} is not a regular file", hint="fix or delete it")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    except OSError as err:
-        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
 
 
 def write_info(path: Path, info: dict[str, object]) -> None:

@@ -15,7 +15,6 @@ import math
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 import uuid
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperlaunch.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.errors import HyperlaunchError, InvalidInput, JobNotFound, RecordUnreadable
 from hyperlaunch.paths import hyperlaunch_home
 from hyperlaunch.private_files import private_dir, write_private
@@ -170,19 +170,11 @@ def _read_record(path: Path) -> Any:
     not a readable regular file holding JSON. Opened without blocking, so a FIFO cannot hang
     `status`, and read up to a bound no record comes near."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        raw = read_regular(path, _MAX_RECORD_BYTES)
+    except NotRegularFile as err:
+        raise ValueError("a folder, not a file" if err.is_dir else "not a regular file") from None
     except OSError as err:
         raise ValueError(err.strerror or str(err)) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError("a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(_MAX_RECORD_BYTES + 1)
-    except OSError as err:
-        raise ValueError(err.strerror or str(err)) from None
-    finally:
-        os.close(fd)
     if len(raw) > _MAX_RECORD_BYTES:
         raise ValueError(f"larger than {_MAX_RECORD_BYTES} bytes")
     try:

@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import re
-import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hyperlaunch.bounded_read import read_regular
 from hyperlaunch.errors import CheckpointError, ConfigError, DataError, InvalidInput, ModelUnavailable, NodeProblem
 
 
@@ -93,18 +93,9 @@ def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
     without blocking and never read), a device. What a reader of the files the job writes
     uses, so one odd file there cannot hang or crash `status` or `logs`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, ValueError):
+        return read_regular(Path(path), limit)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read() if limit is None else handle.read(limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def format_attempt_marker(event: str, restart: int, job: str, fields_text: str, time: str) -> str:

@@ -1,0 +1,39 @@
+"""Reading a small file someone else's process writes (a pointer, a record, a log) without
+trusting what is there: opened without blocking and read only when it is a regular file
+(a FIFO cannot hang the reader, a device or a link to /dev/zero cannot fill its memory),
+and at most a bound. Torch-free; the CLI and the trainer share it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+class NotRegularFile(OSError):
+    """Something other than a regular file is where a file should be."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        super().__init__(f"{path} is not a regular file")
+        self.is_dir = stat.S_ISDIR(mode)
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of `path`, at most `limit`+1 of them (so a caller can tell it is too long).
+    FileNotFoundError when there is none, NotRegularFile for a folder, FIFO or device, any
+    other OSError as the system says it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(path, mode)
+        chunks, size = [], 0
+        while limit is None or size <= limit:
+            chunk = os.read(fd, 1 << 20 if limit is None else limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
