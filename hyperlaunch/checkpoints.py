@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.bounded_read import NotRegularFile, read_regular
+from hyperlaunch.paths import is_dir
 from hyperlaunch.errors import CheckpointError, InvalidInput
 from hyperlaunch.models import PRESETS, get_preset
 
@@ -47,15 +48,7 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 def is_model_directory(model: str) -> bool:
     """Whether --model names a local Hugging Face model directory rather than a preset: not a
     preset name, and either a path (it holds a separator) or an existing directory."""
-    return model not in PRESETS and (os.sep in model or _is_dir(model))
-
-
-def _is_dir(path: str) -> bool:
-    # Path.is_dir raises for a name the file system cannot hold (ENAMETOOLONG): not a directory.
-    try:
-        return Path(path).is_dir()
-    except (OSError, ValueError):
-        return False
+    return model not in PRESETS and (os.sep in model or is_dir(model))
 
 
 def checkpoint_name(model: str, model_name: str | None = None) -> str:

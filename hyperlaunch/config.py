@@ -33,7 +33,7 @@ from hyperlaunch.errors import ConfigError, InvalidInput
 from hyperlaunch.instances import canonical_instance_type, get_instance
 from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.recommend import Setting
-from hyperlaunch.paths import hyperlaunch_home
+from hyperlaunch.paths import hyperlaunch_home, is_dir, is_file
 from hyperlaunch.spec import JobSpec
 
 PROJECT_CONFIG_NAME = "hyperlaunch.toml"
@@ -318,7 +318,7 @@ def _resolve_model(settings: Settings, cwd: Path) -> None:
     model = str(settings["model"])
     if model not in PRESETS:
         local_model = _absolute(model, cwd)
-        if _is_dir(Path(local_model)):
+        if is_dir(local_model):
             settings["model"] = local_model
         elif is_model_directory(model):
             raise InvalidInput(f"--model {model}: no such model directory; presets: {', '.join(PRESETS)}")
@@ -341,7 +341,7 @@ def _recommend(settings: Settings) -> tuple[Setting, ...]:
     instance_type = str(settings.get("instance_type", "cpu"))
     gpu = get_instance(instance_type).gpus_per_node > 0
     user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
-    own_tokenizer = model not in PRESETS and _is_file(Path(model) / "tokenizer_config.json")
+    own_tokenizer = model not in PRESETS and is_file(Path(model) / "tokenizer_config.json")
     chosen = recommend.recommended(
         spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
         data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
@@ -386,22 +386,6 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = _default_torchrun()
     return JobSpec(**settings)  # type: ignore[arg-type]
-
-
-def _is_dir(path: Path) -> bool:
-    # Path.is_dir raises for a name the file system cannot hold (ENAMETOOLONG); JobSpec's
-    # validation names what is wrong with such a path.
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
 
 
 def _absolute(path: str, cwd: Path) -> str:

@@ -32,3 +32,20 @@ def _check_can_be_folder(home: Path, what: str) -> None:
             where = "is a file" if candidate == home else f"is under {candidate}, a file"
             raise ConfigError(f"{what} {str(home)[:200]} {where}, not a folder", hint="point HYPERLAUNCH_HOME at a folder")
         return
+
+
+def is_dir(path: str | Path) -> bool:
+    """Path.is_dir, but a name the file system cannot hold (over 255 bytes, a NUL) is no
+    folder rather than an error: the validation that follows says what is wrong with it."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def is_file(path: str | Path) -> bool:
+    """Path.is_file, with is_dir's tolerance of names no file can have."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
