@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +16,8 @@ from hyperlaunch.script_env import RESERVED_ENV_RULE
 
 if TYPE_CHECKING:
     from hyperlaunch.config import Plan
+    from hyperlaunch.detect import Decision
+    from hyperlaunch.recommend import Setting
 
 _PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
 
@@ -99,13 +101,15 @@ def show_settings(plan: Plan) -> None:
 
     spec = plan.spec
     if plan.settings:
-        width = max(len(s.flag) for s in plan.settings)
-        lines = [f"{s.flag:<{width}}  {_shown(s.value):<8}  {s.source}" for s in plan.settings]
-        out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", lines)
+        out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", _rows(plan.settings))
     if plan.decided:
-        width = max(len(d.flag) for d in plan.decided)
-        lines = [f"{d.flag:<{width}}  {_shown(d.value):<8}  {d.source}" for d in plan.decided]
-        out.note_block(f"the job on {spec.instance_type} nodes:", lines)
+        out.note_block(f"the job on {spec.instance_type} nodes:", _rows(plan.decided))
+
+
+def _rows(items: Sequence[Setting | Decision]) -> list[str]:
+    """`--flag  value  source`, aligned."""
+    width = max(len(item.flag) for item in items)
+    return [f"{item.flag:<{width}}  {_shown(item.value):<8}  {item.source}" for item in items]
 
 
 def _shown(value: object) -> str:
