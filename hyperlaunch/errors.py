@@ -80,6 +80,13 @@ class NodeProblem(HyperlaunchError):
     exit_code = 9
 
 
+class AwsError(HyperlaunchError):
+    """An AWS API call failed (no credentials or region, denied, not found, unreachable):
+    AWS's own code and message are carried along."""
+
+    exit_code = 10
+
+
 EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
@@ -91,5 +98,6 @@ EXIT_CODES: dict[int, str] = {
     7: "job not found, or its record cannot be read (the message names the file)",
     8: "doctor: at least one check failed",
     9: "the trainer: this node lacks what the job needs (e.g. no CUDA device for --device cuda)",
+    10: "AWS refused or failed (no credentials or region, access denied, no such cluster; AWS's message is shown)",
     130: "interrupted",
 }

@@ -14,6 +14,8 @@ import pytest
 
 from tests.integration.devcluster_helpers import hyperlaunch, session_cluster_root
 
+pytest_plugins = ["tests.moto_aws"]  # the `aws` fixture: a local moto server
+
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 """The home of whoever runs the tests, read before the session replaces HOME."""
 _STARTED = time.time()
