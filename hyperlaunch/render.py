@@ -167,6 +167,10 @@ def srun_flags(spec: JobSpec) -> list[str]:
             f"--container-workdir={spec.container_workdir or spec.run_dir}",
             "--no-container-mount-home",
         ]
+        if spec.container_name is not None:
+            # A named container outlives the step: a requeued attempt (or, with Pyxis's default
+            # container_scope=global, a later job) on the same node skips the import and unpack.
+            flags.append(f"--container-name={spec.container_name}")
     return flags
 
 

@@ -11,7 +11,7 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from hyperlaunch import checkpoints, trainer_args as targs
+from hyperlaunch import checkpoints, containers, trainer_args as targs
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS
@@ -85,11 +85,16 @@ class JobSpec:
     exclude: tuple[str, ...] = ()
     """Nodes Slurm must not use (`--exclude`), e.g. the ones that failed a previous attempt."""
     container_image: str | None = None
-    """Pyxis/enroot image (`.sqsh` path or registry URI); None runs on the host."""
+    """Pyxis/enroot image (`.sqsh` path or registry URI, a `REGISTRY/repo:tag` one taken as
+    Pyxis's `REGISTRY#repo:tag`); None runs on the host."""
     container_mounts: tuple[str, ...] = ()
-    """Extra Pyxis mounts `SRC[:DST[:FLAGS]]`; checkpoint, data, log and run dirs are always mounted."""
+    """Extra Pyxis mounts `SRC[:DST[:FLAGS]]`; the job's own paths are always mounted (containers.job_paths)."""
     container_workdir: str | None = None
     """Working directory inside the container; None uses run_dir."""
+    container_name: str | None = None
+    """Pyxis container name, so an attempt on a node that unpacked the image before reuses it.
+    None (or an `hl-` name, derived before) is derived from the image's identity again
+    (containers.derived_name); None after that when a .sqsh file cannot be read here."""
     data: str | None = None
     """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
     max_steps: int | None = None
@@ -124,6 +129,11 @@ class JobSpec:
         object.__setattr__(self, "instance_type", instance.name)
         if isinstance(self.nccl_debug, str):
             object.__setattr__(self, "nccl_debug", self.nccl_debug.upper())
+        if self.container_image is not None:
+            object.__setattr__(self, "container_image", containers.pyxis_image(self.container_image))
+        if self.container_name is None or containers.is_derived_name(self.container_name):
+            image = self.container_image
+            object.__setattr__(self, "container_name", None if image is None else containers.derived_name(image))
         # Fill the two derived defaults once, so every later reader sees concrete values.
         if self.gpus_per_node is None:
             object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
@@ -339,11 +349,20 @@ def _validate_paths(spec: JobSpec) -> None:
 
 def _validate_container(spec: JobSpec) -> None:
     if spec.container_image is None:
+        if spec.container_name is not None:
+            _fail(f"--container-name {_shown(spec.container_name)} needs --container-image (it names the unpacked image)")
         return
     _check_text("container image", spec.container_image)
     _check_text("container workdir", spec.container_workdir)
+    name = spec.container_name
+    if name is not None and not containers.is_derived_name(name):
+        if not containers.CONTAINER_NAME.fullmatch(name) or len(name) > containers.CONTAINER_NAME_MAX:
+            _fail(
+                f"--container-name {_shown(name)}: use letters, digits, '_', '.', '-' (not first), "
+                f"at most {containers.CONTAINER_NAME_MAX} characters"
+            )
     # Pyxis splits --container-mounts on ',' and each mount on ':'.
-    for path in _default_mount_paths(spec):
+    for path, _ in containers.job_paths(spec):
         _check_text("mounted path", path)
         if "," in path or ":" in path:
             _fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
@@ -353,18 +372,10 @@ def _validate_container(spec: JobSpec) -> None:
             _fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
 
 
-def _default_mount_paths(spec: JobSpec) -> list[str]:
-    paths = [spec.checkpoint_dir, spec.log_dir, spec.run_dir]
-    if spec.data is not None and os.path.isabs(spec.data):
-        paths.append(spec.data)
-    return paths
-
-
 def default_container_mounts(spec: JobSpec) -> list[str]:
-    """Mounts every container job gets: the shared folders the trainer reads and writes, each at
-    the same path inside, then the user's; duplicates dropped, order kept."""
-    mounts = [f"{path}:{path}" for path in _default_mount_paths(spec)] + list(spec.container_mounts)
-    return list(dict.fromkeys(mounts))
+    """Mounts every container job gets (containers.container_mounts): every path the trainer
+    reads or writes, at the same path inside, then the user's."""
+    return containers.container_mounts(spec)
 
 
 def _validate_signal(spec: JobSpec) -> None:

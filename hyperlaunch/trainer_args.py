@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 MODEL_NAME = "--model-name"
 """Names a model directory's checkpoints (hyperlaunch.checkpoints.checkpoint_name)."""
+TOKENIZER = "--tokenizer"
+"""A tokenizer directory (or `offline`, or a hub name): a container job mounts the directory."""
 SPEC_OWNED = ("--model", "--checkpoint-dir", "--run-dir", "--max-steps", "--data")
 """Trainer flags that hyperlaunch writes from the job's own settings (render.trainer_argv):
 given again after `--` they would silently win over what `status`, `checkpoints` and `resume`

@@ -46,9 +46,22 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("exclusive", bool | None, "--exclusive/--no-exclusive", help="Whole nodes only [default: on for GPU instance types]."),
     _option("gres_gpus", bool | None, "--gres-gpus/--no-gres-gpus", help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."),
     _option("exclude", list[str] | None, "--exclude", metavar="NODE", help="A node Slurm must not use (repeatable)."),
-    _option("container_image", str | None, "--container-image", help="Pyxis/enroot image (.sqsh or URI): run the trainer in a container."),
-    _option("container_mounts", list[str] | None, "--container-mounts", metavar="MOUNT", help="Extra container mount SRC[:DST[:FLAGS]] (repeatable); checkpoint, data, log and run dirs are always mounted."),
+    _option("container_image", str | None, "--container-image", help=(
+        "Run the trainer in a Pyxis/enroot container: a .sqsh file on storage every node reads (see setup-pyxis.sh), "
+        "or a registry image such as 123456789012.dkr.ecr.us-west-2.amazonaws.com/repo:tag (sent to Pyxis as REGISTRY#repo:tag; "
+        "for ECR run `hyperlaunch ecr-login` first)."
+    )),
+    _option("container_mounts", list[str] | None, "--container-mounts", metavar="MOUNT", help=(
+        "Extra container mount SRC[:DST[:FLAGS]], FLAGS joined by '+' such as ro (repeatable). Already mounted at the same path: "
+        "checkpoint, log and run dirs (read-write); a local --model dir, a --tokenizer dir after `--` and the --data folder (read-only)."
+    )),
     _option("container_workdir", str | None, "--container-workdir", help="Working directory in the container [default: the run dir]."),
+    _option("container_name", str | None, "--container-name", metavar="NAME", help=(
+        "Pyxis container name: a node that unpacked the image under this name before (a requeued attempt, a later job) "
+        "reuses it instead of importing it again. [default: hl-<image>-<hash> of the image's identity: a .sqsh file's path, "
+        "size and mtime, so a rebuilt file gets a new name; a registry image's reference, so a tag pushed again is NOT "
+        "re-pulled where the old one is unpacked: use a digest (@sha256:...) or a new tag]. Letters, digits, _ . -"
+    )),
     _option("checkpoint_dir", str | None, "--checkpoint-dir", help="Checkpoint folder shared by all nodes [default: ./checkpoints]."),
     _option("data", str | None, "--data", help="Training data path or dataset name, passed to the trainer."),
     _option("max_steps", int | None, "--max-steps", help="Train to this many optimizer steps."),

@@ -50,7 +50,7 @@ FIELD_KINDS: dict[str, str] = {p.name: _kind(p) for p in JOB_FLAG_PARAMETERS}
 FIELD_KINDS["trainer_args"] = "list"
 NOT_FROM_ENVIRONMENT = ("env", "trainer_args")  # lists only TOML and flags can carry
 PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir", "data")
-CONTAINER_FIELDS = ("container_mounts", "container_workdir")
+CONTAINER_FIELDS = ("container_mounts", "container_workdir", "container_name")
 
 PLAUSIBLE: dict[str, list[str]] = {
     "model": [BASE_MODEL, "llama_tiny", f"{T}/models/Qwen2.5-0.5B"],
@@ -65,6 +65,7 @@ PLAUSIBLE: dict[str, list[str]] = {
     "container_image": [f"{T}/img.sqsh", "nvcr.io#nvidia/pytorch:24.01-py3"],
     "container_mounts": [f"{T}/data:/data", f"{T}/x:/x:ro"],
     "container_workdir": [f"{T}/wd"],
+    "container_name": ["qwen-v1", "hl-old-0123456789abcdef"],
     "checkpoint_dir": [f"{T}/ck", "ck"],
     "data": [f"{T}/data.jsonl", "wikitext"],
     "max_steps": ["10"],

@@ -43,6 +43,13 @@ VARIANTS: dict[str, JobSpec] = {
         model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", gres_gpus="on", container_image="/fsx/images/train.sqsh",
         container_mounts=("/fsx/data:/data:ro",), data="/fsx/data/wikitext", hyperpod="off", **PATHS,
     ),
+    # What users copy from ECR's console, a local model, a data file and a tokenizer folder:
+    # each mounted read-only, and a container name derived from the image reference.
+    "pyxis_ecr": JobSpec(
+        model="/fsx/models/Qwen3-0.6B", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off",
+        container_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/hyperlaunch:v1", data="/fsx/data/corpus.jsonl",
+        trainer_args=("--tokenizer", "/fsx/tokenizers/qwen3"), hyperpod="off", **PATHS,
+    ),
     "hyperpod_auto_resume": JobSpec(
         model="llama3_1_8b", nodes=4, instance_type="p5en.48xlarge", gres_gpus="on", hyperpod="on", time="2-00:00:00",
         max_restarts=5, signal_seconds=600, **PATHS,

@@ -80,11 +80,12 @@ def test_container_mounts_cover_the_shared_folders_once() -> None:
         run_dir="/shared/ckpt",
         container_mounts=("/fsx:/fsx", "/fsx:/fsx"),
     )
+    # Parents first (a later mount hides what an earlier one put under it); data read-only.
     assert default_container_mounts(spec) == [
+        "/fsx:/fsx",
         "/shared/ckpt:/shared/ckpt",
         "/shared/logs:/shared/logs",
-        "/shared/data:/shared/data",
-        "/fsx:/fsx",
+        "/shared/data:/shared/data:ro",
     ]
 
 
