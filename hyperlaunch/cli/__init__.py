@@ -25,6 +25,7 @@ _COMMANDS = {
     "models": ("hyperlaunch.cli.models", "models"),
     "checkpoints": ("hyperlaunch.cli.checkpoints", "checkpoints"),
     "doctor": ("hyperlaunch.cli.doctor", "doctor"),
+    "ecr-login": ("hyperlaunch.cli.ecr_login", "ecr_login"),
 }
 
 
