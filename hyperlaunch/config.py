@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch import detect, recommend
+from hyperlaunch import containers, detect, recommend
 from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.compat import tomllib
@@ -383,6 +383,9 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     # spelled as one, goes absolute; anything else stays a name (a dataset on a hub).
     if isinstance(data, str) and (data.startswith((".", "~", "/")) or os.path.lexists(os.path.join(cwd, data))):
         settings["data"] = _absolute(data, cwd)
+    image = settings.get("container_image")
+    if isinstance(image, str) and containers.is_image_file(image) and not os.path.isabs(image):
+        settings["container_image"] = _absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = _default_torchrun()
     return JobSpec(**settings)  # type: ignore[arg-type]

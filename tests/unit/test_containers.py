@@ -213,3 +213,13 @@ def test_a_path_used_for_reading_and_writing_is_mounted_read_write_once() -> Non
 def test_a_mounted_path_pyxis_would_split_is_refused(changes: dict[str, object]) -> None:
     with pytest.raises(InvalidInput, match="',' or ':'"):
         make(**changes)
+
+
+def test_a_relative_sqsh_path_becomes_absolute(tmp_path: Path) -> None:
+    from hyperlaunch.config import build_spec
+
+    for given in ("images/train.sqsh", "./images/train.sqsh"):
+        spec = build_spec({"model": "qwen3_tiny", "container_image": given}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
+        assert spec.container_image == str(tmp_path / "images" / "train.sqsh")
+    uri = build_spec({"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag"}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
+    assert uri.container_image == f"{ECR}#repo:tag"
