@@ -203,6 +203,11 @@ def test_a_folder_or_a_file_in_the_way_is_one_line(aws: LocalAws, tmp_path: Path
     assert blocker.read_text() == "mine\n"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where nobody (root included) makes folders")
+def test_an_unwritable_place_is_one_line(aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> None:
+    _one_line_error(login(monkeypatch, "--credentials-file", "/proc/hyperlaunch-test/.credentials"), 2, "cannot write there")
+
+
 def test_an_aws_failure_leaves_the_file_as_it_was(aws: LocalAws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "enroot" / ".credentials"
     target.parent.mkdir()
