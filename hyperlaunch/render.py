@@ -23,7 +23,7 @@ from importlib import resources
 
 import jinja2
 
-from hyperlaunch import __version__
+from hyperlaunch import __version__, nccl_plugin
 from hyperlaunch.protocol import (
     ATTEMPT_MARKER_PRINTF,
     REQUEUE_EXIT_CODE,
@@ -81,6 +81,9 @@ def render_sbatch(spec: JobSpec) -> str:
         cause={member.name: member.value for member in RestartCause},
         action={member.name: member.value for member in AttemptAction},
         launch_command=launch_command(spec),
+        # GPU jobs log which NCCL network plugin each node finds (templates/partials/step.sh.j2).
+        nccl_check=bool(spec.gpus_per_node),
+        **nccl_plugin.template_values(),
     )
 
 
