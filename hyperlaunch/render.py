@@ -216,8 +216,19 @@ def _load_template(name: str) -> str:
     return resources.files("hyperlaunch.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
 
 
+def render_node_probe() -> str:
+    """The script `doctor` runs on each compute node (templates/node_probe.sh.j2), with the
+    same NCCL plugin search as the batch script."""
+    return _environment().get_template("node_probe.sh.j2").render(**nccl_plugin.template_values())
+
+
 @functools.cache
 def _template() -> jinja2.Template:
+    return _environment().get_template("sbatch.sh.j2")
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         undefined=jinja2.StrictUndefined,
@@ -230,4 +241,4 @@ def _template() -> jinja2.Template:
     environment.filters["q"] = shell_quote
     environment.filters["sbatch_arg"] = sbatch_quote
     environment.filters["comment"] = comment_text
-    return environment.get_template("sbatch.sh.j2")
+    return environment
