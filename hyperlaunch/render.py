@@ -227,8 +227,9 @@ def _template() -> jinja2.Template:
     return _environment().get_template("sbatch.sh.j2")
 
 
-@functools.cache
 def _environment() -> jinja2.Environment:
+    # Not cached itself: clearing _template's cache must give a fresh environment (tests do,
+    # to change where compiled templates are kept).
     environment = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         undefined=jinja2.StrictUndefined,
