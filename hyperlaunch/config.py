@@ -135,6 +135,31 @@ def resolve_checkpoint_dir(
     return Path(_absolute(str(value), cwd))
 
 
+def resolve_job_launch(
+    partition: str | None = None,
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+) -> dict[str, str | None]:
+    """partition, container_image and torchrun as `build_spec` would layer them, with no model
+    needed: what `doctor` probes the compute nodes for. torchrun is None in a container."""
+    cwd = cwd or Path.cwd()
+    environ = os.environ if environ is None else environ
+    layers = _layers_below_flags(profile, cwd, environ, user_config)
+    layers.append((_FLAGS_LAYER, _from_flags({"partition": partition})))
+    merged = _merge([settings for _, settings in layers])
+    image = merged.get("container_image")
+    torchrun = None if image is not None else str(merged.get("torchrun") or _default_torchrun())
+    part = merged.get("partition")
+    return {
+        "partition": None if part is None else str(part),
+        "container_image": None if image is None else str(image),
+        "torchrun": torchrun,
+    }
+
+
 def _layers_below_flags(
     profile: str | None, cwd: Path, environ: Mapping[str, str], user_config: Path | None
 ) -> list[Layer]:

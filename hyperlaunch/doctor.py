@@ -3,6 +3,7 @@
 Every check is a small function of `Probes` (which binary is on PATH, what a command prints,
 which files exist, the mount table), so unit tests hand in fakes and the real probes run
 Slurm commands through hyperlaunch.slurm only. Torch-free: doctor runs on a login node.
+These checks look from the login node; hyperlaunch.node_probe looks from the compute nodes.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from importlib import resources
 
 import jinja2
 
-from hyperlaunch import __version__
+from hyperlaunch import __version__, nccl_plugin
 from hyperlaunch.protocol import (
     ATTEMPT_MARKER_PRINTF,
     REQUEUE_EXIT_CODE,
@@ -81,6 +81,9 @@ def render_sbatch(spec: JobSpec) -> str:
         cause={member.name: member.value for member in RestartCause},
         action={member.name: member.value for member in AttemptAction},
         launch_command=launch_command(spec),
+        # GPU jobs log which NCCL network plugin each node finds (templates/partials/step.sh.j2).
+        nccl_check=bool(spec.gpus_per_node),
+        **nccl_plugin.template_values(),
     )
 
 
@@ -217,8 +220,20 @@ def _load_template(name: str) -> str:
     return resources.files("hyperlaunch.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
 
 
+def render_node_probe() -> str:
+    """The script `doctor` runs on each compute node (templates/node_probe.sh.j2), with the
+    same NCCL plugin search as the batch script."""
+    return _environment().get_template("node_probe.sh.j2").render(**nccl_plugin.template_values())
+
+
 @functools.cache
 def _template() -> jinja2.Template:
+    return _environment().get_template("sbatch.sh.j2")
+
+
+def _environment() -> jinja2.Environment:
+    # Not cached itself: clearing _template's cache must give a fresh environment (tests do,
+    # to change where compiled templates are kept).
     environment = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         undefined=jinja2.StrictUndefined,
@@ -231,4 +246,4 @@ def _template() -> jinja2.Template:
     environment.filters["q"] = shell_quote
     environment.filters["sbatch_arg"] = sbatch_quote
     environment.filters["comment"] = comment_text
-    return environment.get_template("sbatch.sh.j2")
+    return environment

@@ -32,6 +32,10 @@ NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILUR
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
 """Variables that change what bash runs or how it splits words."""
 
+NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH",)
+"""Read by the script but not reserved: a GPU job's step looks for NCCL's network plugin where
+NCCL's loader would, so a value the user gives (`--env LD_LIBRARY_PATH=...`) is the one to read."""
+
 RESERVED_ENV_NAMES: frozenset[str] = frozenset(SLURM_NAMES_READ + NAMES_SET + SHELL_NAMES)
 """Every name `--env` refuses. PATH and LD_* stay allowed (LD_PRELOAD is the NCCL-plugin workaround)."""
 

@@ -4,6 +4,7 @@ runner and integration tests exercise the real binaries."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import subprocess
@@ -84,16 +85,85 @@ def node_states(*, env: Mapping[str, str] | None = None) -> list[NodeInfo]:
     return [nodes[name] for name in sorted(nodes, key=_natural_key)]
 
 
+def config_values(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The running configuration (`scontrol show config`) as KEY -> value text.
+    SlurmError when no controller answers."""
+    out = run(["scontrol", "show", "config"], env=env, timeout=15).stdout
+    values = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            values.setdefault(key.strip(), value.strip())
+    return values
+
+
 def gres_types(*, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The generic resources slurm.conf declares (GresTypes of `scontrol show config`), e.g.
     ('gpu',); () when it declares none. SlurmError when no controller answers."""
-    out = run(["scontrol", "show", "config"], env=env, timeout=15).stdout
+    kinds = config_values(env=env).get("GresTypes", "")
+    return () if kinds in ("", "(null)") else tuple(k.strip() for k in kinds.split(",") if k.strip())
+
+
+@dataclass(frozen=True)
+class PartitionNode:
+    """One node of one partition, as sinfo lists it (a node in two partitions appears twice)."""
+
+    name: str
+    state: str
+    """sinfo's long state: idle, mixed, allocated, drained, down*, idle~ (powered down), ..."""
+    partition: str
+    default: bool
+    """The partition is the cluster's default (sinfo marks it with `*`)."""
+
+
+def partition_nodes(*, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """Every node of every partition with its state, in one sinfo call."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P"], env=env, timeout=15).stdout
+    rows = []
     for line in out.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "GresTypes":
-            kinds = value.strip()
-            return () if kinds in ("", "(null)") else tuple(k.strip() for k in kinds.split(",") if k.strip())
-    return ()
+        name, state, partition = (line.split("|", 2) + ["", ""])[:3]
+        if name.strip() and partition.strip():
+            part = partition.strip()
+            rows.append(PartitionNode(name.strip(), state.strip(), part.rstrip("*"), part.endswith("*")))
+    return sorted(rows, key=lambda row: (row.partition, _natural_key(row.name)))
+
+
+def run_on_nodes(
+    command: Sequence[str],
+    *,
+    nodes: Sequence[str],
+    partition: str,
+    env: Mapping[str, str] | None = None,
+    start_within_s: int = 20,
+    timeout_s: float = 90.0,
+) -> Result:
+    """Run `command` once on each of `nodes` (one task per node) in a job of its own that never
+    lingers: srun gives up when the nodes are not free within `start_within_s` (--immediate), the
+    job's time limit is a minute, and when srun has not finished after `timeout_s` the job is
+    cancelled (by its unique name) before SlurmError says so. A non-zero exit is returned."""
+    name = f"hyperlaunch-probe-{uuid.uuid4().hex[:12]}"
+    args = [
+        "srun",
+        f"--job-name={name}",
+        f"--partition={partition}",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}",
+        "--ntasks-per-node=1",
+        # The whole node, as a job gets it: no other job's step on it meanwhile.
+        "--exclusive",
+        "--time=1",
+        f"--immediate={start_within_s}",
+        "--quiet",
+        *command,
+    ]
+    try:
+        return run(args, env=env, timeout=timeout_s, check=False)
+    except SlurmError:
+        try:
+            run(["scancel", f"--name={name}", f"--user={getpass.getuser()}"], env=env, timeout=15, check=False)
+        except SlurmError:
+            pass  # the error below is the one to report
+        raise
 
 
 @dataclass(frozen=True)

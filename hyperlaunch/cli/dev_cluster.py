@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from hyperlaunch.cli._output import out
-from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT
+from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, GPU_PARTITION, GPUS_PER_GPU_NODE
 
 app = typer.Typer(
     help=(
@@ -47,21 +47,39 @@ def up(
     base_port: int = typer.Option(
         DEFAULT_BASE_PORT, "--base-port", help="slurmctld's port; slurmdbd, MariaDB and the slurmds use the ports after it."
     ),
+    gpu_nodes: int = typer.Option(
+        0,
+        "--gpu-nodes",
+        help=(
+            f"Extra nodes gpu1..gpuN in a partition of their own ({GPU_PARTITION}), each declaring "
+            f"Gres=gpu:{GPUS_PER_GPU_NODE} backed by fake device files (no GPU needed): to try jobs that "
+            "request GPUs as GRES. The default partition stays without GRES."
+        ),
+    ),
     directory: Path | None = DirOption,
 ) -> None:
     """Start the cluster (idempotent: a running cluster is left as it is)."""
     from hyperlaunch.devcluster import cluster
 
     result = cluster.up(
-        root=_root(directory), nodes=nodes, cpus_per_node=cpus_per_node, base_port=base_port, progress=_progress
+        root=_root(directory),
+        nodes=nodes,
+        cpus_per_node=cpus_per_node,
+        base_port=base_port,
+        gpu_nodes=gpu_nodes,
+        progress=_progress,
     )
     layout = result.state.layout
     if result.already_running:
         killed = result.state.killed_nodes
         extra = f"; killed nodes: {', '.join(killed)} (revive with 'dev-cluster revive-node')" if killed else ""
-        out.text(f"dev cluster already running in {layout.root} with {layout.nodes} nodes; nothing changed{extra}")
+        if layout.gpu_nodes != gpu_nodes:
+            extra += f"; it has {layout.gpu_nodes} GPU node(s), not {gpu_nodes}: 'dev-cluster down' first to change that"
+        out.text(f"dev cluster already running in {layout.root} with {len(layout.node_names)} nodes; nothing changed{extra}")
     else:
-        out.text(f"dev cluster up: {layout.nodes} nodes ({', '.join(layout.node_names)}) in {layout.root}")
+        out.text(f"dev cluster up: {len(layout.node_names)} nodes ({', '.join(layout.node_names)}) in {layout.root}")
+        if layout.gpu_nodes:
+            out.text(f"partition {GPU_PARTITION}: {', '.join(layout.gpu_node_names)} with Gres=gpu:{GPUS_PER_GPU_NODE} each (fake devices)")
     out.text("use it with:")
     out.text(f"  export SLURM_CONF={layout.slurm_conf}")
 

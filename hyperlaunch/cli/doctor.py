@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hyperlaunch.cli._output import out
 from hyperlaunch.errors import ChecksFailed
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from hyperlaunch.node_probe import ProbeResult
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -22,11 +27,29 @@ def doctor(
         ),
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
+    partition: Annotated[
+        str | None,
+        typer.Option(
+            "--partition", "-p", metavar="NAME", help="Partition whose idle nodes are probed [default: as submit resolves it, else the cluster's default]."
+        ),
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe",
+            help="Run a short step (at most a minute) on the partition's idle nodes to check them; only when slurmctld answers.",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
 ) -> None:
     """Check the cluster before submitting: sbatch and slurmctld, sacct, accounting, the Pyxis
     plugin, enroot, whether the checkpoint folder is on a filesystem all nodes share, EFA
     devices, HyperPod, GPUs per node. Each check passes, warns or fails, with a hint.
+
+    Then, when slurmctld answers, one short srun step on the partition's idle nodes reports
+    per node: GPUs, EFA devices, the NCCL network plugin, Pyxis and enroot, and the Python,
+    hyperlaunch and torch that the job's torchrun would run (a launcher venv the nodes cannot
+    see fails here, not in a job). Busy nodes are skipped and named.
 
     Run it on the login node you submit from. Exit code 0 when no check fails (warnings
     allowed), 8 when at least one fails; other codes as in `hyperlaunch --help`.
@@ -35,15 +58,25 @@ def doctor(
 
     \b
       hyperlaunch doctor
-      hyperlaunch doctor --checkpoint-dir /fsx/checkpoints
+      hyperlaunch doctor --checkpoint-dir /fsx/checkpoints --partition gpu
       hyperlaunch doctor --json | jq '.checks[] | select(.status != "pass")'
+      hyperlaunch doctor --json | jq '.node_probe.nodes[] | {node, python, hyperlaunch}'
     """
-    from hyperlaunch.config import resolve_checkpoint_dir
+    from hyperlaunch.config import resolve_checkpoint_dir, resolve_job_launch
     from hyperlaunch.doctor import run_checks, system_probes
     from hyperlaunch.cli._cluster import slurm_env
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
-    results = run_checks(system_probes(slurm_env()), checkpoint_dir=root)
+    launch = resolve_job_launch(partition, profile=profile)
+    env = slurm_env()
+    probes = system_probes(env)
+    results = run_checks(probes, checkpoint_dir=root)
+    answers = next(r.status == "pass" for r in results if r.name == "sbatch")
+    probed = _probe_nodes(env, launch, probes.local_names()) if probe and answers else None
+    if probed is not None:
+        from hyperlaunch.node_probe import summary
+
+        results.append(summary(probed))
     failed = [result.name for result in results if result.status == "fail"]
     if as_json:
         out.json(
@@ -53,6 +86,7 @@ def doctor(
                 "checks": [
                     {"name": r.name, "status": r.status, "detail": r.detail, "hint": r.hint} for r in results
                 ],
+                "node_probe": probed.to_json() if probed is not None else None,
             }
         )
     else:
@@ -65,5 +99,40 @@ def doctor(
         for r in results:
             table.add_row(r.name, Text(r.status, style=_STYLE[r.status]), r.detail, r.hint)
         out.table(table)
+        if probed is not None and probed.verdicts:
+            out.table(_node_table(probed))
     if failed:
         raise ChecksFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")
+
+
+def _probe_nodes(env: dict[str, str], launch: dict[str, str | None], local_names: frozenset[str]) -> ProbeResult:
+    from hyperlaunch.node_probe import JobSide, probe_partition
+
+    job = JobSide(torchrun=launch["torchrun"] or "", container_image=launch["container_image"], local_names=local_names)
+    return probe_partition(env, partition=launch["partition"], job=job, progress=out.note)
+
+
+def _node_table(probed: ProbeResult) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"compute nodes (partition {probed.partition})", title_justify="left")
+    for header in ("node", "status", "GPUs", "EFA", "NCCL net", "Pyxis", "enroot", "Python", "hyperlaunch", "torch", "findings"):
+        table.add_column(header)
+    for verdict in probed.verdicts:
+        r = verdict.report
+        python = f"{r.python_version} {r.python}" if r.python_version else (r.python or r.torchrun or "-")
+        table.add_row(
+            r.node,
+            Text(verdict.status, style=_STYLE[verdict.status]),
+            f"{r.gpus} ({r.gpu_source})" if r.gpus else "0",
+            r.efa or "-",
+            r.nccl_net or "-",
+            "yes" if r.pyxis else "-",
+            r.enroot or "-",
+            python,
+            r.hyperlaunch or "-",
+            r.torch or "-",
+            "; ".join(verdict.findings),
+        )
+    return table

@@ -20,6 +20,7 @@ from hyperlaunch.paths import hyperlaunch_home
 
 Progress = Callable[[str], None]
 NODE_READY_TIMEOUT_S = 90.0
+MAX_GPU_NODES = 8
 
 
 def default_root() -> Path:
@@ -56,14 +57,17 @@ def up(
     nodes: int,
     cpus_per_node: int,
     base_port: int = DEFAULT_BASE_PORT,
+    gpu_nodes: int = 0,
     progress: Progress,
 ) -> UpResult:
     if nodes < 1 or nodes > 64:
         raise InvalidInput(f"--nodes must be between 1 and 64, got {nodes}")
+    if not 0 <= gpu_nodes <= MAX_GPU_NODES:
+        raise InvalidInput(f"--gpu-nodes must be between 0 and {MAX_GPU_NODES}, got {gpu_nodes}")
     if cpus_per_node < 1:
         raise InvalidInput(f"--cpus-per-node must be at least 1, got {cpus_per_node}")
-    if not 1024 <= base_port <= 65535 - 80:
-        raise InvalidInput(f"--base-port must be between 1024 and {65535 - 80}, got {base_port}")
+    if not 1024 <= base_port <= 65535 - 90:
+        raise InvalidInput(f"--base-port must be between 1024 and {65535 - 90}, got {base_port}")
     root = root.expanduser().resolve()
     existing = running_state(root)
     if existing is not None:
@@ -74,9 +78,10 @@ def up(
         root=root,
         nodes=nodes,
         cpus_per_node=cpus_per_node,
-        memory_mb_per_node=_memory_per_node_mb(nodes),
+        memory_mb_per_node=_memory_per_node_mb(nodes + gpu_nodes),
         base_port=base_port,
         hostname=socket.gethostname().split(".")[0],
+        gpu_nodes=gpu_nodes,
     )
     busy = [port for port in layout.all_ports if procs.port_in_use(port)]
     if busy:
@@ -87,6 +92,7 @@ def up(
     services.ensure_layout(layout)
     layout.slurm_conf.write_text(config.slurm_conf(layout))
     layout.slurmdbd_conf.write_text(config.slurmdbd_conf(layout, db_password=services.db_password(layout)))
+    _write_gres_files(layout)
     os.chmod(layout.slurmdbd_conf, 0o600)
     current = state.ClusterState(layout=layout)
     try:
@@ -121,6 +127,19 @@ def up(
     return UpResult(state=current, already_running=False)
 
 
+def _write_gres_files(layout: ClusterLayout) -> None:
+    """gres.conf and its fake device files for GPU nodes; without them no gres.conf is left
+    from an earlier `up --gpu-nodes`."""
+    text = config.gres_conf(layout)
+    if text is None:
+        layout.gres_conf.unlink(missing_ok=True)
+        return
+    for path in config.fake_gpu_files(layout):
+        if not path.is_symlink():
+            path.symlink_to(os.devnull)
+    layout.gres_conf.write_text(text)
+
+
 def _memory_per_node_mb(nodes: int) -> int:
     try:
         total_kb = int(Path("/proc/meminfo").read_text().split()[1])
@@ -146,10 +165,11 @@ def _stop_everything(current: state.ClusterState) -> None:
     # marker. slurmctld's own helper (slurmscriptd) must not be killed before slurmctld:
     # it then waits 15 s for it on shutdown.
     order = [f"slurmd-{n}" for n in layout.node_names] + ["slurmctld", "slurmdbd", "mariadb", "munged"]
-    procs.stop([current.daemons[name] for name in order[: layout.nodes] if name in current.daemons], grace_s=5)
+    slurmds = len(layout.node_names)
+    procs.stop([current.daemons[name] for name in order[:slurmds] if name in current.daemons], grace_s=5)
     for node in layout.node_names:
         procs.kill_pids(procs.node_process_ids(layout.root, node))
-    for name in order[layout.nodes :]:
+    for name in order[slurmds:]:
         if name in current.daemons:
             procs.stop([current.daemons[name]], grace_s=15)
     procs.kill_pids(procs.cluster_process_ids(layout.root))

@@ -6,16 +6,20 @@ start again), JobRequeue=1, ReturnToService=2 (a revived node rejoins by itself)
 
 from __future__ import annotations
 
-from hyperlaunch.devcluster.layout import CLUSTER_NAME, PARTITION, ClusterLayout
+from pathlib import Path
+
+from hyperlaunch.devcluster.layout import CLUSTER_NAME, GPU_PARTITION, GPUS_PER_GPU_NODE, PARTITION, ClusterLayout
 
 SLURMD_TIMEOUT_S = 10
 CRED_EXPIRE_S = 5
 
 
+def _ports(layout: ClusterLayout, first_index: int, count: int) -> str:
+    first, last = layout.slurmd_port(first_index), layout.slurmd_port(first_index + count - 1)
+    return f"{first}" if first == last else f"[{first}-{last}]"
+
+
 def slurm_conf(layout: ClusterLayout) -> str:
-    first, last = layout.slurmd_port(0), layout.slurmd_port(layout.nodes - 1)
-    ports = f"{first}" if first == last else f"[{first}-{last}]"
-    names = ",".join(layout.node_names)
     lines = [
         "# Written by `hyperlaunch dev-cluster up`; rewritten on every start.",
         f"ClusterName={CLUSTER_NAME}",
@@ -62,13 +66,51 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "MinJobAge=300",
         "ReturnToService=2",
         "KillOnBadExit=1",
-        (
-            f"NodeName={names} NodeHostname={layout.hostname} NodeAddr=127.0.0.1 Port={ports} "
-            f"CPUs={layout.cpus_per_node} RealMemory={layout.memory_mb_per_node} State=UNKNOWN"
-        ),
-        f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        *_node_lines(layout),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _node_lines(layout: ClusterLayout) -> list[str]:
+    """The nodes and partitions. Without GPU nodes the file declares no GRES at all (as many
+    HyperPod clusters do); with them, the GPU nodes sit in a partition of their own, so jobs
+    on the default partition never land on them."""
+    def nodes(names: list[str], first_index: int, extra: str = "") -> str:
+        return (
+            f"NodeName={','.join(names)} NodeHostname={layout.hostname} NodeAddr=127.0.0.1 "
+            f"Port={_ports(layout, first_index, len(names))} CPUs={layout.cpus_per_node} "
+            f"RealMemory={layout.memory_mb_per_node}{extra} State=UNKNOWN"
+        )
+
+    cpu = layout.cpu_node_names
+    if not layout.gpu_nodes:
+        return [nodes(cpu, 0), f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP"]
+    gpu = layout.gpu_node_names
+    return [
+        "GresTypes=gpu",
+        nodes(cpu, 0),
+        nodes(gpu, len(cpu), f" Gres=gpu:{GPUS_PER_GPU_NODE}"),
+        f"PartitionName={PARTITION} Nodes={','.join(cpu)} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName={GPU_PARTITION} Nodes={','.join(gpu)} MaxTime=INFINITE State=UP",
+    ]
+
+
+def gres_conf(layout: ClusterLayout) -> str | None:
+    """gres.conf for the GPU nodes, None without them. AutoDetect=off: there is no NVML here;
+    File= names the fake device files (fake_gpu_files), which slurmd requires to exist."""
+    if not layout.gpu_nodes:
+        return None
+    files = f"{layout.fake_gpu_dir}/nvidia[0-{GPUS_PER_GPU_NODE - 1}]"
+    return (
+        "# Written by `hyperlaunch dev-cluster up`; rewritten on every start.\n"
+        "AutoDetect=off\n"
+        f"NodeName={','.join(layout.gpu_node_names)} Name=gpu File={files}\n"
+    )
+
+
+def fake_gpu_files(layout: ClusterLayout) -> list[Path]:
+    """The files gres.conf's File= names, shared by every GPU node (all on this host)."""
+    return [layout.fake_gpu_dir / f"nvidia{i}" for i in range(GPUS_PER_GPU_NODE)] if layout.gpu_nodes else []
 
 
 def slurmdbd_conf(layout: ClusterLayout, *, db_password: str) -> str:

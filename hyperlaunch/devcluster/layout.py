@@ -9,6 +9,9 @@ from pathlib import Path
 DEFAULT_BASE_PORT = 17817
 CLUSTER_NAME = "hldev"
 PARTITION = "dev"
+GPU_PARTITION = "gpu"
+GPUS_PER_GPU_NODE = 8
+"""As on a p5.48xlarge, so a p5 job's `--gpus-per-node=8` fits one node."""
 DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 
 
@@ -28,10 +31,23 @@ class ClusterLayout:
     """slurmctld listens here; slurmdbd, MariaDB and the slurmd daemons on the ports after it."""
     hostname: str = "localhost"
     """This machine's host name: every node is a slurmd on it."""
+    gpu_nodes: int = 0
+    """Extra nodes gpu1..gpuN, alone in partition `gpu`, each declaring GPU GRES backed by fake
+    device files (no GPU is here): for jobs that request GPUs as GRES. 0: no GRES at all."""
 
     @property
     def node_names(self) -> list[str]:
+        """Every node (every slurmd): node1..nodeN, then gpu1..gpuM."""
+        return self.cpu_node_names + self.gpu_node_names
+
+    @property
+    def cpu_node_names(self) -> list[str]:
+        """The nodes of the default partition `dev`, without GRES."""
         return [f"node{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def gpu_node_names(self) -> list[str]:
+        return [f"gpu{i}" for i in range(1, self.gpu_nodes + 1)]
 
     # ports
     @property
@@ -53,7 +69,7 @@ class ClusterLayout:
     @property
     def all_ports(self) -> list[int]:
         return [self.slurmctld_port, self.slurmdbd_port, self.mariadb_port] + [
-            self.slurmd_port(i) for i in range(self.nodes)
+            self.slurmd_port(i) for i in range(len(self.node_names))
         ]
 
     # directories
@@ -87,6 +103,17 @@ class ClusterLayout:
         return self.etc / "slurm.conf"
 
     @property
+    def gres_conf(self) -> Path:
+        """Slurm reads gres.conf from slurm.conf's directory."""
+        return self.etc / "gres.conf"
+
+    @property
+    def fake_gpu_dir(self) -> Path:
+        """Stand-ins for /dev/nvidia0..7: gres.conf's File= must name character devices (slurmd
+        logs an error for anything else), so each is a link to /dev/null."""
+        return self.root / "fake-dev"
+
+    @property
     def slurmdbd_conf(self) -> Path:
         return self.etc / "slurmdbd.conf"
 
@@ -117,6 +144,7 @@ class ClusterLayout:
         return self.log_dir / f"{daemon}.log"
 
     def directories(self) -> list[Path]:
-        return [self.etc, self.state_dir, self.log_dir, self.run_dir, self.mariadb_data] + [
+        gpu_dirs = [self.fake_gpu_dir] if self.gpu_nodes else []
+        return [self.etc, self.state_dir, self.log_dir, self.run_dir, self.mariadb_data, *gpu_dirs] + [
             self.spool / name for name in self.node_names
         ]

@@ -28,6 +28,7 @@ class ClusterState:
             "memory_mb_per_node": lay.memory_mb_per_node,
             "base_port": lay.base_port,
             "hostname": lay.hostname,
+            "gpu_nodes": lay.gpu_nodes,
             "daemons": {name: rec.to_json() for name, rec in self.daemons.items()},
             "killed_nodes": self.killed_nodes,
         }
@@ -41,6 +42,7 @@ class ClusterState:
             memory_mb_per_node=int(data["memory_mb_per_node"]),  # type: ignore[call-overload]
             base_port=int(data["base_port"]),  # type: ignore[call-overload]
             hostname=str(data["hostname"]),
+            gpu_nodes=int(data.get("gpu_nodes", 0)),  # type: ignore[call-overload]  # records older than --gpu-nodes
         )
         daemons = {k: ProcessRecord.from_json(v) for k, v in dict(data["daemons"]).items()}  # type: ignore[call-overload]
         return cls(layout=layout, daemons=daemons, killed_nodes=list(data.get("killed_nodes", [])))  # type: ignore[call-overload]

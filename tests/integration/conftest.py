@@ -18,6 +18,9 @@ from tests.integration.devcluster_helpers import DevCluster, session_cluster_roo
 BASE_PORT = int(os.environ.get("HYPERLAUNCH_TEST_BASE_PORT", "27817"))
 # Enough for three tests' 2-node exclusive jobs at once plus spares for requeues.
 NODES = 8
+# One node with (fake) GPU GRES, alone in partition `gpu`: the default partition `dev` keeps
+# no GRES, as many HyperPod clusters have none.
+GPU_NODES = 1
 
 
 def require_root() -> None:
@@ -29,7 +32,7 @@ def require_root() -> None:
 def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
     require_root()
     root = session_cluster_root(tmp_path_factory.getbasetemp())
-    cluster = DevCluster(root=root, base_port=BASE_PORT, nodes=NODES)
+    cluster = DevCluster(root=root, base_port=BASE_PORT, nodes=NODES, gpu_nodes=GPU_NODES)
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / "devcluster.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

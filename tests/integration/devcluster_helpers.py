@@ -34,6 +34,9 @@ class DevCluster:
     root: Path
     base_port: int
     nodes: int
+    """Nodes of the default partition `dev`."""
+    gpu_nodes: int = 0
+    """Nodes of partition `gpu` (fake GPU GRES)."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -42,7 +45,8 @@ class DevCluster:
 
     def up(self) -> subprocess.CompletedProcess[str]:
         result = hyperlaunch(
-            "dev-cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.root), "--base-port", str(self.base_port)
+            "dev-cluster", "up", "--nodes", str(self.nodes), "--gpu-nodes", str(self.gpu_nodes),
+            "--dir", str(self.root), "--base-port", str(self.base_port),
         )
         return result
 
@@ -82,7 +86,8 @@ class DevCluster:
         return [tuple(line.split("|", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
     def node_states(self) -> dict[str, str]:
-        out = self.run("sinfo", "-h", "-N", "-o", "%N %T")
+        """State of each node of the default partition `dev` (where the tests' jobs run)."""
+        out = self.run("sinfo", "-h", "-N", "-p", "dev", "-o", "%N %T")
         return dict(line.split() for line in out.splitlines() if line.strip())
 
 

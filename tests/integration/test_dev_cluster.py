@@ -40,7 +40,7 @@ def test_up_gives_its_nodes_and_up_again_changes_nothing(dev_cluster: DevCluster
     assert {k: v for k, v in before.daemons.items() if k in services} == {k: v for k, v in after.daemons.items() if k in services}
     status = json.loads(dev_cluster.cli("dev-cluster", "status", "--json").stdout)
     assert status["running"] and all(d["alive"] for d in status["daemons"] if d["name"] in services)
-    assert len(status["nodes"]) == dev_cluster.nodes
+    assert len(status["nodes"]) == dev_cluster.nodes + dev_cluster.gpu_nodes
 
 
 def test_two_node_job_runs_on_two_nodes_and_sacct_records_it(dev_cluster: DevCluster, tmp_path: Path) -> None:

@@ -133,3 +133,53 @@ def test_hosts_lines_are_added_and_removed_by_marker(tmp_path: Path, monkeypatch
     assert path.read_text().count(hosts.MARKER) == 1, "another cluster's names stay"
     hosts.remove_node_names(tmp_path / "a", hosts=path)
     assert path.read_text() == "127.0.0.1 localhost\n10.0.0.1 other\n"
+
+
+def test_without_gpu_nodes_there_is_no_gres_at_all(tmp_path: Path) -> None:
+    text = config.slurm_conf(_layout(tmp_path))
+    assert "Gres" not in text and config.gres_conf(_layout(tmp_path)) is None
+    assert config.fake_gpu_files(_layout(tmp_path)) == []
+
+
+def test_gpu_nodes_declare_gres_in_a_partition_of_their_own(tmp_path: Path) -> None:
+    layout = ClusterLayout(root=tmp_path, nodes=3, cpus_per_node=2, base_port=20000, hostname="box", gpu_nodes=2)
+    lines = config.slurm_conf(layout).splitlines()
+    assert "GresTypes=gpu" in lines
+    cpu_line, gpu_line = (line for line in lines if line.startswith("NodeName="))
+    assert cpu_line.startswith("NodeName=node1,node2,node3 ") and "Port=[20010-20012]" in cpu_line and "Gres" not in cpu_line
+    assert gpu_line.startswith("NodeName=gpu1,gpu2 ") and "Port=[20013-20014]" in gpu_line and " Gres=gpu:8 " in gpu_line
+    partitions = [line for line in lines if line.startswith("PartitionName=")]
+    assert partitions[0].startswith("PartitionName=dev Nodes=node1,node2,node3 Default=YES")
+    assert partitions[1].startswith("PartitionName=gpu Nodes=gpu1,gpu2 ") and "Default" not in partitions[1]
+    gres = config.gres_conf(layout)
+    assert gres is not None and "AutoDetect=off" in gres
+    assert f"NodeName=gpu1,gpu2 Name=gpu File={tmp_path}/fake-dev/nvidia[0-7]" in gres
+    assert [p.name for p in config.fake_gpu_files(layout)] == [f"nvidia{i}" for i in range(8)]
+    assert layout.node_names == ["node1", "node2", "node3", "gpu1", "gpu2"]
+    assert len(set(layout.all_ports)) == len(layout.all_ports) == 3 + 5
+    assert tmp_path / "spool" / "gpu2" in layout.directories()
+
+
+def test_gpu_nodes_survive_the_record_and_old_records_have_none(tmp_path: Path) -> None:
+    layout = ClusterLayout(root=tmp_path, nodes=2, base_port=20000, hostname="box", gpu_nodes=1)
+    state.save(state.ClusterState(layout=layout), tmp_path / "c.json")
+    loaded = state.load(tmp_path / "c.json")
+    assert loaded is not None and loaded.layout == layout
+    old = state.ClusterState(layout=_layout(tmp_path)).to_json()
+    del old["gpu_nodes"]
+    assert state.ClusterState.from_json(old).layout.gpu_nodes == 0
+
+
+def test_gres_files_are_written_for_gpu_nodes_and_removed_without(tmp_path: Path) -> None:
+    from hyperlaunch.devcluster import cluster
+
+    layout = ClusterLayout(root=tmp_path, nodes=1, base_port=20000, hostname="box", gpu_nodes=1)
+    for directory in layout.directories():
+        directory.mkdir(parents=True, exist_ok=True)
+    cluster._write_gres_files(layout)
+    cluster._write_gres_files(layout)  # a second `up` finds them in place
+    assert layout.gres_conf.read_text() == config.gres_conf(layout)
+    # slurmd logs an error for File= entries that are not character devices
+    assert all(path.is_char_device() for path in config.fake_gpu_files(layout))
+    cluster._write_gres_files(ClusterLayout(root=tmp_path, nodes=1, base_port=20000, hostname="box"))
+    assert not layout.gres_conf.exists()

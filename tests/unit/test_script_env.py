@@ -14,7 +14,7 @@ import pytest
 from hyperlaunch.config import build_spec
 from hyperlaunch.instances import get_instance
 from hyperlaunch.render import render_sbatch
-from hyperlaunch.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+from hyperlaunch.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from tests.unit.cli_runner import run_cli
 
 # $NAME, ${NAME...}, `export NAME`, and bare names inside $(( ... )) arithmetic.
@@ -32,12 +32,16 @@ def _names_used(text: str) -> set[str]:
     return {name for name in names if name != name.lower()}
 
 
+# doctor's script for the compute nodes, not part of a job: no `--env` reaches it.
+_NOT_THE_JOB = frozenset({"node_probe.sh.j2"})
+
+
 def _templates() -> dict[str, str]:
     root = resources.files("hyperlaunch.templates")
     found = {}
     for entry in [root, root.joinpath("partials")]:
         for item in entry.iterdir():
-            if item.name.endswith(".j2"):
+            if item.name.endswith(".j2") and item.name not in _NOT_THE_JOB:
                 found[item.name] = item.read_text(encoding="utf-8")
     return found
 
@@ -49,7 +53,7 @@ def test_the_scanner_sees_the_names_of_the_issue() -> None:
 
 def test_every_name_the_templates_read_or_export_is_reserved() -> None:
     for name, text in _templates().items():
-        missing = _names_used(text) - RESERVED_ENV_NAMES
+        missing = _names_used(text) - RESERVED_ENV_NAMES - set(NAMES_READ_AS_GIVEN)
         assert not missing, f"templates/{name} uses {sorted(missing)}: add them to hyperlaunch/script_env.py"
 
 
@@ -67,7 +71,7 @@ def test_every_name_the_rendered_script_reads_or_exports_is_reserved_or_a_preset
     spec = build_spec(flags, cwd=tmp_path, environ={})
     instance = get_instance(spec.instance_type)
     preset = set(dict(instance.env)) | set(dict(instance.container_env))
-    missing = _names_used(render_sbatch(spec)) - RESERVED_ENV_NAMES - preset
+    missing = _names_used(render_sbatch(spec)) - RESERVED_ENV_NAMES - preset - set(NAMES_READ_AS_GIVEN)
     assert not missing, f"the script uses {sorted(missing)}: add them to hyperlaunch/script_env.py"
 
 
@@ -75,7 +79,7 @@ def test_the_list_is_exactly_the_scripts_names_and_the_shells() -> None:
     used: set[str] = set().union(*(_names_used(text) for text in _templates().values()))
     spec = build_spec({"model": "qwen3_tiny"}, cwd=Path("/tmp"), environ={})
     used |= _names_used(render_sbatch(spec)) - set(dict(get_instance(spec.instance_type).env))
-    assert RESERVED_ENV_NAMES == used | {"BASH_ENV", "ENV", "IFS"}
+    assert RESERVED_ENV_NAMES == used - set(NAMES_READ_AS_GIVEN) | {"BASH_ENV", "ENV", "IFS"}
 
 
 def _refused(result_stderr: str, name: str) -> None:
