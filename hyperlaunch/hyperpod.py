@@ -391,7 +391,29 @@ def _write_cache(path: Path | None, view: ClusterView) -> None:
             temporary.unlink(missing_ok=True)
 
 
-# -- for doctor ------------------------------------------------------------------------------
+# -- instance ids, for nodes HyperPod replaced ------------------------------------------------
+
+
+def instance_ids(cluster: str | None, environ: Mapping[str, str], *, fresh: bool = False) -> dict[str, str] | None:
+    """Every cluster node's instance id by Slurm name: from this node's resource config, else
+    the API for `cluster`. None when nothing says this is HyperPod (no resource config, no
+    cluster named); Unavailable (with the reason) when it is but the ids cannot be read."""
+    path = resource_config_path(environ)
+    try:
+        view: ClusterView | None = read_resource_config(path)
+    except Unavailable:
+        if cluster is None and os.path.lexists(path):
+            raise  # a HyperPod node whose config this user cannot read
+        view = None
+    if view is not None and (cluster is None or view.is_cluster(cluster)):
+        return {node.name: node.instance_id for node in view.nodes or ()}
+    if cluster is None:
+        return None
+    try:
+        view = describe_cluster(cluster, with_nodes=True, fresh=fresh)
+    except AwsError as err:
+        raise Unavailable(err.one_line()) from None
+    return {node.name: node.instance_id for node in view.nodes or ()}
 
 
 def describe_instance_source(
