@@ -84,23 +84,9 @@ def instance_type(
     Nothing: `cpu`, with a warning when the partition's nodes have GPU GRES."""
     where = f"partition {partition}" if partition else "the default partition"
     nodes = _partition_nodes(partition, slurm_env, where)
-    path = hyperpod.resource_config_path(environ)
-    tried: list[str] = []
-    view: hyperpod.ClusterView | None = None
-    try:
-        view = hyperpod.read_resource_config(path)
-        if hyperpod_cluster and not view.is_cluster(hyperpod_cluster):
-            tried.append(f"{path} describes cluster {view.cluster or '?'}, not {hyperpod_cluster}")
-            view = None
-    except hyperpod.Unavailable as why:
-        tried.append(str(why))
-    if view is None and hyperpod_cluster:
-        view = hyperpod.describe_cluster(hyperpod_cluster)
-        # Only several GPU types make the partition's nodes matter: then describe each node.
-        if len(view.gpu_types()) > 1 and nodes()[0]:
-            view = hyperpod.describe_cluster(hyperpod_cluster, with_nodes=True)
+    view, passed_over = hyperpod.cluster_view(hyperpod_cluster, environ, nodes_matter=lambda: nodes()[0] is not None)
     if view is None:
-        return _cpu([*tried, "no --hyperpod-cluster"], nodes, where)
+        return _cpu([*passed_over, "no --hyperpod-cluster"], nodes, where)
     found, why = nodes()
     choice = hyperpod.choose_instance_type(view, None if found is None else [n.name for n in found], where, why)
     if choice.instance_type != "cpu":
@@ -132,7 +118,7 @@ def _partition_nodes(
             found = slurm.partition_nodes(partition, env=slurm_env())
         except SlurmError as err:
             return None, "no Slurm here" if "not found on PATH" in str(err) else "no Slurm cluster answered"
-        return (found, "") if found else (None, f"sinfo lists no {where}")
+        return (found, "") if found else (None, f"sinfo lists no node in {where}")
     return ask
 
 

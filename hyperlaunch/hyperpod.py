@@ -25,7 +25,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ from typing import Any
 from hyperlaunch import aws
 from hyperlaunch.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.errors import AwsError, HyperlaunchError, InvalidInput
-from hyperlaunch.instances import canonical_instance_type, get_instance
+from hyperlaunch.instances import canonical_instance_type, get_instance, known_instance_types
 
 RESOURCE_CONFIG_ENV = "SAGEMAKER_RESOURCE_CONFIG_PATH"
 DEFAULT_RESOURCE_CONFIG = Path("/opt/ml/config/resource_config.json")
@@ -285,6 +285,34 @@ def _from_groups(view: ClusterView, counts: Mapping[str, int], why: str) -> Choi
     return Choice(chosen, source, warning)
 
 
+# -- which source -----------------------------------------------------------------------------
+
+
+def cluster_view(
+    cluster: str | None, environ: Mapping[str, str], *, nodes_matter: Callable[[], bool] = lambda: False
+) -> tuple[ClusterView | None, list[str]]:
+    """What the cluster a job here runs on says, and why sources were passed over: this node's
+    resource config (when it is `cluster`'s, or none is named), else the SageMaker API for
+    `cluster` (its AwsErrors raised: the user named that cluster), each node described too
+    when the groups have several GPU types and `nodes_matter()` (the partition's nodes are
+    known). (None, reasons) when neither applies."""
+    path = resource_config_path(environ)
+    passed_over: list[str] = []
+    try:
+        view = read_resource_config(path)
+        if cluster is None or view.is_cluster(cluster):
+            return view, passed_over
+        passed_over.append(f"{path} describes cluster {view.cluster or '?'}, not {cluster}")
+    except Unavailable as why:
+        passed_over.append(str(why))
+    if cluster is None:
+        return None, passed_over
+    view = describe_cluster(cluster)
+    if len(view.gpu_types()) > 1 and nodes_matter():
+        view = describe_cluster(cluster, with_nodes=True)
+    return view, passed_over
+
+
 # -- the SageMaker API, cached ---------------------------------------------------------------
 
 
@@ -417,21 +445,24 @@ def instance_ids(cluster: str | None, environ: Mapping[str, str], *, fresh: bool
 
 
 def describe_instance_source(
-    *, partition: str | None = None, cluster: str | None = None, slurm_env: Mapping[str, str] | None = None,
+    *,
+    cluster: str | None = None,
+    partition_nodes: Sequence[str] | None = None,
+    where: str = "the default partition",
     environ: Mapping[str, str] | None = None,
 ) -> str:
-    """One line saying which instance type a job here would get and where it comes from, or
-    why it cannot be told, for `doctor`. Never raises a HyperlaunchError."""
-    from hyperlaunch import detect
-
+    """One line for `doctor`: the instance type a job here gets from the HyperPod cluster, and
+    where it comes from, or why none does (jobs then render for cpu unless --instance-type
+    says otherwise). `partition_nodes`: the Slurm names of `where`'s nodes, when the caller
+    has asked Slurm. Never raises a HyperlaunchError."""
     try:
-        decision = detect.instance_type(
-            partition=partition,
-            hyperpod_cluster=cluster,
-            slurm_env=None if slurm_env is None else (lambda: slurm_env),
-            environ=os.environ if environ is None else environ,
-        )
+        view, passed_over = cluster_view(cluster, os.environ if environ is None else environ, nodes_matter=lambda: partition_nodes is not None)
     except HyperlaunchError as err:
         return f"cannot tell: {err.one_line()}"
-    text = f"{decision.value} ({decision.source})"
-    return f"{text}; warning: {decision.warning}" if decision.warning else text
+    if view is None:
+        return f"none from the cluster ({'; '.join(passed_over)}): cpu unless --instance-type or --hyperpod-cluster"
+    choice = choose_instance_type(view, partition_nodes, where, "" if partition_nodes is not None else f"{where}'s nodes not asked")
+    text = f"{canonical_instance_type(choice.instance_type)} ({choice.source})"
+    if choice.instance_type != "cpu" and canonical_instance_type(choice.instance_type) not in known_instance_types():
+        text += "; hyperlaunch has no preset for it: pass --instance-type"
+    return f"{text}; warning: {choice.warning}" if choice.warning else text

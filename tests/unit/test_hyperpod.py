@@ -130,9 +130,13 @@ def test_nodes_from_the_api_are_listed_across_pages_and_described(aws: LocalAws)
     assert hyperpod.describe_cluster("demo", with_nodes=True) == view  # cached, nodes and all
 
 
-def test_describe_instance_source_says_where_the_type_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_describe_instance_source_says_where_the_type_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws: LocalAws) -> None:
     path = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())
-    line = hyperpod.describe_instance_source(environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(path)})
-    assert line == "p5.48xlarge (rc.json, worker-group-1: the GPU group with the most instances (2; no Slurm cluster asked))"
+    environ = {"SAGEMAKER_RESOURCE_CONFIG_PATH": str(path)}
+    line = hyperpod.describe_instance_source(environ=environ)
+    assert line == "p5.48xlarge (rc.json, worker-group-1: the GPU group with the most instances (2; the default partition's nodes not asked))"
+    line = hyperpod.describe_instance_source(environ=environ, partition_nodes=["ip-10-1-38-128"], where="partition gpu")
+    assert line == "p5.48xlarge (rc.json, worker-group-1: 1 of partition gpu's 1 node(s))"
     line = hyperpod.describe_instance_source(environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(tmp_path)})
-    assert line.startswith("cpu (default, nothing names another") and "is a folder" in line
+    assert line.startswith("none from the cluster (") and "is a folder" in line
+    assert hyperpod.describe_instance_source(environ={}, cluster="nope").startswith("cannot tell: hyperpod cluster 'nope': ")
