@@ -16,6 +16,7 @@ against the current directory.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import sys
@@ -30,6 +31,7 @@ from hyperlaunch import trainer_args as targs
 from hyperlaunch.checkpoints import is_model_directory
 from hyperlaunch.compat import tomllib
 from hyperlaunch.errors import ConfigError, InvalidInput
+from hyperlaunch.hyperpod import check_cluster_name
 from hyperlaunch.instances import canonical_instance_type, get_instance
 from hyperlaunch.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.recommend import Setting
@@ -70,7 +72,7 @@ class Plan:
     spec: JobSpec
     settings: tuple[Setting, ...]
     decided: tuple[detect.Decision, ...] = ()
-    """Job settings decided for the cluster (GPUs as GRES, whole nodes), with their sources."""
+    """Job settings decided for the cluster (instance type, GPUs as GRES, whole nodes), with their sources."""
 
 
 def build_spec(
@@ -107,13 +109,13 @@ def plan_job(
     layers.append((_FLAGS_LAYER, _from_flags(flags)))
 
     merged = _merge([settings for _, settings in layers])
-    if "instance_type" in merged:
-        merged["instance_type"] = canonical_instance_type(str(merged["instance_type"]))
+    cluster_env = None if slurm_env is None else functools.cache(slurm_env)  # asked once at most
+    instance = _decide_instance_type(merged, layers, cluster_env, environ)
     exclusive = _decide_whole_nodes(merged, layers)
     merged = _merge([_preset_defaults(merged), merged])
     _resolve_model(merged, cwd)
     settings = _recommend(merged)
-    decided = _decide_gpus(merged, layers, slurm_env) + exclusive
+    decided = instance + _decide_gpus(merged, layers, cluster_env) + exclusive
     return Plan(spec=_to_spec(merged, cwd), settings=settings, decided=decided)
 
 
@@ -288,6 +290,31 @@ def _source(layers: list[Layer], key: str) -> str | None:
                 return f"${ENV_PREFIX}{key.upper()}"
             return name
     return None
+
+
+def _decide_instance_type(
+    settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mapping[str, str]] | None, environ: Mapping[str, str]
+) -> tuple[detect.Decision, ...]:
+    """The instance type, set in `settings` with its source: a layer's value wins; else the
+    HyperPod cluster's (asked only then, see detect.instance_type); else cpu. First of the
+    decisions, since it drives whole nodes, GPUs per node and the recommendations."""
+    source = _source(layers, "instance_type")
+    if source is not None:
+        settings["instance_type"] = canonical_instance_type(str(settings["instance_type"]))
+        return (detect.Decision("instance_type", str(settings["instance_type"]), source),)
+    cluster = settings.get("hyperpod_cluster")
+    if isinstance(cluster, str):
+        problem = check_cluster_name(cluster)
+        if problem is not None:
+            raise InvalidInput(f"--hyperpod-cluster {cluster[:80]!r}: {problem}")
+    decision = detect.instance_type(
+        partition=typing.cast("str | None", settings.get("partition")),
+        hyperpod_cluster=typing.cast("str | None", cluster),
+        slurm_env=slurm_env,
+        environ=environ,
+    )
+    settings["instance_type"] = decision.value
+    return (decision,)
 
 
 def _decide_whole_nodes(settings: Settings, layers: list[Layer]) -> tuple[detect.Decision, ...]:

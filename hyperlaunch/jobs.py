@@ -50,6 +50,12 @@ class JobRecord:
     """SLURM_CONF in force at submit time, reused by later commands when none is set."""
     resumed_from: str | None = None
     """The job id this one resumes, for `hyperlaunch resume`."""
+    decided: tuple[tuple[str, str], ...] = ()
+    """(JobSpec field, where its value came from) for the settings decided for the cluster,
+    e.g. ("instance_type", "resource_config.json, worker-group-1: ..."), for `status`."""
+    node_instances: tuple[tuple[str, str], ...] = ()
+    """On HyperPod, every cluster node's instance id at submit (Slurm name, id): a failed node
+    whose id has changed since was replaced, and `resume --exclude-failed` keeps it."""
 
     @property
     def log_paths(self) -> tuple[Path, Path]:
@@ -61,6 +67,8 @@ class JobRecord:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["spec"] = spec_to_json(self.spec)
+        for name in _PAIR_FIELDS:
+            data[name] = dict(getattr(self, name))
         return data
 
     @classmethod
@@ -86,11 +94,24 @@ class JobRecord:
                 submitted_at=float(submitted_at),
                 slurm_conf=data.get("slurm_conf"),
                 resumed_from=data.get("resumed_from"),
+                **{name: _text_pairs(data.get(name), name) for name in _PAIR_FIELDS},
             )
         except KeyError as err:
             raise ValueError(f"no {err} field") from None
         except (TypeError, HyperlaunchError) as err:
             raise ValueError(str(err)) from None
+
+
+_PAIR_FIELDS = ("decided", "node_instances")
+"""Record fields kept as JSON objects of text (absent in records older than them)."""
+
+
+def _text_pairs(value: Any, name: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{name} must be an object of text")
+    return tuple(value.items())
 
 
 def spec_to_json(spec: JobSpec) -> dict[str, Any]:

@@ -3,11 +3,12 @@ it, submit it with the cluster's environment, record it. The CLI only parses and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch import checkpoints, jobs
+from hyperlaunch import checkpoints, hyperpod, jobs
 from hyperlaunch import trainer_args as targs
 from hyperlaunch.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.spec import JobSpec
@@ -38,12 +39,13 @@ def plan_resume(
     max_steps: int | None = None,
     exclude_failed: bool = False,
     env: Mapping[str, str] | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> JobSpec:
     """The spec of a job that continues `record` from its model's -latest checkpoint: the same
     job, without the trainer flags that would start it elsewhere (the trainer follows -latest by
     itself), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes that failed it
-    (asked of Slurm with `env`). Refused when the checkpoint folder holds no complete checkpoint
-    of the model."""
+    (asked of Slurm with `env`) but for those HyperPod has replaced since (said to `notify`).
+    Refused when the checkpoint folder holds no complete checkpoint of the model."""
     spec = record.spec
     ckpt_dir = Path(spec.checkpoint_dir)
     if checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
@@ -60,8 +62,42 @@ def plan_resume(
         from hyperlaunch.job_status import collect
 
         failed = collect([record], env=env)[0].failed_nodes
+        failed = not_replaced(record, failed, notify or (lambda _: None))
         changes["exclude"] = tuple(dict.fromkeys([*spec.exclude, *failed]))
     return spec.replace(**changes)
+
+
+def not_replaced(record: jobs.JobRecord, failed: Sequence[str], notify: Callable[[str], None]) -> tuple[str, ...]:
+    """The failed nodes HyperPod has not replaced since `record` was submitted: a replaced node
+    keeps its Slurm name but has a new instance id (read now, from this node's resource config
+    or the job's --hyperpod-cluster). Where the ids cannot be compared, every failed node."""
+    recorded = dict(record.node_instances)
+    if not failed or not recorded:
+        return tuple(failed)
+    try:
+        current = hyperpod.instance_ids(record.spec.hyperpod_cluster, os.environ, fresh=True)
+    except hyperpod.Unavailable as why:
+        notify(f"cannot tell whether HyperPod replaced {', '.join(failed)} ({why}); excluding them")
+        return tuple(failed)
+    kept = []
+    for node in failed:
+        old, new = recorded.get(node), (current or {}).get(node)
+        if old and new and old != new:
+            notify(f"node {node} was replaced by HyperPod ({old} -> {new}); not excluded")
+        else:
+            kept.append(node)
+    return tuple(kept)
+
+
+def recorded_instance_ids(spec: JobSpec, notify: Callable[[str], None]) -> tuple[tuple[str, str], ...]:
+    """On HyperPod, every cluster node's instance id now (the job's candidates among them), for
+    the record; () elsewhere, or when they cannot be read (said to `notify`)."""
+    try:
+        ids = hyperpod.instance_ids(spec.hyperpod_cluster, os.environ)
+    except hyperpod.Unavailable as why:
+        notify(f"HyperPod instance ids not recorded ({why}): resume --exclude-failed will exclude every failed node, replaced or not")
+        return ()
+    return tuple(sorted((ids or {}).items()))
 
 
 def check_trainer_command(spec: JobSpec) -> None:
@@ -93,9 +129,13 @@ def launch(
     resumed_from: str | None = None,
     dry_run: bool = False,
     submit: Callable[..., jobs.JobRecord] | None = None,
+    decided: tuple[tuple[str, str], ...] = (),
+    notify: Callable[[str], None] | None = None,
 ) -> Launch:
     """Check the trainer's command line, render the spec and, unless `dry_run`, submit and
-    record it. `submit` defaults to hyperlaunch.submission.submit (a unit test passes its own)."""
+    record it with where its `decided` settings came from (field, source) and, on HyperPod, the
+    nodes' instance ids. `submit` defaults to hyperlaunch.submission.submit (a unit test passes
+    its own)."""
     from hyperlaunch.render import render_sbatch  # Jinja only when a script is rendered
 
     check_trainer_command(spec)
@@ -108,4 +148,6 @@ def launch(
         return Launch(script=script, record=None)
     if submit is None:
         from hyperlaunch.submission import submit
-    return Launch(script=script, record=submit(spec, script, env=env, resumed_from=resumed_from))
+    instances = recorded_instance_ids(spec, notify or (lambda _: None))
+    record = submit(spec, script, env=env, resumed_from=resumed_from, decided=decided, node_instances=instances)
+    return Launch(script=script, record=record)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch import hostlist
 from hyperlaunch.errors import SlurmError
 from hyperlaunch.private_files import private_dir, write_private
 
@@ -187,6 +188,32 @@ def partition_gres(*, env: Mapping[str, str] | None = None) -> list[PartitionNod
         if sep and name:
             rows.append(PartitionNodes(partition=name.rstrip("*"), default=name.endswith("*"), gres=gres.strip()))
     return rows
+
+
+@dataclass(frozen=True)
+class PartitionNode:
+    """One node of a partition, by its Slurm name, with its GRES."""
+
+    name: str
+    gres: str
+    """As sinfo writes it (`gpu:8`), or `(null)`."""
+
+
+def partition_nodes(partition: str | None, *, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """The nodes of `partition` (None: the cluster's default one, sinfo's `*`), in one sinfo
+    call. Every partition is listed and filtered here, since `-p` cannot name the default."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%P|%G"], env=env, timeout=15).stdout
+    nodes: dict[str, PartitionNode] = {}
+    for line in out.splitlines():
+        names, _, rest = line.partition("|")
+        part, sep, gres = rest.partition("|")
+        part = part.strip()
+        if not sep or not names.strip():
+            continue
+        if (part.rstrip("*") == partition) if partition else part.endswith("*"):
+            for name in hostlist.expand(names.strip()):  # -N writes one name a line; a list expands too
+                nodes.setdefault(name, PartitionNode(name=name, gres=gres.strip()))
+    return [nodes[name] for name in sorted(nodes, key=_natural_key)]
 
 
 def controller_responds(*, env: Mapping[str, str] | None = None) -> bool:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from hyperlaunch import checkpoints, containers, trainer_args as targs
 from hyperlaunch.errors import InvalidInput
+from hyperlaunch.hyperpod import check_cluster_name
 from hyperlaunch.instances import get_instance
 from hyperlaunch.models import PRESETS
 from hyperlaunch.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
@@ -106,6 +107,10 @@ class JobSpec:
     """NCCL_DEBUG exported on every node (VERSION, WARN, INFO, ABORT, TRACE), or None to leave it unset."""
     hyperpod: HyperpodMode = "auto"
     """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
+    hyperpod_cluster: str | None = None
+    """SageMaker HyperPod cluster (name or ARN) whose API says the instance type when no layer
+    and no resource_config.json on this node does, and the nodes' instance ids for `resume
+    --exclude-failed` (hyperlaunch.hyperpod); None: this node's resource_config.json only."""
     max_restarts: int = 3
     """How many times the script requeues the job after a save-and-requeue or a crash."""
     signal_seconds: int = 120
@@ -314,6 +319,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
         _fail(f"--nccl-debug must be one of: {', '.join(NCCL_DEBUG_LEVELS)}; got {_shown(spec.nccl_debug)}")
     if spec.hyperpod not in HYPERPOD_MODES:
         _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
+    if spec.hyperpod_cluster is not None and check_cluster_name(spec.hyperpod_cluster):
+        _fail(f"--hyperpod-cluster {_shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
     _check_count("--max-restarts", spec.max_restarts, 0)
     _validate_signal(spec)
     for arg in spec.trainer_args:

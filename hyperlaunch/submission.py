@@ -20,9 +20,13 @@ def submit(
     *,
     env: Mapping[str, str] | None = None,
     resumed_from: str | None = None,
+    decided: tuple[tuple[str, str], ...] = (),
+    node_instances: tuple[tuple[str, str], ...] = (),
 ) -> jobs.JobRecord:
     """sbatch the script with `env` (default: this process's environment), then record the
-    job. Slurm's refusal becomes a SlurmError carrying its message, and no record is written."""
+    job, with where its decided settings came from and, on HyperPod, its nodes' instance ids
+    (see JobRecord). Slurm's refusal becomes a SlurmError carrying its message, and no record
+    is written."""
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
     submitit_dir = jobs.jobs_dir() / ".submitit"
@@ -38,6 +42,8 @@ def submit(
         submitted_at=time.time(),
         slurm_conf=environ.get("SLURM_CONF"),
         resumed_from=resumed_from,
+        decided=decided,
+        node_instances=node_instances,
     )
     try:
         jobs.save(record, script)

@@ -33,12 +33,21 @@ _ENV_HELP = (
     f"PATH and LD_* are allowed; {RESERVED_ENV_RULE}."
 )
 
+_HYPERPOD_CLUSTER_HELP = (
+    "SageMaker HyperPod cluster (name or ARN) to ask for the instance type when --instance-type and "
+    "the configs name none: first this node's /opt/ml/config/resource_config.json (often root-only; "
+    "SAGEMAKER_RESOURCE_CONFIG_PATH moves it), else this cluster's SageMaker API (describe_cluster, "
+    "with your AWS credentials and region), mapping the partition's Slurm nodes (ip-10-1-38-128) to "
+    "their instance group; else cpu. Also lets resume --exclude-failed keep nodes HyperPod replaced. "
+    "Not Slurm's --cluster."
+)
+
 # (JobSpec field, type, option names, help). The hyperpod flag maps to the field's on/off.
 JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("model", str | None, "--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory."),
     _option("nodes", int | None, "--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."),
     _option("gpus_per_node", int | None, "--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."),
-    _option("instance_type", str | None, "--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: cpu]."),
+    _option("instance_type", str | None, "--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: the HyperPod cluster's (see --hyperpod-cluster), else cpu]."),
     _option("partition", str | None, "--partition", "-p", help="Slurm partition."),
     _option("account", str | None, "--account", "-A", help="Slurm account."),
     _option("qos", str | None, "--qos", help="Slurm QOS."),
@@ -68,6 +77,7 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("env", list[str] | None, "--env", "-e", metavar="KEY[=VALUE]", help=_ENV_HELP),
     _option("nccl_debug", str | None, "--nccl-debug", metavar="LEVEL", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket)."),
     _option("hyperpod", bool | None, "--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."),
+    _option("hyperpod_cluster", str | None, "--hyperpod-cluster", metavar="NAME", help=_HYPERPOD_CLUSTER_HELP),
     _option("max_restarts", int | None, "--max-restarts", help="Requeue at most this many times after a save or a crash [default: 3]."),
     _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),
     _option("log_dir", str | None, "--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."),
@@ -117,12 +127,16 @@ def show_settings(plan: Plan) -> None:
         out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", _rows(plan.settings))
     if plan.decided:
         out.note_block(f"the job on {spec.instance_type} nodes:", _rows(plan.decided))
+    for decision in plan.decided:
+        if decision.warning:
+            out.warn(decision.warning)
 
 
 def _rows(items: Sequence[Setting | Decision]) -> list[str]:
-    """`--flag  value  source`, aligned."""
+    """`--flag  value  source`, aligned (values up to an instance type's length)."""
     width = max(len(item.flag) for item in items)
-    return [f"{item.flag:<{width}}  {_shown(item.value):<8}  {item.source}" for item in items]
+    values = min(max(8, *(len(_shown(item.value)) for item in items)), 16)
+    return [f"{item.flag:<{width}}  {_shown(item.value):<{values}}  {item.source}" for item in items]
 
 
 def _shown(value: object) -> str:

@@ -83,6 +83,8 @@ def _detail(status: JobStatus) -> list[Any]:
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         f"  log:        {status.record.log_paths[0]}",
     ]
+    source = dict(status.record.decided).get("instance_type")
+    lines.append(f"  instance:   {spec.instance_type}" + (f" ({source})" if source else ""))
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     if p.resumed_from_steps:

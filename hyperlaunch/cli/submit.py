@@ -59,7 +59,8 @@ def submit(
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
     env = {} if dry_run else cluster_env()
-    launched = launch(plan.spec, env=env, dry_run=dry_run)
+    decided = tuple((d.name, d.source) for d in plan.decided)
+    launched = launch(plan.spec, env=env, dry_run=dry_run, decided=decided, notify=out.note)
     show_settings(plan)  # once submitted: a refusal stays one line
     _report(launched, as_json, "submitted")
 
@@ -83,8 +84,9 @@ def resume(
 
     record = find_record(job_id, model)
     env = slurm_env(record.slurm_conf)
-    spec = plan_resume(record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env)
+    spec = plan_resume(record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, notify=out.note)
     added = [node for node in spec.exclude if node not in record.spec.exclude]
     if added:
         out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")
-    _report(launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run), as_json, f"resuming job {record.job_id} as")
+    launched = launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run, decided=record.decided, notify=out.note)
+    _report(launched, as_json, f"resuming job {record.job_id} as")

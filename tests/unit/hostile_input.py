@@ -454,7 +454,9 @@ TINY_QWEN3_CONFIG = {
 
 
 class FakeSbatch:
-    """sbatch at hyperlaunch.slurm.run: records what it was handed, accepts or refuses."""
+    """sbatch at hyperlaunch.slurm.run: records what it was handed, accepts or refuses. What
+    hyperlaunch asks of the cluster before rendering (sinfo, scontrol show) finds a cluster
+    that says nothing."""
 
     def __init__(self, refuse: bool) -> None:
         self.refuse = refuse
@@ -463,7 +465,9 @@ class FakeSbatch:
     def __call__(self, args: typing.Sequence[str], **_: object) -> object:
         from hyperlaunch.slurm import Result
 
-        assert args[0] == "sbatch", f"only sbatch is expected here, got {list(args)}"
+        if list(args[:1]) == ["sinfo"] or list(args[:2]) == ["scontrol", "show"]:
+            return Result(tuple(args), 0, "", "")
+        assert args[0] == "sbatch", f"only sbatch and queries are expected here, got {list(args)}"
         self.scripts.append(Path(args[-1]).read_text())
         if self.refuse:
             return Result(tuple(args), 1, "", "sbatch: error: Batch job submission failed: Invalid partition name specified\n")

@@ -87,11 +87,11 @@ def test_no_reachable_cluster_means_no_gres_unless_asked(tmp_path: Path, monkeyp
     assert ("--gpus-per-node", "8") in sbatch_flags(forced.spec)
 
 
-def test_a_forced_choice_asks_no_cluster_and_cpu_jobs_ask_nothing(tmp_path: Path, monkeypatch) -> None:
+def test_a_forced_choice_asks_no_cluster_and_cpu_jobs_named_so_ask_nothing(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(slurm, "run", lambda *a, **k: pytest.fail("Slurm asked"))
     assert plan(tmp_path, {**P5, "gres_gpus": "off"}, FakeSlurm(GPU_CONFIG)).spec.gres_gpus == "off"
-    cpu = plan(tmp_path, {"model": "qwen3_tiny", "torchrun": "torchrun"}, FakeSlurm(GPU_CONFIG))
-    assert cpu.decided == () and cpu.spec.exclusive is False
+    cpu = plan(tmp_path, {"model": "qwen3_tiny", "instance_type": "cpu", "torchrun": "torchrun"}, FakeSlurm(GPU_CONFIG))
+    assert decided(cpu) == {"instance_type": ("cpu", "you (--instance-type)")} and cpu.spec.exclusive is False
 
 
 def test_config_files_win_over_the_defaults_and_flags_over_config(tmp_path: Path, monkeypatch) -> None:
@@ -149,7 +149,7 @@ def test_render_prints_the_decisions_and_their_sources_on_stderr(tmp_path: Path,
     forced = run_cli(["render", "-m", "qwen3_0_6b", "--instance-type", "p5.48xlarge", "--gres-gpus", "--no-exclusive"], monkeypatch)
     # sharing nodes: the preset's GPUs per node, requested as GRES
     assert "#SBATCH --gpus-per-node=4\n" in forced.stdout and "--exclusive" not in forced.stdout
-    assert "you (--gres-gpus)" in forced.stderr and "--exclusive      off       you (--exclusive)" in forced.stderr
+    assert "you (--gres-gpus)" in forced.stderr and "--exclusive      off          you (--exclusive)" in forced.stderr
 
 
 def test_nccl_debug_is_one_flag(tmp_path: Path, monkeypatch) -> None:

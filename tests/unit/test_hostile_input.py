@@ -9,6 +9,7 @@ example gets a fresh temporary folder that holds every path it generates."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,21 @@ def _compiled_templates() -> None:
     from hyperlaunch.render import _template
 
     _template()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _local_aws(_moto_server: str) -> Iterator[None]:
+    """A valid --hyperpod-cluster name is asked of AWS: a local moto server that holds no
+    cluster (one-line AwsError, exit 10), never AWS itself."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+            mp.delenv(name, raising=False)
+        for name, value in (
+            ("AWS_ENDPOINT_URL", _moto_server), ("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_REGION", "us-west-2"), ("AWS_EC2_METADATA_DISABLED", "true"),
+        ):
+            mp.setenv(name, value)
+        yield
 
 
 def _render(case: Case) -> None:

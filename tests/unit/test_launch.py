@@ -64,7 +64,7 @@ def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path:
     spec = _record(tmp_path, trainer_args=("--lr", "1")).spec
     calls: list[tuple[JobSpec, str, str | None]] = []
 
-    def fake_submit(spec: JobSpec, script: str, *, env: dict[str, str], resumed_from: str | None) -> jobs.JobRecord:
+    def fake_submit(spec: JobSpec, script: str, *, env: dict[str, str], resumed_from: str | None, **_: object) -> jobs.JobRecord:
         calls.append((spec, script, resumed_from))
         return jobs.JobRecord(job_id="42", spec=spec, submitted_at=2.0, resumed_from=resumed_from)
 
