@@ -145,8 +145,9 @@ def resolve_job_launch(
     environ: Mapping[str, str] | None = None,
     user_config: Path | None = None,
 ) -> dict[str, str | None]:
-    """partition, container_image and torchrun as `build_spec` would layer them, with no model
-    needed: what `doctor` probes the compute nodes for. torchrun is None in a container."""
+    """partition, container_image, torchrun, instance_type and hyperpod_cluster as `build_spec`
+    would layer them, with no model needed: what `doctor` checks the cluster and probes the
+    compute nodes for. torchrun is None in a container; instance_type None when no layer sets it."""
     cwd = cwd or Path.cwd()
     environ = os.environ if environ is None else environ
     layers = _layers_below_flags(profile, cwd, environ, user_config)
@@ -154,11 +155,17 @@ def resolve_job_launch(
     merged = _merge([settings for _, settings in layers])
     image = merged.get("container_image")
     torchrun = None if image is not None else str(merged.get("torchrun") or _default_torchrun())
-    part = merged.get("partition")
+    def text(key: str) -> str | None:
+        value = merged.get(key)
+        return None if value is None else str(value)
+
     return {
-        "partition": None if part is None else str(part),
-        "container_image": None if image is None else str(image),
+        "partition": text("partition"),
+        "container_image": text("container_image"),
         "torchrun": torchrun,
+        "instance_type": text("instance_type"),
+        "instance_type_source": _source(layers, "instance_type"),
+        "hyperpod_cluster": text("hyperpod_cluster"),
     }
 
 

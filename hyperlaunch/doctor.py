@@ -249,6 +249,22 @@ def check_gpus(probes: Probes) -> CheckResult:
     )
 
 
+def check_instance_type(
+    configured: str | None, configured_source: str | None, from_cluster: Callable[[], str]
+) -> CheckResult:
+    """Which instance type jobs render for, and what decided it: a flag or config layer, else
+    the HyperPod cluster (`from_cluster`: hyperpod.describe_instance_source), else cpu."""
+    name = "instance type"
+    if configured is not None:
+        return passed(name, f"{configured} (from {configured_source})")
+    line = from_cluster()
+    if line.startswith(("none from the cluster", "cannot tell")):
+        return warned(name, line, "jobs render for cpu nodes: pass --instance-type (or --hyperpod-cluster) for GPU nodes")
+    if "warning:" in line or "no preset" in line:
+        return warned(name, line, "pass --instance-type to choose")
+    return passed(name, line)
+
+
 def run_checks(probes: Probes, *, checkpoint_dir: Path) -> list[CheckResult]:
     """All checks in report order. Commands are cached so `scontrol show nodes` runs once."""
     cached = _caching(probes)

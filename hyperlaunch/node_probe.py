@@ -248,7 +248,7 @@ def probe_partition(
     from hyperlaunch.render import render_node_probe
 
     try:
-        partition, idle, skipped = choose_nodes(slurm.partition_nodes(env=env), partition)
+        partition, idle, skipped = choose_nodes(slurm.all_partition_nodes(env=env), partition)
     except SlurmError as err:
         return ProbeResult(partition=partition, error=err.one_line())
     if partition is None:

@@ -105,30 +105,6 @@ def gres_types(*, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return () if kinds in ("", "(null)") else tuple(k.strip() for k in kinds.split(",") if k.strip())
 
 
-@dataclass(frozen=True)
-class PartitionNode:
-    """One node of one partition, as sinfo lists it (a node in two partitions appears twice)."""
-
-    name: str
-    state: str
-    """sinfo's long state: idle, mixed, allocated, drained, down*, idle~ (powered down), ..."""
-    partition: str
-    default: bool
-    """The partition is the cluster's default (sinfo marks it with `*`)."""
-
-
-def partition_nodes(*, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
-    """Every node of every partition with its state, in one sinfo call."""
-    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P"], env=env, timeout=15).stdout
-    rows = []
-    for line in out.splitlines():
-        name, state, partition = (line.split("|", 2) + ["", ""])[:3]
-        if name.strip() and partition.strip():
-            part = partition.strip()
-            rows.append(PartitionNode(name.strip(), state.strip(), part.rstrip("*"), part.endswith("*")))
-    return sorted(rows, key=lambda row: (row.partition, _natural_key(row.name)))
-
-
 def run_on_nodes(
     command: Sequence[str],
     *,
@@ -192,27 +168,40 @@ def partition_gres(*, env: Mapping[str, str] | None = None) -> list[PartitionNod
 
 @dataclass(frozen=True)
 class PartitionNode:
-    """One node of a partition, by its Slurm name, with its GRES."""
+    """One node of one partition, as sinfo lists it (a node in two partitions appears twice)."""
 
     name: str
-    gres: str
+    state: str = ""
+    """sinfo's long state: idle, mixed, allocated, drained, down*, idle~ (powered down), ..."""
+    partition: str = ""
+    default: bool = False
+    """The partition is the cluster's default (sinfo marks it with `*`)."""
+    gres: str = "(null)"
     """As sinfo writes it (`gpu:8`), or `(null)`."""
 
 
-def partition_nodes(partition: str | None, *, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
-    """The nodes of `partition` (None: the cluster's default one, sinfo's `*`), in one sinfo
-    call. Every partition is listed and filtered here, since `-p` cannot name the default."""
-    out = run(["sinfo", "-h", "-N", "-o", "%N|%P|%G"], env=env, timeout=15).stdout
-    nodes: dict[str, PartitionNode] = {}
+def all_partition_nodes(*, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """Every node of every partition with its state and GRES, in one sinfo call."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P|%G"], env=env, timeout=15).stdout
+    rows = []
     for line in out.splitlines():
-        names, _, rest = line.partition("|")
-        part, sep, gres = rest.partition("|")
-        part = part.strip()
-        if not sep or not names.strip():
+        fields = line.split("|", 3)
+        if len(fields) < 3 or not fields[0].strip() or not fields[2].strip():
             continue
-        if (part.rstrip("*") == partition) if partition else part.endswith("*"):
-            for name in hostlist.expand(names.strip()):  # -N writes one name a line; a list expands too
-                nodes.setdefault(name, PartitionNode(name=name, gres=gres.strip()))
+        names, state, partition = (field.strip() for field in fields[:3])
+        gres = fields[3].strip() if len(fields) > 3 else "(null)"
+        for name in hostlist.expand(names):  # -N writes one name a line; a list expands too
+            rows.append(PartitionNode(name, state, partition.rstrip("*"), partition.endswith("*"), gres))
+    return sorted(rows, key=lambda row: (row.partition, _natural_key(row.name)))
+
+
+def partition_nodes(partition: str | None, *, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """The nodes of `partition` (None: the cluster's default one, sinfo's `*`), each once.
+    Every partition is listed and filtered here, since `sinfo -p` cannot name the default."""
+    nodes: dict[str, PartitionNode] = {}
+    for row in all_partition_nodes(env=env):
+        if (row.partition == partition) if partition else row.default:
+            nodes.setdefault(row.name, row)
     return [nodes[name] for name in sorted(nodes, key=_natural_key)]
 
 

@@ -12,6 +12,7 @@ from hyperlaunch.errors import ChecksFailed
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from hyperlaunch.doctor import CheckResult
     from hyperlaunch.node_probe import ProbeResult
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -72,6 +73,7 @@ def doctor(
     probes = system_probes(env)
     results = run_checks(probes, checkpoint_dir=root)
     answers = next(r.status == "pass" for r in results if r.name == "sbatch")
+    results.append(_instance_type(launch, env, answers))
     probed = _probe_nodes(env, launch, probes.local_names()) if probe and answers else None
     if probed is not None:
         from hyperlaunch.node_probe import summary
@@ -103,6 +105,27 @@ def doctor(
             out.table(_node_table(probed))
     if failed:
         raise ChecksFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")
+
+
+def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: bool) -> CheckResult:
+    """The instance type jobs here render for, and its source, as submit decides it."""
+    from hyperlaunch import slurm
+    from hyperlaunch.doctor import check_instance_type
+    from hyperlaunch.errors import SlurmError
+    from hyperlaunch.hyperpod import describe_instance_source
+
+    def from_cluster() -> str:
+        partition = launch["partition"]
+        where = f"partition {partition}" if partition else "the default partition"
+        names = None
+        if answers:
+            try:
+                names = [node.name for node in slurm.partition_nodes(partition, env=env)]
+            except SlurmError:
+                names = None
+        return describe_instance_source(cluster=launch["hyperpod_cluster"], partition_nodes=names, where=where)
+
+    return check_instance_type(launch["instance_type"], launch["instance_type_source"], from_cluster)
 
 
 def _probe_nodes(env: dict[str, str], launch: dict[str, str | None], local_names: frozenset[str]) -> ProbeResult:

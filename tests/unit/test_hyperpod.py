@@ -53,7 +53,7 @@ def test_a_resource_config_that_cannot_be_read_is_unavailable_with_the_reason(tm
 
 def test_partition_nodes_come_from_one_sinfo_call(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, ...]] = []
-    sinfo = "ip-10-1-10-10|dev*|(null)\nip-10-1-38-130|dev*|gpu:8\nip-10-1-38-128|dev*|gpu:8\nip-10-1-38-128|gpu|gpu:8\nip-10-1-38-[2-3]|gpu|gpu:8\n"
+    sinfo = "ip-10-1-10-10|idle|dev*|(null)\nip-10-1-38-130|idle|dev*|gpu:8\nip-10-1-38-128|idle|dev*|gpu:8\nip-10-1-38-128|idle|gpu|gpu:8\nip-10-1-38-[2-3]|idle|gpu|gpu:8\n"
 
     def run(args: Sequence[str], **_: object) -> slurm.Result:
         calls.append(tuple(args))
@@ -65,7 +65,7 @@ def test_partition_nodes_come_from_one_sinfo_call(monkeypatch: pytest.MonkeyPatc
         ("ip-10-1-38-2", "gpu:8"), ("ip-10-1-38-3", "gpu:8"), ("ip-10-1-38-128", "gpu:8"),
     ]
     assert slurm.partition_nodes("nope") == []
-    assert calls[0] == ("sinfo", "-h", "-N", "-o", "%N|%P|%G")
+    assert calls[0] == ("sinfo", "-h", "-N", "-o", "%N|%T|%P|%G")
 
 
 def test_the_api_view_maps_nodes_that_have_an_address() -> None:
