@@ -114,7 +114,7 @@ def plan_job(
     exclusive = _decide_whole_nodes(merged, layers)
     merged = _merge([_preset_defaults(merged), merged])
     _resolve_model(merged, cwd)
-    settings = _recommend(merged)
+    settings = _recommend(merged, layers)
     decided = instance + _decide_gpus(merged, layers, cluster_env) + exclusive
     return Plan(spec=_to_spec(merged, cwd), settings=settings, decided=decided)
 
@@ -390,7 +390,7 @@ def _model_spec(model: str) -> tuple[ModelSpec, str]:
     return spec_from_model_directory(model, os.path.basename(model.rstrip("/"))), f"{model}/config.json"
 
 
-def _recommend(settings: Settings) -> tuple[Setting, ...]:
+def _recommend(settings: Settings, layers: list[Layer]) -> tuple[Setting, ...]:
     """Fill max_steps and the trainer arguments the user left out with the model's
     recommendation for the instance type's hardware; return every setting with its source."""
     model = str(settings["model"])
@@ -413,7 +413,8 @@ def _recommend(settings: Settings) -> tuple[Setting, ...]:
             if settings.get("max_steps") is None:
                 settings["max_steps"] = setting.value
             else:
-                setting = recommend.Setting("max_steps", int(str(settings["max_steps"])), "you")
+                source = _source(layers, "max_steps") or "you"
+                setting = recommend.Setting("max_steps", int(str(settings["max_steps"])), source)
         elif setting.name in given:
             setting = recommend.Setting(setting.name, _given_value(user_args, setting), "you (after --)")
         else:

@@ -59,10 +59,18 @@ def test_what_the_user_gives_wins_is_not_repeated_and_is_said_to_be_theirs(tmp_p
     assert arg(spec, "--seq-len") == "32" and spec.trainer_args.count("--seq-len") == 0
     assert "--no-activation-checkpointing" not in spec.trainer_args
     sources = {s.name: (s.value, s.source) for s in result.settings}
-    assert sources["max_steps"] == (7, "you")
+    assert sources["max_steps"] == (7, "you (--max-steps)")
     assert sources["seq_len"] == ("32", "you (after --)")
     assert sources["activation_checkpointing"] == (True, "you (after --)")
     assert sources["micro_batch_size"][1].startswith("preset qwen3_0_6b")
+
+
+def test_max_steps_from_a_config_file_or_the_environment_is_said_to_come_from_there(tmp_path: Path) -> None:
+    (tmp_path / "hyperlaunch.toml").write_text("max_steps = 9\n")
+    from_file = {s.name: (s.value, s.source) for s in plan(tmp_path, {"model": "qwen3_0_6b"}).settings}
+    assert from_file["max_steps"][0] == 9 and "hyperlaunch.toml" in from_file["max_steps"][1]
+    from_env = plan_job({"model": "qwen3_0_6b"}, cwd=tmp_path / "none", environ={"HYPERLAUNCH_MAX_STEPS": "11"}, user_config=tmp_path / "user.toml")
+    assert {s.name: (s.value, s.source) for s in from_env.settings}["max_steps"] == (11, "$HYPERLAUNCH_MAX_STEPS")
 
 
 def test_a_model_directory_takes_its_config_json_and_never_outgrows_its_positions(tmp_path: Path) -> None:
