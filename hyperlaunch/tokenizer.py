@@ -45,7 +45,7 @@ class LoadedTokenizer:
     vocab_size: int
     """Token ids are below this (added tokens included)."""
     sha256: str
-    """Hash of what decides the token ids (see content_sha256)."""
+    """Hash of what decides the token ids and the EOS id (see content_sha256)."""
     wrapper: Any = field(default=None, repr=False)
     """The transformers tokenizer it came from (saved with the exported model); None offline."""
 
@@ -70,15 +70,15 @@ class LoadedTokenizer:
         wrapper.save_pretrained(str(directory))
 
 
-def content_sha256(backend: Tokenizer) -> str:
-    """A hash of the vocabulary, merges and added tokens: the same for the same tokenizer
-    whatever folder, cache or library version it is loaded from (the file layout and the
-    serialised options change between versions; the ids do not)."""
+def content_sha256(backend: Tokenizer, eos_id: int) -> str:
+    """A hash of the vocabulary, merges, added tokens and the EOS id that joins documents:
+    the same for the same tokenizer whatever folder, cache or library version it is loaded
+    from (the file layout and the serialised options change between versions; the ids do not)."""
     spec = json.loads(backend.to_str())
     model = spec.get("model") or {}
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
     added = sorted((t["id"], t["content"], bool(t.get("special"))) for t in spec.get("added_tokens") or [])
-    canonical = {"type": model.get("type"), "vocab": model.get("vocab"), "merges": merges, "added": added}
+    canonical = {"type": model.get("type"), "vocab": model.get("vocab"), "merges": merges, "added": added, "eos": eos_id}
     return hashlib.sha256(json.dumps(canonical, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -98,13 +98,20 @@ def load_tokenizer(choice: str) -> LoadedTokenizer:
             raise ModelUnavailable(f"--tokenizer {choice}: cannot load a tokenizer there ({_short(err)})") from None
     # The local cache needs no network; ask the hub only when it answers at all: its client
     # retries for half a minute on a cluster with no internet, on every rank and every restart.
-    reachable = _hub_reachable()
-    attempts = [{"local_files_only": True}] + ([{}] if reachable else [])
     error: Exception | None = None
-    for kwargs in attempts:
+    try:
+        return _wrap(choice, _auto_tokenizer(choice, local_files_only=True))
+    except InvalidInput:
+        raise
+    except Exception:  # noqa: BLE001 - not in the cache (or broken there): the hub may have it
+        pass
+    reachable = _hub_reachable()
+    if reachable:
         try:
-            return _wrap(choice, _auto_tokenizer(choice, **kwargs))
-        except Exception as err:  # noqa: BLE001 - any failure: try the next place, then say why
+            return _wrap(choice, _auto_tokenizer(choice))
+        except InvalidInput:
+            raise
+        except Exception as err:  # noqa: BLE001 - any hub failure is reported below, with the hint
             error = err
     where = "not in the local Hugging Face cache" + ("" if reachable else " and the hub is not reachable")
     raise ModelUnavailable(
@@ -141,9 +148,10 @@ def _offline() -> LoadedTokenizer:
     from hyperlaunch.train.offline_assets import EOS_TOKEN, TOKENIZER_FILE
 
     backend = Tokenizer.from_file(str(TOKENIZER_FILE))
+    eos = int(backend.token_to_id(EOS_TOKEN))
     return LoadedTokenizer(
-        name=OFFLINE, backend=backend, eos_id=int(backend.token_to_id(EOS_TOKEN)),
-        vocab_size=int(backend.get_vocab_size(with_added_tokens=True)), sha256=content_sha256(backend),
+        name=OFFLINE, backend=backend, eos_id=eos, vocab_size=int(backend.get_vocab_size(with_added_tokens=True)),
+        sha256=content_sha256(backend, eos),
     )
 
 
@@ -164,7 +172,7 @@ def _wrap(name: str, tok: Any) -> LoadedTokenizer:
         raise ModelUnavailable(f"--tokenizer {name}: the tokenizer has no end-of-sequence token")
     return LoadedTokenizer(
         name=name, backend=backend, eos_id=int(eos), vocab_size=max(len(tok), int(backend.get_vocab_size(True))),
-        sha256=content_sha256(backend), wrapper=tok,
+        sha256=content_sha256(backend, int(eos)), wrapper=tok,
     )
 
 
