@@ -8,6 +8,10 @@ models can share one folder):
     <ckpt_dir>/<model>-<N>steps/hyperlaunch.json   which model/step wrote it (for checks)
     <ckpt_dir>/<model>-latest          one line: the name of the checkpoint to resume from
     <ckpt_dir>/<model>-final/          the Hugging Face export at the end of training
+    <ckpt_dir>/.hyperlaunch-data/      raw --data the trainer prepared (hyperlaunch.prepare)
+
+Names that start with '.' are hyperlaunch's own (temp files, the data cache) and never a
+checkpoint, a pointer or a model: listing, pruning and `-latest` pass them by.
 
 Torch-free on purpose: the CLI lists checkpoints and chooses the resume point on a login node.
 """
@@ -42,7 +46,23 @@ _MAX_POINTER_BYTES = 4096
 _MAX_INFO_BYTES = 1 << 20
 
 
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+"""No leading '.': a hidden name is never a checkpoint (see is_own_entry)."""
+
+DATA_CACHE_DIR = ".hyperlaunch-data"
+"""Where the trainer keeps raw --data it prepared, inside the checkpoint folder: on the
+filesystem every node shares, kept across restarts, hidden from the checkpoint rules."""
+
+
+def data_cache_dir(ckpt_dir: Path) -> Path:
+    """`<ckpt_dir>/.hyperlaunch-data`."""
+    return Path(ckpt_dir) / DATA_CACHE_DIR
+
+
+def is_own_entry(name: str) -> bool:
+    """Whether a name in the checkpoint folder is hyperlaunch's own (a hidden temp file, the
+    data cache) rather than a checkpoint, pointer or export."""
+    return name.startswith(".")
 
 
 def is_model_directory(model: str) -> bool:
@@ -59,12 +79,12 @@ def checkpoint_name(model: str, model_name: str | None = None) -> str:
     file name should not hold replaced by '_'."""
     if model_name is not None:
         if not _MODEL_NAME.match(model_name):
-            raise InvalidInput(f"--model-name {model_name!r}: use letters, digits, '_', '.', '-'")
+            raise InvalidInput(f"--model-name {model_name!r}: use letters, digits, '_', '.', '-' (not first: '.')")
         if is_model_directory(model):
             return model_name
     if not is_model_directory(model):
         return get_preset(model).name
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
+    return re.sub(r"^\.|[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
 
 
 def checkpoint_dir_name(model: str, step: int) -> str:
@@ -91,7 +111,7 @@ def final_dir(ckpt_dir: Path, model: str) -> Path:
 def parse_step(dir_name: str, model: str) -> int | None:
     """The step of `<model>-<N>steps`, or None when the name is not one of this model's."""
     prefix = f"{model}-"
-    if not dir_name.startswith(prefix):
+    if is_own_entry(dir_name) or not dir_name.startswith(prefix):
         return None
     match = _STEPS_SUFFIX.match(dir_name[len(prefix) :])
     return int(match.group("step")) if match else None
@@ -304,7 +324,9 @@ def list_models(ckpt_dir: Path) -> list[str]:
         return []
     models: set[str] = set()
     for entry in root.iterdir():
-        if entry.is_file() and entry.name.endswith("-latest") and not entry.name.startswith("."):
+        if is_own_entry(entry.name):
+            continue
+        if entry.is_file() and entry.name.endswith("-latest"):
             models.add(entry.name[: -len("-latest")])
         elif entry.is_dir():
             match = _ANY_CHECKPOINT.match(entry.name)

@@ -43,17 +43,19 @@ class TrainConfig:
     model_name: str | None = option(None, group="model", help="checkpoint name when --model is a directory")
     # data
     data: Path | None = option(
-        None, group="data", help=".txt/.jsonl file or directory, or a save_to_disk dataset (default: built-in corpus)"
+        None, group="data",
+        help="a folder from `hyperlaunch prepare-data`, or raw .txt/.jsonl/.parquet files, a folder of them or a "
+        "save_to_disk dataset, prepared once into <checkpoint-dir>/.hyperlaunch-data/ (default: the built-in corpus)",
     )
     text_field: str = option("text", group="data", help="field holding the text in .jsonl rows and datasets")
     tokenizer: str | None = option(
         None, group="data",
-        help="'offline', a local directory or a hub name (default: without --data the built-in corpus's shipped tokenizer; "
-        "with it the model directory's own, else the preset's)",
+        help="'offline', a local directory or a hub name; one that cannot be loaded is an error, never replaced "
+        "(default: without --data the built-in corpus's shipped tokenizer; with it the model directory's own, else the preset's)",
     )
     seq_len: int | None = option(None, group="data", help="tokens per sequence (default: the preset's for GPU or CPU nodes, at most the model's max_position_embeddings)")
     micro_batch_size: int | None = option(None, group="data", help="sequences per rank per micro-step (default: the preset's for GPU or CPU nodes)")
-    val_fraction: float = option(0.05, group="data", help="share of packed sequences held out for validation")
+    val_fraction: float = option(0.05, group="data", help="share of the tokens, at the end of the data, held out for validation")
     overfit_batch: bool = option(False, group="data", help="train on the first batch over and over (a debugging aid: loss must fall)")
     # checkpoints
     checkpoint_dir: Path = option(group="checkpoints", help="where <model>-<N>steps/, <model>-latest and <model>-final/ live")

@@ -1,225 +1,155 @@
-"""Text -> tokens -> fixed-length packed sequences, and a global sample order.
+"""Prepared token shards -> fixed-length sequences, and a global sample order.
+
+Every run reads a prepared folder (hyperlaunch.prepared_data): `--data DIR` from
+`hyperlaunch prepare-data`, or raw files (and the built-in corpus) prepared once into the
+checkpoint folder's cache before the process group exists (hyperlaunch.prepare). The shards
+are memory-mapped: a start costs the same whatever the corpus size, and a rank reads only the
+sequences it trains on. Sequences are cut from the token stream at read time (sequence i is
+tokens [i * seq_len, (i + 1) * seq_len)), so one folder serves any sequence length.
 
 The position in the data is kept in global terms (samples consumed by the whole job), and the
-order of samples depends only on the seed, never on the world size. Each data-parallel rank
-takes its own slice of every global batch, so a job resumed on a different number of ranks
-neither skips nor repeats a sample.
+order of samples depends only on the seed, never on the world size: a seeded permutation of
+sequence numbers, computed for each sample rather than stored. Each data-parallel rank takes
+its own slice of every global batch, so a job resumed on a different number of ranks neither
+skips nor repeats a sample.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import sys
+import hashlib
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol
-from urllib.parse import urlparse
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 
-from hyperlaunch.errors import DataError, ModelUnavailable
-
-from .offline_assets import CORPUS_FILE, EOS_TOKEN, TOKENIZER_FILE
-
-
-class TextTokenizer(Protocol):
-    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
-
-    @property
-    def vocab_size(self) -> int: ...
-
-    @property
-    def eos_id(self) -> int: ...
-
-    def save(self, directory: Path) -> None: ...
+from hyperlaunch import prepared_data as fmt
+from hyperlaunch.errors import DataError
 
 
-@dataclass
-class OfflineTokenizer:
-    """The byte-level BPE tokenizer shipped in train/assets (no download)."""
+class TokenStream:
+    """A prepared folder's shards as one stream of token ids, each shard memory-mapped on
+    first use."""
 
-    path: Path = TOKENIZER_FILE
+    def __init__(self, folder: Path, manifest: fmt.Manifest) -> None:
+        self.folder = Path(folder)
+        self.dtype = np.dtype(fmt.NUMPY_DTYPES[manifest.dtype])
+        self._shards = manifest.shards
+        self._starts = np.cumsum([0] + [shard.tokens for shard in manifest.shards], dtype=np.int64)
+        self._maps: dict[int, np.ndarray] = {}
+        for shard in manifest.shards:  # a stat per shard, not a read: a truncated copy fails here
+            path = self.folder / shard.tokens_file
+            try:
+                size = path.stat().st_size
+            except OSError as err:
+                raise DataError(f"{path}: {err.strerror or err}") from None
+            if size != shard.tokens * self.dtype.itemsize:
+                raise DataError(f"{path} has {size} bytes, the manifest says {shard.tokens * self.dtype.itemsize}")
 
-    def __post_init__(self) -> None:
-        from tokenizers import Tokenizer
+    def __len__(self) -> int:
+        return int(self._starts[-1])
 
-        self._tok = Tokenizer.from_file(str(self.path))
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens [start, stop) of the stream."""
+        index = int(np.searchsorted(self._starts, start, side="right")) - 1
+        pieces = []
+        while start < stop:
+            end = min(stop, int(self._starts[index + 1]))
+            if end > start:
+                first = start - int(self._starts[index])
+                pieces.append(self._map(index)[first : first + end - start])
+            start, index = max(start, end), index + 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [enc.ids for enc in self._tok.encode_batch(texts)]
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self._tok.get_vocab_size())
-
-    @property
-    def eos_id(self) -> int:
-        return int(self._tok.token_to_id(EOS_TOKEN))
-
-    def save(self, directory: Path) -> None:
-        from transformers import PreTrainedTokenizerFast
-
-        wrapped = PreTrainedTokenizerFast(tokenizer_object=self._tok, eos_token=EOS_TOKEN, pad_token="<|pad|>")
-        wrapped.save_pretrained(str(directory))
-
-
-@dataclass
-class HFTokenizer:
-    """A transformers tokenizer from a local directory or the hub."""
-
-    tok: object
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return list(self.tok(texts, add_special_tokens=False)["input_ids"])  # type: ignore[operator,index]
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tok)  # type: ignore[arg-type]
-
-    @property
-    def eos_id(self) -> int:
-        eos = getattr(self.tok, "eos_token_id", None)
-        if eos is None:
-            raise ModelUnavailable("the tokenizer has no end-of-sequence token")
-        return int(eos)
-
-    def save(self, directory: Path) -> None:
-        self.tok.save_pretrained(str(directory))  # type: ignore[attr-defined]
+    def _map(self, index: int) -> np.ndarray:
+        if index not in self._maps:
+            shard = self._shards[index]
+            self._maps[index] = np.memmap(self.folder / shard.tokens_file, dtype=self.dtype, mode="r", shape=(shard.tokens,))
+        return self._maps[index]
 
 
-def load_tokenizer(choice: str, warn: bool) -> TextTokenizer:
-    """`offline`, a local directory, or a hub name (offline fallback with a warning when the
-    hub cannot be reached: these clusters often have no internet)."""
-    if choice == "offline":
-        return OfflineTokenizer()
-    from transformers import AutoTokenizer
+@dataclass(frozen=True)
+class Sequences:
+    """`count` sequences of `seq_len` tokens cut from the stream from token `offset` on."""
 
-    path = Path(choice)
-    if path.exists() or choice.startswith((".", "/")):
-        if not path.is_dir():
-            raise ModelUnavailable(f"--tokenizer {choice}: no such directory")
-        try:
-            return HFTokenizer(AutoTokenizer.from_pretrained(str(path), local_files_only=True))
-        except (OSError, ValueError) as err:
-            raise ModelUnavailable(f"--tokenizer {choice}: cannot load a tokenizer there ({err})") from None
-    # A copy in the local Hugging Face cache needs no network; without one, ask the hub only
-    # when it answers at all: its client retries for half a minute on a cluster with no
-    # internet, on every rank and every restart.
-    attempts = [{"local_files_only": True}] + ([{}] if _hub_reachable() else [])
-    error: Exception | None = None
-    for kwargs in attempts:
-        try:
-            return HFTokenizer(AutoTokenizer.from_pretrained(choice, **kwargs))
-        except Exception as err:  # noqa: BLE001 - any hub failure means: use the offline one
-            error = err
-    if warn:
-        print(
-            f"hyperlaunch.train: warning: tokenizer {choice!r} not reachable "
-            f"({type(error).__name__ if error else 'hub unreachable'}); using the offline tokenizer",
-            file=sys.stderr,
-        )
-    return OfflineTokenizer()
+    stream: TokenStream
+    offset: int
+    count: int
+    seq_len: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, rows: Sequence[int]) -> torch.Tensor:
+        """The rows as a [len(rows), seq_len] LongTensor, read from the memory map."""
+        out = np.empty((len(rows), self.seq_len), dtype=np.int64)
+        for i, row in enumerate(rows):
+            if not 0 <= row < self.count:
+                raise IndexError(f"sequence {row} of {self.count}")
+            start = self.offset + row * self.seq_len
+            out[i] = self.stream.read(start, start + self.seq_len)
+        return torch.from_numpy(out)
 
 
-def _hub_reachable(timeout_s: float = 3.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        return False
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout_s).close()
-    except OSError:
-        return False
-    return True
-
-
-def read_documents(data: Path | None, text_field: str) -> list[str]:
-    """Documents from a file, a directory of files, a `save_to_disk` dataset or the built-in corpus."""
-    if data is None:
-        return _split_txt(CORPUS_FILE.read_text())
-    if not data.exists():
-        raise DataError(f"--data {data}: no such file or directory")
-    if data.is_dir():
-        if (data / "dataset_info.json").exists() or (data / "dataset_dict.json").exists() or (data / "state.json").exists():
-            return _read_saved_dataset(data, text_field)
-        files = sorted(p for p in data.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file())
-        if not files:
-            raise DataError(f"--data {data}: no .txt or .jsonl files and not a save_to_disk dataset")
-        return [doc for file in files for doc in _read_file(file, text_field)]
-    return _read_file(data, text_field)
-
-
-def _split_txt(text: str) -> list[str]:
-    # Blank lines separate documents; a file without them is one document per line.
-    docs = [d.strip() for d in text.split("\n\n") if d.strip()]
-    return docs if len(docs) > 1 else [line for line in text.splitlines() if line.strip()]
-
-
-def _read_file(path: Path, text_field: str) -> list[str]:
-    if path.suffix == ".jsonl":
-        docs = []
-        with path.open() as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    raise DataError(f"--data {path}:{number}: not valid JSON") from None
-                if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
-                    raise DataError(f"--data {path}:{number}: no string field {text_field!r} (see --text-field)")
-                docs.append(row[text_field])
-        return docs
-    if path.suffix == ".txt":
-        return _split_txt(path.read_text(errors="replace"))
-    raise DataError(f"--data {path}: expected a .txt or .jsonl file")
-
-
-def _read_saved_dataset(path: Path, text_field: str) -> list[str]:
-    try:
-        import datasets  # optional: only this input format needs it
-    except ImportError:
-        raise DataError(
-            f"--data {path} is a Hugging Face save_to_disk dataset, but the `datasets` package is not installed",
-            hint="pip install datasets",
-        ) from None
-    loaded = datasets.load_from_disk(str(path))
-    if isinstance(loaded, datasets.DatasetDict):
-        loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
-    if text_field not in loaded.column_names:
-        raise DataError(f"--data {path}: no column {text_field!r}; columns: {', '.join(loaded.column_names)}")
-    return [str(t) for t in loaded[text_field]]
-
-
-def pack(documents: list[str], tokenizer: TextTokenizer, seq_len: int) -> torch.Tensor:
-    """Tokenize, join documents with EOS and cut into [num_sequences, seq_len] (tail dropped)."""
-    stream: list[int] = []
-    eos = tokenizer.eos_id
-    for start in range(0, len(documents), 1024):
-        for ids in tokenizer.encode_batch(documents[start : start + 1024]):
-            stream.extend(ids)
-            stream.append(eos)
-    count = len(stream) // seq_len
-    return torch.tensor(stream[: count * seq_len], dtype=torch.long).view(count, seq_len)
-
-
-@dataclass
+@dataclass(frozen=True)
 class Splits:
-    train: torch.Tensor
-    val: torch.Tensor
+    train: Sequences
+    val: Sequences
 
 
-def split_validation(sequences: torch.Tensor, fraction: float, min_train: int) -> Splits:
-    """The last `fraction` of sequences is held out (at least one)."""
-    total = sequences.shape[0]
-    n_val = max(1, int(total * fraction))
-    if total - n_val < min_train:
+def split_validation(stream: TokenStream, seq_len: int, fraction: float, min_train: int) -> Splits:
+    """The last `fraction` of the tokens is held out (at least one sequence): a fixed range
+    of the text whatever the sequence length, so runs with different --seq-len never train on
+    each other's validation text. Training sequences are cut from the start."""
+    total = len(stream)
+    val_tokens = max(seq_len, int(total * fraction))
+    train_count = max(0, total - val_tokens) // seq_len
+    if train_count < min_train:
         raise DataError(
-            f"the data gives {total} sequences, too few for one global batch of {min_train} plus validation "
+            f"the data gives {total // seq_len} sequences, too few for one global batch of {min_train} plus validation "
             "(use more data, a shorter --seq-len or a smaller --micro-batch-size)"
         )
-    return Splits(train=sequences[: total - n_val], val=sequences[total - n_val :])
+    return Splits(
+        train=Sequences(stream, 0, train_count, seq_len),
+        val=Sequences(stream, total - val_tokens, val_tokens // seq_len, seq_len),
+    )
+
+
+_MASK64 = (1 << 64) - 1
+_ROUNDS = 6
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer: a fast 64-bit mixing function."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+class _Permutation:
+    """A seeded permutation of range(n), computed per element in O(1) memory: a balanced
+    Feistel network on the smallest even number of bits that holds n, walking the cycle
+    until the result falls below n (fewer than 4 steps on average)."""
+
+    def __init__(self, n: int, key: str) -> None:
+        self.n = n
+        self.half = max(1, ((n - 1).bit_length() + 1) // 2)
+        self.mask = (1 << self.half) - 1
+        digest = hashlib.blake2b(key.encode(), digest_size=8 * _ROUNDS).digest()
+        self.keys = [int.from_bytes(digest[8 * r : 8 * r + 8], "little") for r in range(_ROUNDS)]
+
+    def __call__(self, i: int) -> int:
+        x = i
+        while True:
+            left, right = x >> self.half, x & self.mask
+            for key in self.keys:
+                left, right = right, left ^ (_mix(right ^ key) & self.mask)
+            x = (left << self.half) | right
+            if x < self.n:
+                return x
 
 
 class GlobalSampler:
@@ -229,22 +159,27 @@ class GlobalSampler:
         self.num_samples = num_samples
         self.seed = seed
         self._epoch = -1
-        self._order = torch.empty(0, dtype=torch.long)
+        self._order: Callable[[int], int] = int
 
     def index(self, global_sample: int) -> int:
         epoch, offset = divmod(global_sample, self.num_samples)
         if epoch != self._epoch:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._order = torch.randperm(self.num_samples, generator=generator)
+            self._order = _Permutation(self.num_samples, f"{self.seed}:{epoch}")
             self._epoch = epoch
-        return int(self._order[offset])
+        return self._order(offset)
+
+
+class Rows(Protocol):
+    """Sequences by number (Sequences; a tensor in the unit tests)."""
+
+    def __getitem__(self, rows: Any) -> torch.Tensor: ...
 
 
 @dataclass
 class Batcher:
     """This rank's micro-batches for one optimizer step."""
 
-    data: torch.Tensor
+    data: Rows
     sampler: GlobalSampler
     micro_batch_size: int
     rank: int
@@ -256,20 +191,35 @@ class Batcher:
     def global_batch(self) -> int:
         return self.micro_batch_size * self.world_size * self.grad_accum
 
-    def step_batches(self, samples_consumed: int) -> Iterator[torch.Tensor]:
+    def step_rows(self, samples_consumed: int) -> list[list[int]]:
+        """The sequence numbers of this rank's micro-batches in the step that starts after
+        `samples_consumed` samples."""
         start = 0 if self.overfit else samples_consumed
         per_micro = self.micro_batch_size * self.world_size
-        for micro in range(self.grad_accum):
-            first = start + micro * per_micro + self.rank * self.micro_batch_size
-            rows = [self.sampler.index(first + i) for i in range(self.micro_batch_size)]
+        firsts = [start + micro * per_micro + self.rank * self.micro_batch_size for micro in range(self.grad_accum)]
+        return [[self.sampler.index(first + i) for i in range(self.micro_batch_size)] for first in firsts]
+
+    def step_batches(self, samples_consumed: int) -> Iterator[torch.Tensor]:
+        for rows in self.step_rows(samples_consumed):
             yield self.data[rows]
 
 
-def validation_batches(val: torch.Tensor, micro_batch_size: int, rank: int, world_size: int, limit: int) -> list[torch.Tensor]:
-    """This rank's share of the held-out split. Every rank gets the same number of batches
-    (sharded forwards are collective), wrapping around when the split is small."""
-    batches = [val[i : i + micro_batch_size] for i in range(0, val.shape[0], micro_batch_size)]
-    count = max(1, len(batches) // world_size)
-    if limit > 0:
-        count = min(count, limit)
-    return [batches[(rank + k * world_size) % len(batches)] for k in range(count)]
+class ValidationBatches:
+    """This rank's share of the held-out split, read when iterated. Every rank gets the same
+    number of batches (sharded forwards are collective), wrapping around when the split is
+    small."""
+
+    def __init__(self, val: Sequences, micro_batch_size: int, rank: int, world_size: int, limit: int) -> None:
+        self.val, self.micro = val, micro_batch_size
+        self.total = math.ceil(len(val) / micro_batch_size)
+        count = max(1, self.total // world_size)
+        self.count = min(count, limit) if limit > 0 else count
+        self.rank, self.world_size = rank, world_size
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for k in range(self.count):
+            first = ((self.rank + k * self.world_size) % self.total) * self.micro
+            yield self.val[list(range(first, min(first + self.micro, len(self.val))))]

@@ -14,11 +14,12 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from hyperlaunch import checkpoints as rules
 
-from .data import TextTokenizer
+from hyperlaunch.tokenizer import LoadedTokenizer
+
 from .modeling import build_meta_model, fix_rotary_buffers
 
 
-def export_final(model: nn.Module, hf_config: object, tokenizer: TextTokenizer, ckpt_dir: Path, name: str, is_main: bool) -> Path:
+def export_final(model: nn.Module, hf_config: object, tokenizer: LoadedTokenizer, ckpt_dir: Path, name: str, is_main: bool) -> Path:
     """Gathers the full weights to rank 0 (collective: every rank calls this) and writes them
     to a temporary directory renamed into place, so a crash never leaves half an export."""
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

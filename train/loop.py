@@ -14,7 +14,7 @@ from hyperlaunch.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
 from hyperlaunch.models import ModelSpec
 
 from .checkpointing import Checkpointer, TrainState
-from .data import Batcher
+from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
@@ -35,7 +35,7 @@ class Trainer:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     batcher: Batcher
-    val_batches: list[torch.Tensor]
+    val_batches: ValidationBatches
     checkpointer: Checkpointer
     metrics: MetricsLog
     stop: StopRequest

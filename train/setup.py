@@ -13,10 +13,12 @@ from hyperlaunch import checkpoints as rules
 from hyperlaunch import recommend
 from hyperlaunch.errors import InvalidInput
 from hyperlaunch.protocol import TrainerEvent
+from hyperlaunch.tokenizer import LoadedTokenizer, load_tokenizer
 
 from . import STARTED_AT
 from . import data as data_mod
 from .checkpointing import Checkpointer, TrainState
+from .corpus import agree_everywhere, open_corpus
 from .config import TrainConfig
 from .distributed import Dist, build_mesh, init_distributed, shutdown
 from .export import export_final
@@ -37,7 +39,7 @@ class Job:
     trainer: Trainer
     state: TrainState
     source: ModelSource
-    tokenizer: data_mod.TextTokenizer
+    tokenizer: LoadedTokenizer
     cfg: TrainConfig
     d: Dist
 
@@ -83,14 +85,18 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     if too_long and is_main:
         warn(too_long)
 
-    tokenizer = data_mod.load_tokenizer(str(cfg.tokenizer), warn=is_main)
+    # Every rank loads the same tokenizer or fails (no fallback: hyperlaunch.tokenizer), and
+    # finds or prepares the data before the process group exists (train/corpus.py).
+    tokenizer = load_tokenizer(str(cfg.tokenizer))
     if tokenizer.vocab_size > spec.vocab_size:
         raise InvalidInput(
             f"the tokenizer has {tokenizer.vocab_size} tokens but {spec.name} only {spec.vocab_size} embeddings"
         )
-    documents = data_mod.read_documents(cfg.data, cfg.text_field)
+    corpus = open_corpus(cfg, tokenizer, spec, is_main=is_main)
+    data_ready = time.time()
 
     d = init_distributed(cfg.device, async_checkpoint=cfg.async_checkpoint)
+    data_info = agree_everywhere(d, corpus, tokenizer)
     if d.device.type == "cpu":
         return_freed_memory()
     # The preset's bf16 recommendation is for GPUs; a CPU run stays fp32 unless asked.
@@ -100,15 +106,13 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     if resume.warning and d.is_main:
         warn(resume.warning)
 
-    splits = data_mod.split_validation(
-        data_mod.pack(documents, tokenizer, seq_len), cfg.val_fraction, micro_batch * d.world_size * cfg.grad_accum
-    )
+    splits = data_mod.split_validation(corpus.stream, seq_len, cfg.val_fraction, micro_batch * d.world_size * cfg.grad_accum)
     batcher = data_mod.Batcher(
-        data=splits.train, sampler=data_mod.GlobalSampler(splits.train.shape[0], cfg.seed),
+        data=splits.train, sampler=data_mod.GlobalSampler(len(splits.train), cfg.seed),
         micro_batch_size=micro_batch, rank=d.rank, world_size=d.world_size,
         grad_accum=cfg.grad_accum, overfit=cfg.overfit_batch,
     )
-    val_batches = data_mod.validation_batches(splits.val, micro_batch, d.rank, d.world_size, cfg.val_batches)
+    val_batches = data_mod.ValidationBatches(splits.val, micro_batch, d.rank, d.world_size, cfg.val_batches)
 
     model = build_meta_model(source.hf_config)
     use_in_place_embedding_grad(model)
@@ -141,6 +145,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     startup = {
         "process_start": STARTED_AT,
         "imports_s": build_started - STARTED_AT,
+        "data_s": data_ready - build_started,
         "build_s": built - build_started,
         "load_s": time.time() - built,
     }
@@ -148,11 +153,11 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         metrics.event(
             TrainerEvent.RESUMED, f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
             step=state.step, path=str(resume.path), world_size=d.world_size, sharding=sharding_info,
-            startup=startup,
+            startup=startup, data=data_info,
         )
     else:
         metrics.event(TrainerEvent.STARTED, f"training {spec.name} from step 0 on {d.world_size} rank(s)",
-            world_size=d.world_size, sharding=sharding_info, startup=startup,
+            world_size=d.world_size, sharding=sharding_info, startup=startup, data=data_info,
         )
 
     trainer = Trainer(

@@ -11,6 +11,7 @@ BENCHMARKS = {
     "memory": ("memory", "peak RSS per rank of qwen3_0_6b: full / grad-op / none on 2 ranks vs 1 unsharded"),
     "checkpoint": ("checkpoint_cost", "training time blocked per checkpoint, sync vs async; write throughput vs raw"),
     "recovery": ("recovery", "node kill -> first resumed step on the dev cluster, by phase"),
+    "data": ("data", "prepare-data tokens/s vs the tokenizer's batch encode; trainer start on prepared 10 vs 300 MB"),
     "gpu": ("gpu", "qwen3_0_6b on one GPU in bf16: tokens/s, MFU, peak memory, with/without AC and compile"),
 }
 

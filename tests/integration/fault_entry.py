@@ -13,10 +13,15 @@ never sets. Each kill is a SIGKILL, as a node failure would be: no cleanup.
 - HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
   or a kill lands between two steps whatever the machine's speed.
 - HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; loss and logits on it at the start and
-  the end are written by rank 0 to FILE.out.pt (compared with plain transformers)."""
+  the end are written by rank 0 to FILE.out.pt (compared with plain transformers).
+- HYPERLAUNCH_TEST_RECORD_SAMPLES=FILE: every rank appends to FILE.<rank> one JSON line per
+  step: the samples consumed before it, and the sequence number and a digest of the tokens of
+  each sequence the rank trains on (to prove no sample is skipped or repeated)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import sys
@@ -52,6 +57,7 @@ class FaultHooks(TrainerHooks):
         self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
         self.step_seconds = float(os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS") or 0)
         self.probe = os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
+        self.record_samples = os.environ.get("HYPERLAUNCH_TEST_RECORD_SAMPLES") or None
 
     def before_step(self, step: int, rank: int) -> None:
         attempt = _int("SLURM_RESTART_COUNT", 0)
@@ -70,6 +76,8 @@ class FaultHooks(TrainerHooks):
 
     def on_start(self, trainer: Trainer, state: TrainState) -> None:
         self._probe(trainer, state, "start")
+        if self.record_samples:
+            _record_samples(trainer, Path(f"{self.record_samples}.{trainer.d.rank}"))
 
     def on_end(self, trainer: Trainer, state: TrainState) -> None:
         self._probe(trainer, state, "end")
@@ -90,6 +98,21 @@ class FaultHooks(TrainerHooks):
             results[when] = {"loss": float(out.loss), "logits": out.logits.float().cpu(), "step": state.step}
             torch.save(results, result_path)
         dist.barrier()
+
+
+def _record_samples(trainer: Trainer, path: Path) -> None:
+    batcher = trainer.batcher
+    read_step = batcher.step_batches
+
+    def recording(samples_consumed: int):  # type: ignore[no-untyped-def]
+        rows = [row for micro in batcher.step_rows(samples_consumed) for row in micro]
+        batches = list(read_step(samples_consumed))
+        digests = [hashlib.sha256(seq.numpy().tobytes()).hexdigest()[:16] for batch in batches for seq in batch]
+        with path.open("a") as handle:
+            handle.write(json.dumps({"samples_consumed": samples_consumed, "rows": rows, "digests": digests}) + "\n")
+        yield from batches
+
+    batcher.step_batches = recording  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import checkpoints as ck
-from hyperlaunch.errors import CheckpointError
+from hyperlaunch.errors import CheckpointError, InvalidInput
 
 MODEL = "qwen3_tiny"
 
@@ -203,3 +203,27 @@ def test_the_spec_carries_the_name_the_trainer_writes(tmp_path: Path) -> None:
     assert JobSpec(model=str(tmp_path / "link"), **dirs).checkpoint_name == "real-model"
     spec = JobSpec(model=str(tmp_path / "link"), trainer_args=("--model-name=x",), **dirs)
     assert spec.checkpoint_name == "x"
+
+
+def test_the_data_cache_and_other_hidden_names_are_never_checkpoints(tmp_path: Path) -> None:
+    """The trainer prepares raw --data into <ckpt>/.hyperlaunch-data/: listing, pruning, the
+    resume choice and the pointer pass it by, whatever it holds."""
+    make_ckpt(tmp_path, 10)
+    make_ckpt(tmp_path, 20)
+    ck.write_pointer(tmp_path, MODEL, "qwen3_tiny-20steps")
+    cache = ck.data_cache_dir(tmp_path)
+    assert cache == tmp_path / ".hyperlaunch-data"
+    (cache / "corpus.jsonl-0123abcd").mkdir(parents=True)
+    (cache / "corpus.jsonl-0123abcd" / "manifest.json").write_text("{}")
+    hidden = tmp_path / f".{MODEL}-30steps"  # shaped like a newer checkpoint, but hidden
+    hidden.mkdir()
+    (hidden / ck.METADATA_FILE).write_bytes(b"meta")
+    (tmp_path / f".{MODEL}-latest").write_text(f".{MODEL}-30steps\n")
+    assert ck.list_models(tmp_path) == [MODEL]
+    assert [info.step for info in ck.list_checkpoints(tmp_path, MODEL)] == [10, 20]
+    assert ck.choose_resume(tmp_path, MODEL).path == tmp_path / "qwen3_tiny-20steps"
+    assert ck.prune(tmp_path, MODEL, keep_last=1) == [tmp_path / "qwen3_tiny-10steps"]
+    assert (cache / "corpus.jsonl-0123abcd" / "manifest.json").exists() and hidden.is_dir()
+    with pytest.raises(InvalidInput, match="--model-name"):
+        ck.checkpoint_name("/some/model/dir", ".hyperlaunch")
+    assert ck.checkpoint_name(str(tmp_path / ".mymodel")) == "_mymodel"

@@ -1,18 +1,18 @@
-"""The trainer's data order and packing (train/data.py): pure units, no process group."""
+"""The trainer's data order and reading (train/data.py): pure units, no process group."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pytest
 import torch
 
-from hyperlaunch.train.data import Batcher, GlobalSampler, pack
-
-
-class _CharTokenizer:
-    eos_id = 0
-    vocab_size = 128
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [[ord(c) for c in text] for text in texts]
+from hyperlaunch.errors import DataError
+from hyperlaunch.prepare import prepare
+from hyperlaunch.prepared_data import read_manifest
+from hyperlaunch.tokenizer import load_tokenizer
+from hyperlaunch.train.data import Batcher, GlobalSampler, TokenStream, ValidationBatches, split_validation
 
 
 def test_the_sampler_visits_every_sample_once_per_epoch_in_a_seeded_order() -> None:
@@ -50,7 +50,79 @@ def test_overfit_repeats_the_first_batch() -> None:
     assert _rows(batcher, 0) == _rows(batcher, 100)
 
 
-def test_pack_joins_documents_with_eos_and_drops_the_tail() -> None:
-    packed = pack(["ab", "cde", "fg"], _CharTokenizer(), seq_len=3)
-    assert packed.tolist() == [[97, 98, 0], [99, 100, 101], [0, 102, 103]]  # the last EOS is the dropped tail
-    assert packed.dtype == torch.long
+def test_the_order_is_a_permutation_computed_per_sample_not_stored() -> None:
+    for n in (1, 2, 3, 7, 64, 1000):
+        assert sorted(GlobalSampler(n, seed=5).index(i) for i in range(n)) == list(range(n)), n
+    huge = GlobalSampler(10**12, seed=5)  # a trillion sequences: nothing to materialise
+    picks = [huge.index(i) for i in range(1000)]
+    assert len(set(picks)) == 1000 and all(0 <= p < 10**12 for p in picks)
+    assert max(picks) > 10**11, "spread over the whole range"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """A folder of several shards, and the token stream it must hold."""
+    work = tmp_path_factory.mktemp("stream")
+    docs = [f"Document {i}: " + " ".join(["river", "stone", "light"][(i + j) % 3] for j in range(i % 17 + 3)) for i in range(400)]
+    (work / "docs.txt").write_text("\n\n".join(docs) + "\n")
+    tokenizer = load_tokenizer("offline")
+    prepare([work / "docs.txt"], work / "out", tokenizer, workers=1, shard_mb=0.004)
+    expected = [t for ids in tokenizer.encode_batch(docs) for t in [*ids, tokenizer.eos_id]]
+    return work / "out", expected
+
+
+def test_sequences_of_any_length_are_cut_from_the_stream_across_shards(prepared: tuple[Path, list[int]]) -> None:
+    folder, expected = prepared
+    manifest = read_manifest(folder)
+    assert manifest is not None and len(manifest.shards) > 3
+    stream = TokenStream(folder, manifest)
+    assert len(stream) == len(expected) == manifest.tokens
+    assert stream.read(0, len(expected)).tolist() == expected
+    for seq_len in (7, 32):
+        splits = split_validation(stream, seq_len, 0.1, min_train=4)
+        rows = [0, 5, len(splits.train) - 1]
+        got = splits.train[rows]
+        assert got.dtype == torch.long and got.shape == (3, seq_len)
+        assert got.tolist() == [expected[r * seq_len : (r + 1) * seq_len] for r in rows]
+
+
+def test_validation_is_a_fixed_range_of_tokens_after_the_training_ones(prepared: tuple[Path, list[int]]) -> None:
+    folder, expected = prepared
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    stream = TokenStream(folder, manifest)
+    starts = set()
+    for seq_len in (7, 32):
+        splits = split_validation(stream, seq_len, 0.1, min_train=4)
+        starts.add(splits.val.offset)
+        assert len(splits.train) * seq_len <= splits.val.offset == len(expected) - int(len(expected) * 0.1)
+    assert len(starts) == 1, "the same held-out text whatever the sequence length"
+    with pytest.raises(DataError, match="too few for one global batch"):
+        split_validation(stream, 32, 0.1, min_train=10**6)
+
+
+def test_validation_batches_are_read_when_used_and_shared_out_evenly(prepared: tuple[Path, list[int]]) -> None:
+    folder, expected = prepared
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    val = split_validation(TokenStream(folder, manifest), 8, 0.1, min_train=4).val
+    ranks = [ValidationBatches(val, 4, rank, 2, limit=0) for rank in range(2)]
+    assert len(ranks[0]) == len(ranks[1]) == (len(val) + 3) // 4 // 2
+    first = next(iter(ranks[1]))
+    assert first.tolist() == [expected[val.offset + (4 + i) * 8 : val.offset + (5 + i) * 8] for i in range(4)]
+    assert len(ValidationBatches(val, 4, 0, 2, limit=3)) == 3
+
+
+def test_a_truncated_shard_fails_at_start_in_one_line(prepared: tuple[Path, list[int]], tmp_path: Path) -> None:
+    import shutil
+
+    folder, _ = prepared
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    manifest = read_manifest(copy)
+    assert manifest is not None
+    shard = copy / manifest.shards[1].tokens_file
+    shard.write_bytes(shard.read_bytes()[:-2])
+    with pytest.raises(DataError, match="tokens-00001.bin has .* bytes, the manifest says"):
+        TokenStream(copy, manifest)
+    assert np.fromfile(copy / manifest.shards[0].tokens_file, dtype="<u2").size == manifest.shards[0].tokens

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.data_sources import find_sources, plan_units, read_unit
 from hyperlaunch.errors import DataError, ModelUnavailable, NodeProblem
 from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
 from hyperlaunch.train import train as train_main
-from hyperlaunch.train.data import read_documents
 
 
 ARGS = ["--model", "qwen3_tiny", "--checkpoint-dir", "/nonexistent/ckpt", "--max-steps", "1"]
@@ -27,10 +27,12 @@ def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_line_that_is_not_json_is_invalid_data_naming_file_and_line(tmp_path: Path) -> None:
     data = tmp_path / "bad.jsonl"
     data.write_text('{"text": "fine"}\n{not json\n')
-    with pytest.raises(DataError, match=r"^--data .*/bad\.jsonl:2: not valid JSON$"):
-        read_documents(data, "text")
+    (source,) = find_sources([data])
+    (unit,) = plan_units([source], "text", 1 << 20)
+    with pytest.raises(DataError, match=r"^/.*/bad\.jsonl:2: not valid JSON$"):
+        read_unit(source, unit, "text")
     with pytest.raises(DataError, match="no such file"):
-        read_documents(tmp_path / "absent.jsonl", "text")
+        find_sources([tmp_path / "absent.jsonl"])
 
 
 def test_no_cuda_device_is_the_nodes_problem() -> None:
