@@ -404,6 +404,7 @@ def _recommend(settings: Settings, layers: list[Layer]) -> tuple[Setting, ...]:
     chosen = recommend.recommended(
         spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
         data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
+        data_tokenizer=recommend.prepared_data_tokenizer(typing.cast("str | None", settings.get("data"))),
     )
     given = recommend.given_names(user_args)
     added: list[str] = []

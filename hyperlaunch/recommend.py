@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hyperlaunch.models import ModelSpec
 
@@ -37,13 +38,21 @@ class Setting:
 
 
 def recommended(
-    spec: ModelSpec, *, origin: str, gpu: bool, hardware: str, data_given: bool, model_tokenizer: str | None = None
+    spec: ModelSpec,
+    *,
+    origin: str,
+    gpu: bool,
+    hardware: str,
+    data_given: bool,
+    model_tokenizer: str | None = None,
+    data_tokenizer: str | None = None,
 ) -> list[Setting]:
     """The settings of a run of `spec` on `hardware` (GPU nodes when `gpu`), in the order
     `submit` prints them; `origin` says where the model's numbers come from (`preset X`, a
-    config.json). `model_tokenizer` is a local model directory that holds its own tokenizer;
-    the preset's tokenizer is used otherwise, and neither without data: the built-in corpus
-    goes with the tokenizer shipped for it."""
+    config.json). The tokenizer: the one a prepared --data folder was made with
+    (`data_tokenizer`, from its manifest: any other would fail the trainer's check); else
+    `model_tokenizer`, a local model directory that holds its own; else the preset's; and
+    without data, the tokenizer shipped with the built-in corpus."""
     sized = f"{origin}, for {hardware}"
     seq_len, micro_batch = (spec.seq_len, spec.micro_batch_size) if gpu else (spec.cpu_seq_len, spec.cpu_micro_batch_size)
     seq_source = sized
@@ -52,6 +61,8 @@ def recommended(
         seq_source = f"{sized}, capped at the model's max_position_embeddings"
     if not data_given:
         tokenizer, tokenizer_source = BUILT_IN_CORPUS_TOKENIZER, "no --data: the built-in corpus and its shipped tokenizer (no network)"
+    elif data_tokenizer is not None:
+        tokenizer, tokenizer_source = data_tokenizer, "the tokenizer --data was prepared with (its manifest.json)"
     elif model_tokenizer is not None:
         tokenizer, tokenizer_source = model_tokenizer, "the model directory's own tokenizer"
     else:
@@ -80,6 +91,23 @@ def given_names(trainer_args: Sequence[str]) -> set[str]:
             if flag.startswith("no-"):
                 names.add(flag[3:].replace("-", "_"))
     return names
+
+
+def prepared_data_tokenizer(data: str | None) -> str | None:
+    """The tokenizer a prepared --data folder (hyperlaunch prepare-data) was made with; None
+    for raw data, a folder not prepared (yet), or a manifest that cannot be read (the trainer
+    says why)."""
+    if data is None:
+        return None
+    from hyperlaunch.errors import DataError
+    from hyperlaunch.prepared_data import read_manifest
+
+    try:
+        manifest = read_manifest(Path(data))
+    except (DataError, OSError, ValueError):
+        return None
+    name = manifest.tokenizer.get("name") if manifest is not None else None
+    return name if isinstance(name, str) and name else None
 
 
 def sequence_warning(spec: ModelSpec, seq_len: int) -> str | None:

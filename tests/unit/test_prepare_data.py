@@ -261,3 +261,18 @@ def test_without_the_train_extra_prepare_data_says_so_in_one_line(tmp_path: Path
     assert result.stderr.splitlines() == [
         "hyperlaunch: error: tokenizing needs the trainer's libraries (tokenizers, transformers) (pip install 'hyperlaunch[train]')"
     ]
+
+
+def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_path: Path, offline: LoadedTokenizer) -> None:
+    """qwen3_0_6b's own tokenizer would fail the trainer's manifest check on data prepared with
+    another one: submit and the trainer both default to the manifest's."""
+    from hyperlaunch import trainer_args as targs
+    from hyperlaunch.config import plan_job
+
+    prepare([_write_jsonl(tmp_path / "a.jsonl", _docs(20))], tmp_path / "out", offline, workers=1)
+    plan = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "out")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
+    chosen = {s.name: (s.value, s.source) for s in plan.settings}
+    assert chosen["tokenizer"] == ("offline", "the tokenizer --data was prepared with (its manifest.json)")
+    assert targs.value_of(plan.spec.trainer_args, "--tokenizer") == "offline"
+    raw = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "a.jsonl")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
+    assert {s.name: s.value for s in raw.settings}["tokenizer"] != "offline"
