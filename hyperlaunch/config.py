@@ -166,6 +166,7 @@ def resolve_job_launch(
         "instance_type": text("instance_type"),
         "instance_type_source": _source(layers, "instance_type"),
         "hyperpod_cluster": text("hyperpod_cluster"),
+        "data": text("data"),
     }
 
 

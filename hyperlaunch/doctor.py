@@ -177,9 +177,24 @@ def check_enroot(probes: Probes) -> CheckResult:
 
 
 def check_shared_filesystem(probes: Probes, checkpoint_dir: Path) -> CheckResult:
-    name = "shared filesystem"
-    existing = _nearest_existing(probes, checkpoint_dir)
-    where = str(checkpoint_dir) if existing == str(checkpoint_dir) else f"{checkpoint_dir} (not created yet; its parent {existing})"
+    return _check_shared(
+        probes, checkpoint_dir, name="shared filesystem", what="these checkpoints",
+        hint="use --checkpoint-dir on FSx for Lustre, EFS or NFS (e.g. /fsx/checkpoints)",
+    )
+
+
+def check_data_filesystem(probes: Probes, data: Path) -> CheckResult:
+    """Every rank reads --data (a raw file is prepared once into the checkpoint folder's cache,
+    which the shared-filesystem check covers): it must be where every node sees it."""
+    return _check_shared(
+        probes, data, name="data filesystem", what="this --data",
+        hint="put the data (or its prepare-data folder) on FSx for Lustre, EFS or NFS (e.g. /fsx/data)",
+    )
+
+
+def _check_shared(probes: Probes, path: Path, *, name: str, what: str, hint: str) -> CheckResult:
+    existing = _nearest_existing(probes, path)
+    where = str(path) if existing == str(path) else f"{path} (not created yet; its parent {existing})"
     fs_type = filesystem_type(probes.realpath(existing), probes.mounts())
     if fs_type in SHARED_FS_TYPES:
         return passed(name, f"{where} is on {fs_type}, shared by the nodes")
@@ -187,11 +202,7 @@ def check_shared_filesystem(probes: Probes, checkpoint_dir: Path) -> CheckResult
     nodes = slurm_nodes(probes)
     if nodes and all(node.on_this_host(probes.local_names()) for node in nodes):
         return passed(name, f"{where} is on {kind} {fs_type}, but every Slurm node runs on this host (dev cluster)")
-    return warned(
-        name,
-        f"{where} is on {kind} filesystem {fs_type}: nodes on other hosts cannot see these checkpoints",
-        "use --checkpoint-dir on FSx for Lustre, EFS or NFS (e.g. /fsx/checkpoints)",
-    )
+    return warned(name, f"{where} is on {kind} filesystem {fs_type}: nodes on other hosts cannot see {what}", hint)
 
 
 def check_efa(probes: Probes) -> CheckResult:
@@ -265,9 +276,11 @@ def check_instance_type(
     return passed(name, line)
 
 
-def run_checks(probes: Probes, *, checkpoint_dir: Path) -> list[CheckResult]:
-    """All checks in report order. Commands are cached so `scontrol show nodes` runs once."""
+def run_checks(probes: Probes, *, checkpoint_dir: Path, data: Path | None = None) -> list[CheckResult]:
+    """All checks in report order (the data's filesystem only when a --data is given).
+    Commands are cached so `scontrol show nodes` runs once."""
     cached = _caching(probes)
+    data_check = [check_data_filesystem(cached, data)] if data is not None else []
     return [
         check_sbatch(cached),
         check_sacct(cached),
@@ -275,6 +288,7 @@ def run_checks(probes: Probes, *, checkpoint_dir: Path) -> list[CheckResult]:
         check_pyxis(cached),
         check_enroot(cached),
         check_shared_filesystem(cached, checkpoint_dir),
+        *data_check,
         check_efa(cached),
         check_hyperpod(cached),
         check_gpus(cached),

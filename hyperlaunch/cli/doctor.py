@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -25,6 +26,14 @@ def doctor(
             "--checkpoint-dir",
             metavar="DIR",
             help="Checkpoint folder whose filesystem is checked [default: as submit resolves it, else ./checkpoints].",
+        ),
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data",
+            metavar="PATH",
+            help="Training data (a file, a folder, or a prepare-data folder) whose filesystem is checked [default: as submit resolves it; none: not checked].",
         ),
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
@@ -71,7 +80,8 @@ def doctor(
     launch = resolve_job_launch(partition, profile=profile)
     env = slurm_env()
     probes = system_probes(env)
-    results = run_checks(probes, checkpoint_dir=root)
+    data_path = data if data is not None else launch["data"]
+    results = run_checks(probes, checkpoint_dir=root, data=None if data_path is None else Path(data_path).absolute())
     answers = next(r.status == "pass" for r in results if r.name == "sbatch")
     results.append(_instance_type(launch, env, answers))
     probed = _probe_nodes(env, launch, probes.local_names()) if probe and answers else None

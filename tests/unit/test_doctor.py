@@ -145,6 +145,16 @@ def test_local_checkpoint_dir_warns_on_a_multi_host_cluster() -> None:
     assert "not created yet" in result.detail and "/home" in result.detail
 
 
+def test_local_data_warns_on_a_multi_host_cluster_and_is_checked_only_when_given() -> None:
+    result = doctor.check_data_filesystem(FakeMachine().probes(), Path("/home/me/corpus.jsonl"))
+    assert (result.name, result.status) == ("data filesystem", "warn")
+    assert "--data" in result.detail and "/fsx" in result.hint
+    names = [r.name for r in doctor.run_checks(FakeMachine().probes(), checkpoint_dir=Path("/fsx/ckpt"))]
+    assert "data filesystem" not in names
+    names = [r.name for r in doctor.run_checks(FakeMachine().probes(), checkpoint_dir=Path("/fsx/ckpt"), data=Path("/home/me/d"))]
+    assert names.index("data filesystem") == names.index("shared filesystem") + 1
+
+
 def test_local_checkpoint_dir_passes_when_every_node_is_this_host() -> None:
     machine = FakeMachine()
     machine.outputs[("scontrol", "show", "nodes", "-o")] = CommandOutput(0, NODES_DEV, "")
