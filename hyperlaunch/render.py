@@ -8,8 +8,8 @@ error, and each interpolated value passes through `q` (hyperlaunch.quoting.shell
 
 What the script does, in order: exports the EFA/NCCL preset and the user's environment,
 prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running
-the step script that resolves the rendezvous endpoint and execs torchrun) in the background,
-forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
+the step script that resolves the rendezvous endpoint, starts torchrun and passes the save
+signal to the trainers) in the background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
 max_restarts) or exits with the step's status, after an attempt-end marker. A step whose
 trainer recorded a `final` failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
 """
@@ -42,9 +42,10 @@ from hyperlaunch.template_cache import template_cache
 
 HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
 SAVE_SIGNAL = "USR2"
-# Signals torchrun (>= 2.9) catches and forwards to its workers; USR2 is added so the save
-# signal reaches the trainers instead of killing the agent. Older torchrun ignores the variable.
-TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2"
+# Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
+# that no inherited value adds the save signal. The step script sends that one to the trainers
+# itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 
 
 
@@ -136,7 +137,7 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
             f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml",
             tuple((name, value) for name, value in preset.items() if name not in forwarded),
         ),
-        EnvGroup("torchrun: forward the save signal to the trainers", launcher),
+        EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
     if spec.nccl_debug is not None:
         groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))

@@ -2,13 +2,15 @@
 `srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
 answers like a 2-node job and records requeues, and the torchrun stub records its argv and
 environment (what the trainer would get) and writes HL_TEST_FAILURE_RECORD, if set, where a
-failing trainer would write its failure record."""
+failing trainer would write its failure record. With HL_TEST_WAIT_FOR_USR2 it starts a child,
+as torchrun starts the trainers, that waits for the save signal."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,25 +34,37 @@ case "$1 $2" in
   *) exit 1 ;;
 esac
 """
+# A trainer as torchrun starts it: Python, which may replace an inherited SIG_IGN with its own
+# handler. It counts the save signals it gets and exits 75 (saved, please requeue) after one.
+_TRAINER = r"""
+import os, signal, sys, time
+from pathlib import Path
+d = Path(os.environ["HL_TEST_DIR"])
+got = []
+signal.signal(signal.SIGUSR2, lambda signum, frame: got.append(signum))
+(d / "ready").touch()
+deadline = time.time() + 10
+while not got and time.time() < deadline:
+    time.sleep(0.02)
+time.sleep(0.3)  # a second copy of the signal, if one comes, arrives meanwhile
+(d / "got-usr2").write_text(str(len(got)))
+sys.exit(75 if got else 1)
+"""
 # Bash, not Python, so that each run stays a few milliseconds: argv and environment are written
 # NUL-separated, which keeps newlines and quotes in values intact.
 _TORCHRUN = """#!/bin/bash
 printf '%s\\0' "$@" > "$HL_TEST_DIR/trainer.argv"
 env -0 > "$HL_TEST_DIR/trainer.env"
+grep '^SigIgn:' /proc/$$/status > "$HL_TEST_DIR/torchrun.sigign"
 # A failing trainer's record, where the script told the trainer to leave it.
 if [ -n "${HL_TEST_FAILURE_RECORD:-}" ]; then
   printf '%s' "$HL_TEST_FAILURE_RECORD" > "$TRAINER_FAILURE_FILE_ENV"
 fi
 if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
-  got=
-  trap 'got=1' USR2
-  : > "$HL_TEST_DIR/ready"
-  for _ in $(seq 200); do
-    [ -n "$got" ] && break
-    sleep 0.05
-  done
-  if [ -n "$got" ]; then : > "$HL_TEST_DIR/got-usr2"; fi
-  exit 1  # what torchrun returns after its workers stopped on a signal
+  "$HL_TEST_PYTHON" -c "$HL_TEST_TRAINER" &
+  wait $!
+  : > "$HL_TEST_DIR/torchrun-survived"
+  exit 1  # what torchrun returns after a worker exited 75
 fi
 exit "${HL_TEST_EXIT:-0}"
 """.replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV)
@@ -90,7 +104,7 @@ def run_script(script: str, directory: Path, *, env: dict[str, str] | None = Non
         **(env or {}),
     }
     if send_usr2:
-        environ["HL_TEST_WAIT_FOR_USR2"] = "1"
+        environ.update(HL_TEST_WAIT_FOR_USR2="1", HL_TEST_PYTHON=sys.executable, HL_TEST_TRAINER=_TRAINER)
     proc = subprocess.Popen(
         ["bash", str(script_path)], cwd=directory, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
