@@ -7,6 +7,8 @@ reader sit side by side, and the template is rendered with these values.
   time=...`; `status` reads why each attempt ended from them, `logs` splits logs at them.
 - Exit codes and request files: how the trainer tells the script "I saved, requeue me".
 - Trainer failure records: why the trainer stopped, and whether another attempt can help.
+- Progress records and the restart budget: which attempts completed a checkpoint, so that
+  max_restarts bounds attempts without progress rather than requeues.
 - Metrics records: rank 0's step and event records in `<run_dir>/metrics.jsonl`.
 
 Torch-free and Jinja-free (the CLI reads logs and metrics on a login node), Python 3.10."""
@@ -43,7 +45,8 @@ class RestartCause(str, enum.Enum):
     NODE_FAILURE = "node-failure"
     """The step failed and some of the job's nodes are down: Slurm requeues the job itself."""
     RESTART_LIMIT = "restart-limit"
-    """The attempt found the job already restarted max_restarts times."""
+    """The attempt found the restart budget spent: more than max_restarts attempts in a row
+    made no progress, or the job reached RESTART_CEILING restarts."""
     TRAINER_ERROR = "trainer-error"
     """The trainer recorded a failure no retry can fix (a `final` TrainerFailure): not requeued."""
 
@@ -131,6 +134,45 @@ included) as exit code 1."""
 
 def requeue_request_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
     return Path(run_dir) / f"{REQUEUE_REQUEST_PREFIX}{job_id}.{restart_count}"
+
+
+PROGRESS_PREFIX = "progress-"
+"""Rank 0 creates `<run_dir>/progress-<job id>.<restart count>` (holding the step) each time
+a checkpoint completes in that attempt and the pointer names it: the attempt made progress.
+The batch script counts back from its attempt over these files: the attempts in a row without
+one use the restart budget (--max-restarts), a time-limit or preemption requeue after a save
+does not. Written by the trainer, which runs wherever the job runs (the batch host may have no
+Python, inside a container job), with the checkpoint rules of hyperlaunch.checkpoints."""
+
+RESTART_CEILING = 1000
+"""Requeues of one job, with or without progress, past which the script requeues no more: a
+guard against a loop that saves and fails forever. Slurm's own limit (MaxBatchRequeue) bounds
+only the requeues of jobs whose batch script failed to launch, not `scontrol requeue`."""
+
+
+def progress_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
+    return Path(run_dir) / f"{PROGRESS_PREFIX}{job_id}.{restart_count}"
+
+
+def write_progress(run_dir: Path, job_id: str, restart_count: int, step: int) -> Path:
+    """Record that attempt `restart_count` of `job_id` completed the checkpoint of `step`."""
+    path = progress_path(run_dir, job_id, restart_count)
+    path.write_text(f"{step}\n")
+    return path
+
+
+def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
+    """Whether that attempt completed a checkpoint (the script tests the same: `-e`)."""
+    return os.path.lexists(progress_path(run_dir, job_id, restart_count))
+
+
+def failures_in_a_row(run_dir: Path, job_id: str, ended: int) -> int:
+    """How many of the attempts 0..ended-1, counted back from the last, made no progress: the
+    restart budget used when attempt `ended` starts. The script's loop, in Python."""
+    failures = 0
+    while failures < ended and not made_progress(run_dir, job_id, ended - failures - 1):
+        failures += 1
+    return failures
 
 
 class FailureKind(str, enum.Enum):

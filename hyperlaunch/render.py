@@ -7,11 +7,12 @@ error, and each interpolated value passes through `q` (hyperlaunch.quoting.shell
 `sbatch_arg` (sbatch_quote) on `#SBATCH` lines, or `comment` (comment_text) in comments.
 
 What the script does, in order: exports the EFA/NCCL preset and the user's environment,
-prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running
-the step script that resolves the rendezvous endpoint, starts torchrun and passes the save
-signal to the trainers) in the background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
-max_restarts) or exits with the step's status, after an attempt-end marker. A step whose
-trainer recorded a `final` failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
+prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running the step script that resolves the
+rendezvous endpoint, starts torchrun and passes the save signal to the trainers) in the
+background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job
+(within the restart budget: max_restarts attempts in a row without a new checkpoint) or exits
+with the step's status, after an attempt-end marker. A step whose trainer recorded a `final`
+failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import jinja2
 from hyperlaunch import __version__
 from hyperlaunch.protocol import (
     ATTEMPT_MARKER_PRINTF,
+    PROGRESS_PREFIX,
     REQUEUE_EXIT_CODE,
+    RESTART_CEILING,
     REQUEUE_REQUEST_PREFIX,
     TRAINER_FAILURE_FILE_ENV,
     TRAINER_FAILURE_PREFIX,
@@ -69,6 +72,8 @@ def render_sbatch(spec: JobSpec) -> str:
         env_groups=env_groups(spec),
         make_dirs=[spec.checkpoint_dir, spec.run_dir],
         max_restarts=spec.max_restarts,
+        restart_ceiling=RESTART_CEILING,
+        progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
         requeue_exit_code=REQUEUE_EXIT_CODE,
         requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
         trainer_failure_env=TRAINER_FAILURE_FILE_ENV,

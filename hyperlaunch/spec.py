@@ -102,7 +102,9 @@ class JobSpec:
     hyperpod: HyperpodMode = "auto"
     """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
     max_restarts: int = 3
-    """How many times the script requeues the job after a save-and-requeue or a crash."""
+    """The restart budget: how many attempts in a row may end without a new complete checkpoint
+    (a crash, a lost node, a stop without a save) and still be requeued. Requeues after a save
+    (time limit, preemption) do not use it; hyperlaunch.protocol.RESTART_CEILING bounds all."""
     signal_seconds: int = 120
     """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
     trainer_args: tuple[str, ...] = ()

@@ -2,8 +2,9 @@
 `srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
 answers like a 2-node job and records requeues, and the torchrun stub records its argv and
 environment (what the trainer would get) and writes HL_TEST_FAILURE_RECORD, if set, where a
-failing trainer would write its failure record. With HL_TEST_WAIT_FOR_USR2 it starts a child,
-as torchrun starts the trainers, that waits for the save signal."""
+failing trainer would write its failure record, and HL_TEST_PROGRESS, if set, where rank 0
+records a completed checkpoint. With HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun
+starts the trainers, that waits for the save signal."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
@@ -60,6 +61,11 @@ grep '^SigIgn:' /proc/$$/status > "$HL_TEST_DIR/torchrun.sigign"
 if [ -n "${HL_TEST_FAILURE_RECORD:-}" ]; then
   printf '%s' "$HL_TEST_FAILURE_RECORD" > "$TRAINER_FAILURE_FILE_ENV"
 fi
+# Rank 0's record of a checkpoint completed in this attempt, in the run dir HL_TEST_PROGRESS
+# names (hyperlaunch.protocol.write_progress).
+if [ -n "${HL_TEST_PROGRESS:-}" ]; then
+  echo 10 > "$HL_TEST_PROGRESS/PROGRESS_PREFIX$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
+fi
 if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   "$HL_TEST_PYTHON" -c "$HL_TEST_TRAINER" &
   wait $!
@@ -67,7 +73,7 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   exit 1  # what torchrun returns after a worker exited 75
 fi
 exit "${HL_TEST_EXIT:-0}"
-""".replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV)
+""".replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV).replace("PROGRESS_PREFIX", PROGRESS_PREFIX)
 
 
 @dataclass
