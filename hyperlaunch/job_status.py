@@ -30,6 +30,7 @@ from hyperlaunch.protocol import (
     TrainerEvent,
     TrainerFailure,
     cause_text,
+    checkpoint_lock_path,
     failures_in_a_row,
     made_progress,
     parse_attempt_marker,
@@ -53,7 +54,7 @@ class Restart:
     """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
     cause: str
     """node failure | preemption | time limit | crash | trainer error | requeued | cancelled |
-    restart limit."""
+    restart limit | checkpoint folder in use."""
     detail: str = ""
     """The failed node(s), or the exit code and the error line of a crash, or the trainer's
     own line for a trainer error."""
@@ -296,6 +297,10 @@ def _cause(
     exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
     if reason is RestartCause.RESTART_LIMIT:
         return Restart(index, cause_text(reason.value), _limit_detail((marker or {}).get("failures"), index, record))
+    if reason is RestartCause.CHECKPOINT_LOCKED:
+        holder = (marker or {}).get("holder", "")
+        lock = checkpoint_lock_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name)
+        return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds {lock}")
     if reason is RestartCause.TIME_LIMIT:
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).

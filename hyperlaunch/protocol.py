@@ -9,6 +9,7 @@ reader sit side by side, and the template is rendered with these values.
 - Trainer failure records: why the trainer stopped, and whether another attempt can help.
 - Progress records and the restart budget: which attempts completed a checkpoint, so that
   max_restarts bounds attempts without progress rather than requeues.
+- The checkpoint lock: which Slurm job trains into a checkpoint folder and model.
 - Metrics records: rank 0's step and event records in `<run_dir>/metrics.jsonl`.
 
 Torch-free and Jinja-free (the CLI reads logs and metrics on a login node), Python 3.10."""
@@ -49,6 +50,9 @@ class RestartCause(str, enum.Enum):
     made no progress, or the job reached RESTART_CEILING restarts."""
     TRAINER_ERROR = "trainer-error"
     """The trainer recorded a failure no retry can fix (a `final` TrainerFailure): not requeued."""
+    CHECKPOINT_LOCKED = "checkpoint-locked"
+    """Another live Slurm job holds the checkpoint lock of the job's folder and model: the
+    attempt ended before training, not requeued (marker field `holder=<job id>`)."""
 
 
 class AttemptAction(str, enum.Enum):
@@ -68,6 +72,7 @@ CAUSE_TEXT: dict[str, str] = {
     RestartCause.NODE_FAILURE.value: "node failure",
     RestartCause.RESTART_LIMIT.value: "restart limit",
     RestartCause.TRAINER_ERROR.value: "trainer error",
+    RestartCause.CHECKPOINT_LOCKED.value: "checkpoint folder in use",
     # What only Slurm's accounting tells (no marker, or the marker's cause refined by it).
     "preemption": "preemption",
     "cancelled": "cancelled",
@@ -88,6 +93,7 @@ ATTEMPT_MARKER_PRINTF = ATTEMPT_MARKER + "%s restart=%s job=%s %s time=%s"
 """The script's printf format: event, restart count, job id, `key=value ...`, UTC time."""
 _MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
 _COUNT = re.compile(r"[0-9]{1,10}")
+_JOB_ID = re.compile(r"[0-9]{1,10}(_[0-9]{1,10})?")
 
 
 def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
@@ -173,6 +179,36 @@ def failures_in_a_row(run_dir: Path, job_id: str, ended: int) -> int:
     while failures < ended and not made_progress(run_dir, job_id, ended - failures - 1):
         failures += 1
     return failures
+
+
+CHECKPOINT_LOCK_PREFIX = ".hyperlaunch-lock-"
+"""`<checkpoint_dir>/.hyperlaunch-lock-<checkpoint name>`: the Slurm job that trains into the
+folder's model. The batch script takes it before training (templates/partials/lock.sh.j2): the
+lock belongs to a job, not a process, so a requeued attempt of the holder takes it over, and a
+holder Slurm no longer runs leaves it stale, to be taken; a live holder ends the attempt
+(RestartCause.CHECKPOINT_LOCKED). A hidden name: no checkpoint rule ever counts it. Lines
+`job=<id>`, `host=<batch host>`, `time=<UTC>`; the holder is the first `job=` line."""
+
+
+def checkpoint_lock_path(ckpt_dir: Path, model: str) -> Path:
+    return Path(ckpt_dir) / f"{CHECKPOINT_LOCK_PREFIX}{model}"
+
+
+def format_checkpoint_lock(job_id: str, host: str, time: str) -> str:
+    """The lock's text (the script's printf writes the same)."""
+    return f"job={job_id}\nhost={host}\ntime={time}\n"
+
+
+def read_checkpoint_lock(path: Path) -> str | None:
+    """The job id holding the lock at `path`, None when there is none (or no job id in it)."""
+    raw = read_regular_file(Path(path), limit=4096)
+    if raw is None:
+        return None
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        if line.startswith("job="):
+            holder = line[len("job="):].strip()
+            return holder if _JOB_ID.fullmatch(holder) else None
+    return None
 
 
 class FailureKind(str, enum.Enum):

@@ -7,7 +7,8 @@ error, and each interpolated value passes through `q` (hyperlaunch.quoting.shell
 `sbatch_arg` (sbatch_quote) on `#SBATCH` lines, or `comment` (comment_text) in comments.
 
 What the script does, in order: exports the EFA/NCCL preset and the user's environment,
-prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running the step script that resolves the
+takes the checkpoint lock of its folder and model, prints an attempt-start marker, runs one
+srun step (one task per node, each `bash -c` running the step script that resolves the
 rendezvous endpoint, starts torchrun and passes the save signal to the trainers) in the
 background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job
 (within the restart budget: max_restarts attempts in a row without a new checkpoint) or exits
@@ -25,6 +26,7 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__
+from hyperlaunch.job_status import ACTIVE_STATES
 from hyperlaunch.protocol import (
     ATTEMPT_MARKER_PRINTF,
     PROGRESS_PREFIX,
@@ -36,6 +38,7 @@ from hyperlaunch.protocol import (
     AttemptAction,
     FailureVerdict,
     RestartCause,
+    checkpoint_lock_path,
 )
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
@@ -49,6 +52,9 @@ SAVE_SIGNAL = "USR2"
 # that no inherited value adds the save signal. The step script sends that one to the trainers
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+LOCK_COMPLETING_WAIT_S = 120
+"""How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
+trainers may still be saving) before it takes the lock as stale."""
 
 
 
@@ -74,6 +80,9 @@ def render_sbatch(spec: JobSpec) -> str:
         max_restarts=spec.max_restarts,
         restart_ceiling=RESTART_CEILING,
         progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
+        checkpoint_lock=str(checkpoint_lock_path(spec.checkpoint_dir, spec.checkpoint_name)),
+        lock_live_states=" ".join(sorted(ACTIVE_STATES - {"COMPLETING"})),
+        lock_wait_seconds=LOCK_COMPLETING_WAIT_S,
         requeue_exit_code=REQUEUE_EXIT_CODE,
         requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
         trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
@@ -109,6 +118,8 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         flags.append(("--exclusive", None))
     if spec.exclude:
         flags.append(("--exclude", ",".join(spec.exclude)))
+    if spec.after_job is not None:
+        flags.append(("--dependency", f"afterany:{spec.after_job}"))
     # Requeued attempts append to the same log files instead of truncating them (Slurm's
     # --open-mode=append), so every attempt stays readable.
     log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"

@@ -107,6 +107,9 @@ class JobSpec:
     (time limit, preemption) do not use it; hyperlaunch.protocol.RESTART_CEILING bounds all."""
     signal_seconds: int = 120
     """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
+    after_job: str | None = None
+    """A Slurm job this one starts after, however it ends (`--dependency=afterany:<id>`): set by
+    `resume --after-end` while the resumed job still runs, never by a flag or config."""
     trainer_args: tuple[str, ...] = ()
     """Extra arguments appended to the trainer's command line, verbatim."""
     torchrun: str = "torchrun"
@@ -307,6 +310,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     if spec.hyperpod not in HYPERPOD_MODES:
         _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
     _check_count("--max-restarts", spec.max_restarts, 0)
+    if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
+        _fail(f"after_job must be a Slurm job id, got {_shown(spec.after_job)}")
     _validate_signal(spec)
     for arg in spec.trainer_args:
         if "\x00" in arg:

@@ -1,10 +1,12 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
-`srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
-answers like a 2-node job and records requeues, and the torchrun stub records its argv and
-environment (what the trainer would get) and writes HL_TEST_FAILURE_RECORD, if set, where a
-failing trainer would write its failure record, and HL_TEST_PROGRESS, if set, where rank 0
-records a completed checkpoint. With HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun
-starts the trainers, that waits for the save signal."""
+`srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node"),
+scontrol answers like a 2-node job and records requeues, squeue answers with the states a test
+wrote for a job (`job_states`, one per call, the last one repeated), or that it knows no such
+job, and the torchrun stub records its argv and environment (what the trainer would get) and
+writes HL_TEST_FAILURE_RECORD, if set, where a failing trainer would write its failure record,
+and HL_TEST_PROGRESS, if set, where rank 0 records a completed checkpoint. With
+HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun starts the trainers, that waits for the
+save signal."""
 
 from __future__ import annotations
 
@@ -34,6 +36,23 @@ case "$1 $2" in
   requeue*) echo "$2" >> "$HL_TEST_DIR/requeued" ;;
   *) exit 1 ;;
 esac
+"""
+_SQUEUE = """#!/bin/bash
+# squeue -h -j JOB --states=all -o %T
+echo "$*" >> "$HL_TEST_DIR/squeue.calls"
+job=
+while [ $# -gt 0 ]; do
+  if [ "$1" = -j ]; then job=$2; fi
+  shift
+done
+states="$HL_TEST_DIR/job-states/$job"
+if [ ! -s "$states" ]; then
+  echo "slurm_load_jobs error: Invalid job id specified" >&2
+  exit 1
+fi
+head -n 1 "$states"
+# One state per call; the last one stays.
+if [ "$(wc -l < "$states")" -gt 1 ]; then sed -i 1d "$states"; fi
 """
 # A trainer as torchrun starts it: Python, which may replace an inherited SIG_IGN with its own
 # handler. It counts the save signals it gets and exits 75 (saved, please requeue) after one.
@@ -89,11 +108,18 @@ class Run:
 def make_stubs(directory: Path) -> Path:
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("torchrun", _TORCHRUN)):
+    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("squeue", _SQUEUE), ("torchrun", _TORCHRUN)):
         path = bin_dir / name
         path.write_text(text)
         path.chmod(0o755)
     return bin_dir
+
+
+def job_states(directory: Path, job_id: str, *states: str) -> None:
+    """What the squeue stub answers for `job_id`: one state per call, the last one repeated."""
+    folder = directory / "job-states"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / job_id).write_text("".join(f"{state}\n" for state in states))
 
 
 def run_script(script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False) -> Run:
