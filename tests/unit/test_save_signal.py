@@ -28,8 +28,14 @@ open(f"{out}/ready{rank}", "w").close()
 deadline = time.time() + 60
 while not got and time.time() < deadline:
     time.sleep(0.05)
+def record():
+    open(f"{out}/.got{rank}", "w").write(str(len(got)))
+    os.replace(f"{out}/.got{rank}", f"{out}/got{rank}")
+# At once: torchrun stops the other worker as soon as this one exits. Then again, counting a
+# second copy of the signal if one comes.
+record()
 time.sleep(0.3)
-open(f"{out}/got{rank}", "w").write(str(len(got)))
+record()
 sys.exit(75 if got else 3)
 """
 
