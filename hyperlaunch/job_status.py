@@ -300,7 +300,7 @@ def _cause(
     if reason is RestartCause.CHECKPOINT_LOCKED:
         holder = (marker or {}).get("holder", "")
         lock = checkpoint_lock_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name)
-        return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds {lock}")
+        return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds its lock, {lock.name}")
     if reason is RestartCause.TIME_LIMIT:
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).
