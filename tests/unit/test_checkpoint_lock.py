@@ -103,3 +103,19 @@ def test_the_lock_reads_back_what_the_script_wrote(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage"
     garbage.write_text("job=../x\n")
     assert p.read_checkpoint_lock(garbage) is None
+
+
+def test_status_says_which_job_held_the_lock(tmp_path: Path) -> None:
+    from hyperlaunch.job_status import summarize
+    from hyperlaunch.jobs import JobRecord
+    from hyperlaunch.slurm import Attempt
+
+    _held_by(tmp_path, OTHER)
+    job_states(tmp_path, OTHER, "RUNNING")
+    run = _run(tmp_path)
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path), submitted_at=0.0)
+    record.log_paths[0].parent.mkdir(parents=True, exist_ok=True)
+    record.log_paths[0].write_text(run.stdout)
+    failure = summarize(record, [Attempt(JOB_ID, "FAILED", "n1", "t", "t", "1:0")], []).failure
+    assert failure is not None
+    assert failure.describe() == f"checkpoint folder in use (job {OTHER} holds its lock, .hyperlaunch-lock-qwen3_tiny)"
