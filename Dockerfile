@@ -28,6 +28,9 @@
 #   "libnccl-net.so: cannot open shared object file", pass
 #   `--env LD_PRELOAD=/usr/local/cuda-<ver>/lib/libnccl.so` or check LD_LIBRARY_PATH below.
 
+# A base with torch >= 2.7, as pyproject.toml's `train` extra asks: the save signal before a time
+# limit reaches the trainers from the step script, not through torchrun's signal forwarding
+# (which covers USR2 only since torch 2.9).
 ARG BASE_IMAGE=nvcr.io/nvidia/pytorch:25.04-py3
 FROM ${BASE_IMAGE}
 

@@ -51,7 +51,7 @@ _FLAGS_LAYER = "the command line"
 _ENVIRONMENT_LAYER = "the environment"
 
 # Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
-_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module"})
+_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module", "after_job"})
 _FIELD_TYPES: dict[str, object] = {
     name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
 }

@@ -87,6 +87,13 @@ class AwsError(HyperlaunchError):
     exit_code = 10
 
 
+class JobConflict(HyperlaunchError):
+    """Another live job trains into the same checkpoint folder and model, or the job to resume
+    still runs: starting this one now would train a second copy."""
+
+    exit_code = 11
+
+
 EXIT_CODES: dict[int, str] = {
     0: "success",
     1: "unexpected internal error (set HYPERLAUNCH_DEBUG=1 for the traceback)",
@@ -99,5 +106,6 @@ EXIT_CODES: dict[int, str] = {
     8: "doctor: at least one check failed",
     9: "the trainer: this node lacks what the job needs (e.g. no CUDA device for --device cuda)",
     10: "AWS refused or failed (no credentials or region, access denied, no such cluster; AWS's message is shown)",
+    11: "another live job trains into the same checkpoint folder and model, or the job to resume still runs (the message names it)",
     130: "interrupted",
 }

@@ -22,6 +22,7 @@ from hyperlaunch import checkpoints, hostlist, slurm
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.protocol import (
     METRICS_FILE,
+    RESTART_CEILING,
     TRAINER_ERROR_PREFIX,
     EventRecord,
     RestartCause,
@@ -29,6 +30,9 @@ from hyperlaunch.protocol import (
     TrainerEvent,
     TrainerFailure,
     cause_text,
+    checkpoint_lock_path,
+    failures_in_a_row,
+    made_progress,
     parse_attempt_marker,
     parse_metrics_line,
     read_regular_file,
@@ -50,7 +54,7 @@ class Restart:
     """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
     cause: str
     """node failure | preemption | time limit | crash | trainer error | requeued | cancelled |
-    restart limit."""
+    restart limit | checkpoint folder in use."""
     detail: str = ""
     """The failed node(s), or the exit code and the error line of a crash, or the trainer's
     own line for a trainer error."""
@@ -77,6 +81,37 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class RestartBudget:
+    """How much of --max-restarts a job has used: attempts in a row that made no progress (no
+    new complete checkpoint) use it, one that did gives it back (see hyperlaunch.protocol)."""
+
+    windows: int
+    """Attempts Slurm ran: time windows and restarts alike."""
+    failures: int
+    """The ended attempts in a row, counted back from the latest, without a new checkpoint."""
+    allowed: int
+    """--max-restarts."""
+
+    @property
+    def left(self) -> int:
+        return max(self.allowed - self.failures, 0)
+
+
+def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last_running: bool) -> RestartBudget:
+    """The budget as the next attempt's script will count it: from the trainer's progress
+    records in the run dir. An attempt under way that has saved already has given it back."""
+    run_dir, job = Path(record.spec.run_dir), record.job_id
+    ended = len(attempts) - 1 if last_running else len(attempts)
+    if attempts and attempts[-1].state == "COMPLETED":
+        failures = 0
+    elif last_running and made_progress(run_dir, job, ended):
+        failures = 0
+    else:
+        failures = failures_in_a_row(run_dir, job, max(ended, 0))
+    return RestartBudget(windows=len(attempts), failures=failures, allowed=record.spec.max_restarts)
+
+
+@dataclass(frozen=True)
 class JobStatus:
     record: JobRecord
     state: str
@@ -87,6 +122,7 @@ class JobStatus:
     elapsed_s: int = 0
     failure: Restart | None = None
     steps: tuple[StepRecord, ...] = field(default_factory=tuple)
+    budget: RestartBudget | None = None
 
     @property
     def active(self) -> bool:
@@ -111,6 +147,7 @@ class JobStatus:
             "restarts": [r.__dict__ for r in self.restarts],
             "failure": self.failure.__dict__ if self.failure else None,
             "attempts": [a.__dict__ for a in self.attempts],
+            **self._budget_json(),
             "last_step": self.progress.last_step,
             **_finite("last_loss", self.progress.last_loss),
             **_finite("tokens_per_s", self.progress.tokens_per_s),
@@ -122,6 +159,16 @@ class JobStatus:
             "log": str(self.record.log_paths[0]),
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
+        }
+
+
+    def _budget_json(self) -> dict[str, Any]:
+        budget = self.budget or RestartBudget(windows=len(self.attempts), failures=0, allowed=self.record.spec.max_restarts)
+        return {
+            "windows": budget.windows,
+            "failures_counted": budget.failures,
+            "max_restarts": budget.allowed,
+            "restart_budget_left": budget.left,
         }
 
 
@@ -210,6 +257,7 @@ def summarize(
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
+    budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
         record=record,
         state=state,
@@ -220,6 +268,7 @@ def summarize(
         elapsed_s=sum(a.elapsed_s for a in attempts),
         failure=failure,
         steps=tuple(steps),
+        budget=budget,
     )
 
 
@@ -247,7 +296,11 @@ def _cause(
         return Restart(index, cause_text("cancelled"))
     exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
     if reason is RestartCause.RESTART_LIMIT:
-        return Restart(index, cause_text(reason.value), f"{record.spec.max_restarts} restart(s) allowed")
+        return Restart(index, cause_text(reason.value), _limit_detail((marker or {}).get("failures"), index, record))
+    if reason is RestartCause.CHECKPOINT_LOCKED:
+        holder = (marker or {}).get("holder", "")
+        lock = checkpoint_lock_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name)
+        return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds its lock, {lock.name}")
     if reason is RestartCause.TIME_LIMIT:
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).
@@ -261,6 +314,15 @@ def _cause(
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
+
+
+def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
+    allowed = record.spec.max_restarts
+    if failures is None or not failures.isdigit():  # a marker of an older script
+        return f"{allowed} restart(s) allowed"
+    if int(failures) > allowed:
+        return f"{failures} attempts in a row without a new checkpoint, {allowed} allowed"
+    return f"restart {restart}: the ceiling of {RESTART_CEILING} restarts"
 
 
 def _failed(

@@ -40,20 +40,26 @@ def plan_resume(
     exclude_failed: bool = False,
     env: Mapping[str, str] | None = None,
     notify: Callable[[str], None] | None = None,
+    after_job: str | None = None,
 ) -> JobSpec:
     """The spec of a job that continues `record` from its model's -latest checkpoint: the same
     job, without the trainer flags that would start it elsewhere (the trainer follows -latest by
-    itself), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes that failed it
-    (asked of Slurm with `env`) but for those HyperPod has replaced since (said to `notify`).
-    Refused when the checkpoint folder holds no complete checkpoint of the model."""
+    itself, when it starts), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes
+    that failed it (asked of Slurm with `env`) but for those HyperPod has replaced since (said to
+    `notify`), starting only after `after_job` ends when given (see
+    hyperlaunch.job_guard.resume_dependency). Refused when the checkpoint folder holds no
+    complete checkpoint of the model, unless it waits for a job that may still save one."""
     spec = record.spec
     ckpt_dir = Path(spec.checkpoint_dir)
-    if checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
+    if after_job is None and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
         raise CheckpointError(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",
         )
-    changes: dict[str, object] = {"trainer_args": targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)}
+    changes: dict[str, object] = {
+        "trainer_args": targs.without(spec.trainer_args, targs.RESUME_OVERRIDES),
+        "after_job": after_job,
+    }
     if nodes is not None:
         changes["nodes"] = nodes
     if max_steps is not None:
@@ -140,9 +146,11 @@ def launch(
 
     check_trainer_command(spec)
     if not dry_run:
+        from hyperlaunch.job_guard import refuse_shared_checkpoints
         from hyperlaunch.submission import forwarded_names
 
         forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
+        refuse_shared_checkpoints(spec, env=env)  # never two live jobs on one checkpoint folder and model
     script = render_sbatch(spec)
     if dry_run:
         return Launch(script=script, record=None)

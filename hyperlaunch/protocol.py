@@ -7,6 +7,9 @@ reader sit side by side, and the template is rendered with these values.
   time=...`; `status` reads why each attempt ended from them, `logs` splits logs at them.
 - Exit codes and request files: how the trainer tells the script "I saved, requeue me".
 - Trainer failure records: why the trainer stopped, and whether another attempt can help.
+- Progress records and the restart budget: which attempts completed a checkpoint, so that
+  max_restarts bounds attempts without progress rather than requeues.
+- The checkpoint lock: which Slurm job trains into a checkpoint folder and model.
 - Metrics records: rank 0's step and event records in `<run_dir>/metrics.jsonl`.
 
 Torch-free and Jinja-free (the CLI reads logs and metrics on a login node), Python 3.10."""
@@ -43,9 +46,13 @@ class RestartCause(str, enum.Enum):
     NODE_FAILURE = "node-failure"
     """The step failed and some of the job's nodes are down: Slurm requeues the job itself."""
     RESTART_LIMIT = "restart-limit"
-    """The attempt found the job already restarted max_restarts times."""
+    """The attempt found the restart budget spent: more than max_restarts attempts in a row
+    made no progress, or the job reached RESTART_CEILING restarts."""
     TRAINER_ERROR = "trainer-error"
     """The trainer recorded a failure no retry can fix (a `final` TrainerFailure): not requeued."""
+    CHECKPOINT_LOCKED = "checkpoint-locked"
+    """Another live Slurm job holds the checkpoint lock of the job's folder and model: the
+    attempt ended before training, not requeued (marker field `holder=<job id>`)."""
 
 
 class AttemptAction(str, enum.Enum):
@@ -65,6 +72,7 @@ CAUSE_TEXT: dict[str, str] = {
     RestartCause.NODE_FAILURE.value: "node failure",
     RestartCause.RESTART_LIMIT.value: "restart limit",
     RestartCause.TRAINER_ERROR.value: "trainer error",
+    RestartCause.CHECKPOINT_LOCKED.value: "checkpoint folder in use",
     # What only Slurm's accounting tells (no marker, or the marker's cause refined by it).
     "preemption": "preemption",
     "cancelled": "cancelled",
@@ -85,6 +93,7 @@ ATTEMPT_MARKER_PRINTF = ATTEMPT_MARKER + "%s restart=%s job=%s %s time=%s"
 """The script's printf format: event, restart count, job id, `key=value ...`, UTC time."""
 _MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
 _COUNT = re.compile(r"[0-9]{1,10}")
+_JOB_ID = re.compile(r"[0-9]{1,10}(_[0-9]{1,10})?")
 
 
 def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
@@ -131,6 +140,75 @@ included) as exit code 1."""
 
 def requeue_request_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
     return Path(run_dir) / f"{REQUEUE_REQUEST_PREFIX}{job_id}.{restart_count}"
+
+
+PROGRESS_PREFIX = "progress-"
+"""Rank 0 creates `<run_dir>/progress-<job id>.<restart count>` (holding the step) each time
+a checkpoint completes in that attempt and the pointer names it: the attempt made progress.
+The batch script counts back from its attempt over these files: the attempts in a row without
+one use the restart budget (--max-restarts), a time-limit or preemption requeue after a save
+does not. Written by the trainer, which runs wherever the job runs (the batch host may have no
+Python, inside a container job), with the checkpoint rules of hyperlaunch.checkpoints."""
+
+RESTART_CEILING = 1000
+"""Requeues of one job, with or without progress, past which the script requeues no more: a
+guard against a loop that saves and fails forever. Slurm's own limit (MaxBatchRequeue) bounds
+only the requeues of jobs whose batch script failed to launch, not `scontrol requeue`."""
+
+
+def progress_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
+    return Path(run_dir) / f"{PROGRESS_PREFIX}{job_id}.{restart_count}"
+
+
+def write_progress(run_dir: Path, job_id: str, restart_count: int, step: int) -> Path:
+    """Record that attempt `restart_count` of `job_id` completed the checkpoint of `step`."""
+    path = progress_path(run_dir, job_id, restart_count)
+    path.write_text(f"{step}\n")
+    return path
+
+
+def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
+    """Whether that attempt completed a checkpoint (the script tests the same: `-e`)."""
+    return os.path.lexists(progress_path(run_dir, job_id, restart_count))
+
+
+def failures_in_a_row(run_dir: Path, job_id: str, ended: int) -> int:
+    """How many of the attempts 0..ended-1, counted back from the last, made no progress: the
+    restart budget used when attempt `ended` starts. The script's loop, in Python."""
+    failures = 0
+    while failures < ended and not made_progress(run_dir, job_id, ended - failures - 1):
+        failures += 1
+    return failures
+
+
+CHECKPOINT_LOCK_PREFIX = ".hyperlaunch-lock-"
+"""`<checkpoint_dir>/.hyperlaunch-lock-<checkpoint name>`: the Slurm job that trains into the
+folder's model. The batch script takes it before training (templates/partials/lock.sh.j2): the
+lock belongs to a job, not a process, so a requeued attempt of the holder takes it over, and a
+holder Slurm no longer runs leaves it stale, to be taken; a live holder ends the attempt
+(RestartCause.CHECKPOINT_LOCKED). A hidden name: no checkpoint rule ever counts it. Lines
+`job=<id>`, `host=<batch host>`, `time=<UTC>`; the holder is the first `job=` line."""
+
+
+def checkpoint_lock_path(ckpt_dir: Path, model: str) -> Path:
+    return Path(ckpt_dir) / f"{CHECKPOINT_LOCK_PREFIX}{model}"
+
+
+def format_checkpoint_lock(job_id: str, host: str, time: str) -> str:
+    """The lock's text (the script's printf writes the same)."""
+    return f"job={job_id}\nhost={host}\ntime={time}\n"
+
+
+def read_checkpoint_lock(path: Path) -> str | None:
+    """The job id holding the lock at `path`, None when there is none (or no job id in it)."""
+    raw = read_regular_file(Path(path), limit=4096)
+    if raw is None:
+        return None
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        if line.startswith("job="):
+            holder = line[len("job="):].strip()
+            return holder if _JOB_ID.fullmatch(holder) else None
+    return None
 
 
 class FailureKind(str, enum.Enum):

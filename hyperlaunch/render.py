@@ -7,11 +7,13 @@ error, and each interpolated value passes through `q` (hyperlaunch.quoting.shell
 `sbatch_arg` (sbatch_quote) on `#SBATCH` lines, or `comment` (comment_text) in comments.
 
 What the script does, in order: exports the EFA/NCCL preset and the user's environment,
-prints an attempt-start marker, runs one srun step (one task per node, each `bash -c` running
-the step script that resolves the rendezvous endpoint and execs torchrun) in the background,
-forwards Slurm's USR2 warning to it, and when the step ends either requeues the job (bounded by
-max_restarts) or exits with the step's status, after an attempt-end marker. A step whose
-trainer recorded a `final` failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
+takes the checkpoint lock of its folder and model, prints an attempt-start marker, runs one
+srun step (one task per node, each `bash -c` running the step script that resolves the
+rendezvous endpoint, starts torchrun and passes the save signal to the trainers) in the
+background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job
+(within the restart budget: max_restarts attempts in a row without a new checkpoint) or exits
+with the step's status, after an attempt-end marker. A step whose trainer recorded a `final`
+failure (hyperlaunch.protocol.TrainerFailure) is never requeued.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__, nccl_plugin
+from hyperlaunch.job_status import ACTIVE_STATES
 from hyperlaunch.protocol import (
     ATTEMPT_MARKER_PRINTF,
+    PROGRESS_PREFIX,
     REQUEUE_EXIT_CODE,
+    RESTART_CEILING,
     REQUEUE_REQUEST_PREFIX,
     TRAINER_FAILURE_FILE_ENV,
     TRAINER_FAILURE_PREFIX,
     AttemptAction,
     FailureVerdict,
     RestartCause,
+    checkpoint_lock_path,
 )
 from hyperlaunch.instances import get_instance
 from hyperlaunch.quoting import comment_text, sbatch_quote, shell_quote
@@ -42,9 +48,13 @@ from hyperlaunch.template_cache import template_cache
 
 HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
 SAVE_SIGNAL = "USR2"
-# Signals torchrun (>= 2.9) catches and forwards to its workers; USR2 is added so the save
-# signal reaches the trainers instead of killing the agent. Older torchrun ignores the variable.
-TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2"
+# Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
+# that no inherited value adds the save signal. The step script sends that one to the trainers
+# itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+LOCK_COMPLETING_WAIT_S = 120
+"""How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
+trainers may still be saving) before it takes the lock as stale."""
 
 
 
@@ -68,6 +78,11 @@ def render_sbatch(spec: JobSpec) -> str:
         env_groups=env_groups(spec),
         make_dirs=[spec.checkpoint_dir, spec.run_dir],
         max_restarts=spec.max_restarts,
+        restart_ceiling=RESTART_CEILING,
+        progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
+        checkpoint_lock=str(checkpoint_lock_path(spec.checkpoint_dir, spec.checkpoint_name)),
+        lock_live_states=" ".join(sorted(ACTIVE_STATES - {"COMPLETING"})),
+        lock_wait_seconds=LOCK_COMPLETING_WAIT_S,
         requeue_exit_code=REQUEUE_EXIT_CODE,
         requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
         trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
@@ -106,6 +121,8 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         flags.append(("--exclusive", None))
     if spec.exclude:
         flags.append(("--exclude", ",".join(spec.exclude)))
+    if spec.after_job is not None:
+        flags.append(("--dependency", f"afterany:{spec.after_job}"))
     # Requeued attempts append to the same log files instead of truncating them (Slurm's
     # --open-mode=append), so every attempt stays readable.
     log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
@@ -139,7 +156,7 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
             f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml",
             tuple((name, value) for name, value in preset.items() if name not in forwarded),
         ),
-        EnvGroup("torchrun: forward the save signal to the trainers", launcher),
+        EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
     if spec.nccl_debug is not None:
         groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))

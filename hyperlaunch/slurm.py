@@ -432,3 +432,15 @@ def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
         if job_id.strip():
             states[job_id.strip()] = state_text.strip()
     return states
+
+
+def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
+    """Job `job_id`'s state as squeue reports it (PENDING, RUNNING, COMPLETED, ...), any user's
+    job; '' once Slurm no longer knows it. SlurmError when squeue cannot tell (no controller)."""
+    result = run(["squeue", "-h", "-j", job_id, "--states=all", "-o", "%T"], env=env, timeout=15, check=False)
+    if result.returncode != 0:
+        if "invalid job id" in (result.stderr + result.stdout).lower():
+            return ""
+        raise SlurmError(f"squeue could not tell the state of job {job_id}: {result.one_line_error()}")
+    lines = result.stdout.split()
+    return lines[0] if lines else ""

@@ -112,9 +112,14 @@ class JobSpec:
     and no resource_config.json on this node does, and the nodes' instance ids for `resume
     --exclude-failed` (hyperlaunch.hyperpod); None: this node's resource_config.json only."""
     max_restarts: int = 3
-    """How many times the script requeues the job after a save-and-requeue or a crash."""
+    """The restart budget: how many attempts in a row may end without a new complete checkpoint
+    (a crash, a lost node, a stop without a save) and still be requeued. Requeues after a save
+    (time limit, preemption) do not use it; hyperlaunch.protocol.RESTART_CEILING bounds all."""
     signal_seconds: int = 120
     """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
+    after_job: str | None = None
+    """A Slurm job this one starts after, however it ends (`--dependency=afterany:<id>`): set by
+    `resume --after-end` while the resumed job still runs, never by a flag or config."""
     trainer_args: tuple[str, ...] = ()
     """Extra arguments appended to the trainer's command line, verbatim."""
     torchrun: str = "torchrun"
@@ -322,6 +327,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     if spec.hyperpod_cluster is not None and check_cluster_name(spec.hyperpod_cluster):
         _fail(f"--hyperpod-cluster {_shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
     _check_count("--max-restarts", spec.max_restarts, 0)
+    if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
+        _fail(f"after_job must be a Slurm job id, got {_shown(spec.after_job)}")
     _validate_signal(spec)
     for arg in spec.trainer_args:
         if "\x00" in arg:

@@ -208,6 +208,7 @@ class Checkpointer:
         if not self.d.is_main:
             return
         rules.write_pointer(self.ckpt_dir, self.spec.name, path.name)
+        self.metrics.record_progress(step)
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),

@@ -15,7 +15,15 @@ from typing import Any
 import torch
 
 from hyperlaunch.instances import peak_bf16_flops
-from hyperlaunch.protocol import METRICS_FILE, EventRecord, StepRecord, TrainerEvent, metrics_line, requeue_request_path
+from hyperlaunch.protocol import (
+    METRICS_FILE,
+    EventRecord,
+    StepRecord,
+    TrainerEvent,
+    metrics_line,
+    requeue_request_path,
+    write_progress,
+)
 
 # Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
 # job and attempt that wrote it, so `status` shows each job its own part. Slurm leaves
@@ -69,6 +77,14 @@ class MetricsLog:
             return
         restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         requeue_request_path(self.path.parent, job_id, restart).touch()
+
+    def record_progress(self, step: int) -> None:
+        """Tell the batch script this attempt completed a checkpoint, so that its requeue does
+        not use the restart budget (hyperlaunch.protocol.PROGRESS_PREFIX)."""
+        job_id = os.environ.get("SLURM_JOB_ID")
+        if not self.enabled or not job_id:
+            return
+        write_progress(self.path.parent, job_id, int(os.environ.get("SLURM_RESTART_COUNT") or 0), step)
 
     def step(self, record: StepRecord) -> None:
         if not self.enabled:

@@ -76,6 +76,10 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
 
 
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
+    # From the start: a stop signal during the build (the save signal reaches the trainers
+    # directly, and may come early) is kept for the first step, not lost or fatal.
+    stop = StopRequest()
+    stop.install()
     source = resolve_model(cfg.model, cfg.model_name)
     spec = source.spec
     build_started = time.time()
@@ -163,7 +167,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
 
     trainer = Trainer(
         spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,
-        val_batches=val_batches, checkpointer=checkpointer, metrics=metrics, stop=StopRequest(),
+        val_batches=val_batches, checkpointer=checkpointer, metrics=metrics, stop=stop,
         seq_len=seq_len, max_steps=cfg.max_steps,
         checkpoint_every=cfg.checkpoint_every or 0,
         log_every=cfg.log_every, val_every=cfg.val_every or 0, grad_clip=cfg.grad_clip,

@@ -78,7 +78,7 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("nccl_debug", str | None, "--nccl-debug", metavar="LEVEL", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket)."),
     _option("hyperpod", bool | None, "--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."),
     _option("hyperpod_cluster", str | None, "--hyperpod-cluster", metavar="NAME", help=_HYPERPOD_CLUSTER_HELP),
-    _option("max_restarts", int | None, "--max-restarts", help="Requeue at most this many times after a save or a crash [default: 3]."),
+    _option("max_restarts", int | None, "--max-restarts", help="Restart budget: how many attempts in a row may end without a new checkpoint (a crash, a lost node) and still be requeued; an attempt that saved resets it, so time-limit and preemption requeues after a save never use it (at most 1000 requeues in all) [default: 3]."),
     _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),
     _option("log_dir", str | None, "--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."),
     _option("run_dir", str | None, "--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."),

@@ -37,6 +37,12 @@ def _restarts_cell(status: JobStatus) -> str:
     return f"{len(status.restarts)}: " + "; ".join(r.describe() for r in status.restarts)
 
 
+def _budget_cell(status: JobStatus) -> str:
+    """What is left of --max-restarts, `left/allowed`."""
+    budget = status.budget
+    return f"{budget.left}/{budget.allowed}" if budget is not None else "-"
+
+
 def _number(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -47,7 +53,7 @@ def _state_cell(status: JobStatus) -> str:
     return status.state
 
 
-_COLUMNS = ("JOB", "MODEL", "NODES", "STATE", "RESTARTS", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED")
+_COLUMNS = ("JOB", "MODEL", "NODES", "STATE", "RESTARTS", "BUDGET", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED")
 
 
 def _table(statuses: list[JobStatus]) -> str:
@@ -62,6 +68,7 @@ def _table(statuses: list[JobStatus]) -> str:
             str(s.record.spec.nodes),
             _state_cell(s),
             _restarts_cell(s),
+            _budget_cell(s),
             s.nodes or "-",
             _number(p.checkpoint_step, "d"),
             _number(p.last_step, "d"),
@@ -85,6 +92,12 @@ def _detail(status: JobStatus) -> list[Any]:
     ]
     source = dict(status.record.decided).get("instance_type")
     lines.append(f"  instance:   {spec.instance_type}" + (f" ({source})" if source else ""))
+    if status.budget is not None:
+        b = status.budget
+        lines.append(
+            f"  restarts:   {b.windows} window(s); {b.failures} attempt(s) in a row without a new checkpoint; "
+            f"budget left {b.left} of {b.allowed} (--max-restarts)"
+        )
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     if p.resumed_from_steps:
@@ -128,7 +141,8 @@ def status(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes with --watch.")] = 5.0,
 ) -> None:
     """Your recorded jobs: Slurm state, restarts and why (node failure, preemption, time limit,
-    crash), nodes, latest checkpoint, last loss and throughput.
+    crash), the restart budget left (BUDGET: --max-restarts less the attempts in a row without
+    a new checkpoint), nodes, latest checkpoint, last loss and throughput.
 
     Examples: hyperlaunch status | hyperlaunch status 42 | hyperlaunch status --json
     """

@@ -71,20 +71,35 @@ def resume(
     nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Run on a different number of nodes (DCP reshards).")] = None,
     exclude_failed: Annotated[bool, typer.Option("--exclude-failed", help="Keep Slurm off the nodes that failed that job.")] = False,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Train to this many steps instead.")] = None,
+    after_end: Annotated[
+        bool,
+        typer.Option(
+            "--after-end",
+            help="If the job is still pending or running, queue the new one to start once it ends "
+            "(sbatch --dependency=afterany:JOB); the checkpoint is chosen when the new one starts.",
+        ),
+    ] = False,
     dry_run: Annotated[bool, _DRY] = False,
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Submit a recorded job again; the trainer continues from the model's -latest checkpoint.
 
-    Refuses when the job's checkpoint folder holds no complete checkpoint of the model.
+    Refuses when the job's checkpoint folder holds no complete checkpoint of the model, and
+    while the job is still pending or running (unless --after-end).
     Example: hyperlaunch resume 42 --exclude-failed
     """
+    from hyperlaunch.job_guard import resume_dependency
     from hyperlaunch.launch import find_record, launch, plan_resume
     from hyperlaunch.cli._cluster import slurm_env
 
     record = find_record(job_id, model)
     env = slurm_env(record.slurm_conf)
-    spec = plan_resume(record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, notify=out.note)
+    after_job = resume_dependency(record, after_end=after_end, env=env)
+    if after_job is not None:
+        out.note(f"job {record.job_id} is still in the queue: the new job starts once it ends")
+    spec = plan_resume(
+        record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, after_job=after_job, notify=out.note
+    )
     added = [node for node in spec.exclude if node not in record.spec.exclude]
     if added:
         out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")

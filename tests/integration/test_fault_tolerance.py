@@ -79,11 +79,24 @@ def test_three_node_failures_in_one_job_end_completed_with_the_same_losses(
 def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
     dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
-    job = submit(dev_cluster, tmp_path, "--max-restarts", "1", max_steps=STEPS, checkpoint_every=EVERY)
-    job.wait_step(EVERY + 2)
-    first = kill_a_node_of(job)
+    # The budget counts attempts without a new checkpoint: a node lost after one (the first
+    # kill) uses none of it; two lost in a row before the next checkpoint spend a budget of 1.
+    # Slowed steps and checkpoints 20 steps apart, so each later kill lands before one.
+    every = 2 * EVERY
+    job = submit(
+        dev_cluster, tmp_path, "--max-restarts", "1", "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
+        max_steps=STEPS, checkpoint_every=every,
+    )
+    job.wait_step(every + 2)
+    free = kill_a_node_of(job)
     wait_attempts(job, 2)
+    revive(dev_cluster, free)
+    assert job.status()["failures_counted"] == 0, "an attempt that saved uses no budget"
+    job.wait_step(job.last_step() + 2)
+    first = kill_a_node_of(job)
+    wait_attempts(job, 3)
     revive(dev_cluster, first)
+    assert job.status()["failures_counted"] == 1
     job.wait_step(job.last_step() + 2)
     second = kill_a_node_of(job)
     try:
@@ -92,20 +105,22 @@ def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
         revive(dev_cluster, second)
     assert final["state"] == "FAILED", final
     assert final["failure"]["cause"] == "restart limit"
+    assert "2 attempts in a row without a new checkpoint, 1 allowed" in final["failure"]["detail"]
     assert f"node failure ({second})" in final["failure"]["detail"]
-    # Two nodes failed it; with the third alone it continues on one node (DCP reshards 2 -> 1).
+    assert job.pointer_step() == every, "no attempt after the first saved"
+    # Three nodes failed it; away from them it continues on one node (DCP reshards 2 -> 1).
     resumed = dev_cluster.hyperlaunch(
         "resume", job.job_id, "--exclude-failed", "--nodes", "1", "--json", cwd=tmp_path, extra_env=importable_tests_env()
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert first in resumed.stderr and second in resumed.stderr
+    assert free in resumed.stderr and first in resumed.stderr and second in resumed.stderr
     import json
 
     new = Job(dev_cluster, tmp_path, json.loads(resumed.stdout)["job_id"])
     done = new.wait_final()
     assert done["state"] == "COMPLETED", done
     assert done["last_step"] == STEPS
-    assert first not in done["node_list"] and second not in done["node_list"]
+    assert free not in done["node_list"] and first not in done["node_list"] and second not in done["node_list"]
 
 
 def test_time_limit_saves_requeues_and_finishes(dev_cluster: DevCluster, tmp_path: Path) -> None:

@@ -1,19 +1,24 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
-`srun`, `scontrol` and `torchrun` on PATH: srun runs its command once (one "node"), scontrol
-answers like a 2-node job and records requeues, and the torchrun stub records its argv and
-environment (what the trainer would get) and writes HL_TEST_FAILURE_RECORD, if set, where a
-failing trainer would write its failure record."""
+`srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node"),
+scontrol answers like a 2-node job and records requeues, squeue answers with the states a test
+wrote for a job (`job_states`, one per call, the last one repeated), or that it knows no such
+job, and the torchrun stub records its argv and environment (what the trainer would get) and
+writes HL_TEST_FAILURE_RECORD, if set, where a failing trainer would write its failure record,
+and HL_TEST_PROGRESS, if set, where rank 0 records a completed checkpoint. With
+HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun starts the trainers, that waits for the
+save signal."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
@@ -32,28 +37,62 @@ case "$1 $2" in
   *) exit 1 ;;
 esac
 """
+_SQUEUE = """#!/bin/bash
+# squeue -h -j JOB --states=all -o %T
+echo "$*" >> "$HL_TEST_DIR/squeue.calls"
+job=
+while [ $# -gt 0 ]; do
+  if [ "$1" = -j ]; then job=$2; fi
+  shift
+done
+states="$HL_TEST_DIR/job-states/$job"
+if [ ! -s "$states" ]; then
+  echo "slurm_load_jobs error: Invalid job id specified" >&2
+  exit 1
+fi
+head -n 1 "$states"
+# One state per call; the last one stays.
+if [ "$(wc -l < "$states")" -gt 1 ]; then sed -i 1d "$states"; fi
+"""
+# A trainer as torchrun starts it: Python, which may replace an inherited SIG_IGN with its own
+# handler. It counts the save signals it gets and exits 75 (saved, please requeue) after one.
+_TRAINER = r"""
+import os, signal, sys, time
+from pathlib import Path
+d = Path(os.environ["HL_TEST_DIR"])
+got = []
+signal.signal(signal.SIGUSR2, lambda signum, frame: got.append(signum))
+(d / "ready").touch()
+deadline = time.time() + 10
+while not got and time.time() < deadline:
+    time.sleep(0.02)
+time.sleep(0.3)  # a second copy of the signal, if one comes, arrives meanwhile
+(d / "got-usr2").write_text(str(len(got)))
+sys.exit(75 if got else 1)
+"""
 # Bash, not Python, so that each run stays a few milliseconds: argv and environment are written
 # NUL-separated, which keeps newlines and quotes in values intact.
 _TORCHRUN = """#!/bin/bash
 printf '%s\\0' "$@" > "$HL_TEST_DIR/trainer.argv"
 env -0 > "$HL_TEST_DIR/trainer.env"
+grep '^SigIgn:' /proc/$$/status > "$HL_TEST_DIR/torchrun.sigign"
 # A failing trainer's record, where the script told the trainer to leave it.
 if [ -n "${HL_TEST_FAILURE_RECORD:-}" ]; then
   printf '%s' "$HL_TEST_FAILURE_RECORD" > "$TRAINER_FAILURE_FILE_ENV"
 fi
+# Rank 0's record of a checkpoint completed in this attempt, in the run dir HL_TEST_PROGRESS
+# names (hyperlaunch.protocol.write_progress).
+if [ -n "${HL_TEST_PROGRESS:-}" ]; then
+  echo 10 > "$HL_TEST_PROGRESS/PROGRESS_PREFIX$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
+fi
 if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
-  got=
-  trap 'got=1' USR2
-  : > "$HL_TEST_DIR/ready"
-  for _ in $(seq 200); do
-    [ -n "$got" ] && break
-    sleep 0.05
-  done
-  if [ -n "$got" ]; then : > "$HL_TEST_DIR/got-usr2"; fi
-  exit 1  # what torchrun returns after its workers stopped on a signal
+  "$HL_TEST_PYTHON" -c "$HL_TEST_TRAINER" &
+  wait $!
+  : > "$HL_TEST_DIR/torchrun-survived"
+  exit 1  # what torchrun returns after a worker exited 75
 fi
 exit "${HL_TEST_EXIT:-0}"
-""".replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV)
+""".replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV).replace("PROGRESS_PREFIX", PROGRESS_PREFIX)
 
 
 @dataclass
@@ -69,11 +108,18 @@ class Run:
 def make_stubs(directory: Path) -> Path:
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("torchrun", _TORCHRUN)):
+    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("squeue", _SQUEUE), ("torchrun", _TORCHRUN)):
         path = bin_dir / name
         path.write_text(text)
         path.chmod(0o755)
     return bin_dir
+
+
+def job_states(directory: Path, job_id: str, *states: str) -> None:
+    """What the squeue stub answers for `job_id`: one state per call, the last one repeated."""
+    folder = directory / "job-states"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / job_id).write_text("".join(f"{state}\n" for state in states))
 
 
 def run_script(script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False) -> Run:
@@ -90,7 +136,7 @@ def run_script(script: str, directory: Path, *, env: dict[str, str] | None = Non
         **(env or {}),
     }
     if send_usr2:
-        environ["HL_TEST_WAIT_FOR_USR2"] = "1"
+        environ.update(HL_TEST_WAIT_FOR_USR2="1", HL_TEST_PYTHON=sys.executable, HL_TEST_TRAINER=_TRAINER)
     proc = subprocess.Popen(
         ["bash", str(script_path)], cwd=directory, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

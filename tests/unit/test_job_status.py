@@ -177,7 +177,7 @@ def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
     failed = summarize(record, [_attempt("NODE_FAIL"), _attempt("COMPLETED", "node[1,3]")], events)
     fresh = summarize(record.__class__(job_id="1234", spec=record.spec, submitted_at=0.0), [_attempt("PENDING", "None")], [])
     header, first, second = _table([failed, fresh]).splitlines()
-    assert header.split() == ["JOB", "MODEL", "NODES", "STATE", "RESTARTS", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED"]
+    assert header.split() == ["JOB", "MODEL", "NODES", "STATE", "RESTARTS", "BUDGET", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED"]
     assert "1: node failure (node2)" in first and second.startswith("1234 ")
     for column in ("MODEL", "STATE", "RESTARTS"):
         assert first[header.index(column) - 1] == " " and second[header.index(column) - 1] == " "

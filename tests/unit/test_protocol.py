@@ -34,7 +34,7 @@ def test_the_script_writes_exactly_the_causes_and_actions_of_the_enums(tmp_path:
     script = _script(tmp_path)
     assert f"export {p.TRAINER_FAILURE_FILE_ENV}=" in script
     assert f'= {p.FailureVerdict.FINAL.value} ]' in script
-    written_causes = set(re.findall(r"cause=([a-z-]+)", script))
+    written_causes = set(re.findall(r"cause=([a-z-]+)", script)) | set(re.findall(r"requeue_within_budget ([a-z-]+)", script))
     written_actions = set(re.findall(r"action=([a-z-]+)", script))
     assert written_causes == {cause.value for cause in p.RestartCause}
     assert written_actions == {action.value for action in p.AttemptAction}

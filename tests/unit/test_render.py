@@ -149,15 +149,22 @@ def test_requeue_is_bounded_by_max_restarts(
     assert end[0]["cause"] == cause and end[0]["action"] == action and end[0]["restart"] == restart_count
 
 
-def test_the_warning_signal_reaches_the_step_and_requeues(tmp_path: Path) -> None:
+def test_the_warning_signal_reaches_the_trainers_from_the_step_script_and_requeues(tmp_path: Path) -> None:
+    """torchrun < 2.9 dies of USR2 and >= 2.9 forwards it only when told to: the step script
+    starts torchrun with it ignored and sends it to torchrun's children, the trainers, itself."""
+    import signal
+
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     run = run_script(render_sbatch(spec), tmp_path, send_usr2=True)
-    assert (tmp_path / "got-usr2").exists(), run.stdout + run.stderr
+    assert (tmp_path / "got-usr2").read_text() == "1", run.stdout + run.stderr
+    assert (tmp_path / "torchrun-survived").exists(), "the save signal must not end torchrun"
+    ignored = int((tmp_path / "torchrun.sigign").read_text().split()[1], 16)
+    assert ignored & (1 << (signal.SIGUSR2 - 1)), "torchrun starts with the save signal ignored"
     assert run.returncode == 0 and run.requeued
     end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
     assert end[0]["cause"] == "time-limit"
     assert run.trainer is not None
-    assert run.trainer["env"]["PET_SIGNALS_TO_HANDLE"].endswith("SIGUSR2")
+    assert "SIGUSR2" not in run.trainer["env"]["PET_SIGNALS_TO_HANDLE"], "no torch version forwards it too"
 
 
 # Pieces a shell would act on if anything were interpolated unquoted. CANARY is replaced by a

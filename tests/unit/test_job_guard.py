@@ -1,0 +1,175 @@
+"""Safe resume (issue 15): `resume J` refuses while J is pending or running, or with
+--after-end queues the new job behind it (`--dependency=afterany:J`); `submit` refuses a
+second live job on one checkpoint folder and model. Through the real CLI, with stub sbatch and
+squeue that answer for a test's jobs."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch import jobs, protocol
+from hyperlaunch.checkpoints import METADATA_FILE, checkpoint_path
+from hyperlaunch.errors import JobConflict
+from hyperlaunch.spec import JobSpec
+from tests.unit.cli_runner import CliResult, run_cli
+
+_SBATCH = """#!/bin/sh
+for arg in "$@"; do last=$arg; done
+cp "$last" "$STUB/submitted.sbatch"
+echo "Submitted batch job 5151"
+"""
+# `squeue -h --me --states=all -o %i|%T` lists $STUB/queue; `squeue -h -j J ...` answers with
+# $STUB/states/J, or that it knows no such job.
+_SQUEUE = """#!/bin/sh
+echo "$*" >> "$STUB/squeue.calls"
+job=
+while [ $# -gt 0 ]; do
+  [ "$1" = -j ] && job=$2
+  shift
+done
+if [ -z "$job" ]; then
+  cat "$STUB/queue" 2>/dev/null
+  exit 0
+fi
+if [ -f "$STUB/states/$job" ]; then cat "$STUB/states/$job"; exit 0; fi
+echo "slurm_load_jobs error: Invalid job id specified" >&2
+exit 1
+"""
+
+
+@pytest.fixture()
+def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "stub"
+    (folder / "states").mkdir(parents=True)
+    for name, text in (("sbatch", _SBATCH), ("squeue", _SQUEUE)):
+        path = folder / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("STUB", str(folder))
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    monkeypatch.chdir(tmp_path)
+    return folder
+
+
+def _live(stub: Path, job: str, state: str) -> None:
+    (stub / "states" / job).write_text(state + "\n")
+    with (stub / "queue").open("a") as queue:
+        queue.write(f"{job}|{state}\n")
+
+
+def _record(tmp_path: Path, job: str, *, model: str = "qwen3_tiny", checkpoint: int | None = 10, after: str | None = None) -> jobs.JobRecord:
+    spec = JobSpec(
+        model=model, checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
+        run_dir=str(tmp_path / "run"), torchrun="torchrun", after_job=after,
+    )
+    if checkpoint is not None:
+        path = checkpoint_path(tmp_path / "ck", spec.checkpoint_name, checkpoint)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / METADATA_FILE).write_bytes(b"")
+    record = jobs.JobRecord(job_id=job, spec=spec, submitted_at=float(job), slurm_conf=os.environ["SLURM_CONF"])
+    jobs.save(record, "#!/bin/bash\n")
+    return record
+
+
+def _submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> CliResult:
+    return run_cli(
+        ["submit", "-m", "qwen3_tiny", "--checkpoint-dir", str(tmp_path / "ck"), "--torchrun", "torchrun", *args], monkeypatch
+    )
+
+
+def test_resume_of_a_running_job_refuses_in_one_line_naming_its_state(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _record(tmp_path, "41")
+    _live(stub, "41", "RUNNING")
+    result = run_cli(["resume", "41"], monkeypatch)
+    assert result.exit_code == JobConflict.exit_code == 11, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "job 41 is RUNNING" in line and "--after-end" in line and "hyperlaunch cancel 41" in line
+    assert not (stub / "submitted.sbatch").exists(), "nothing reached sbatch"
+
+
+def test_resume_after_end_queues_the_new_job_behind_the_live_one(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No checkpoint yet: the job still running may save one, and the new one picks -latest when it starts.
+    _record(tmp_path, "41", checkpoint=None)
+    _live(stub, "41", "PENDING")
+    result = run_cli(["resume", "41", "--after-end", "--json"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    script = (stub / "submitted.sbatch").read_text()
+    assert "#SBATCH --dependency=afterany:41\n" in script
+    assert "--resume-from" not in script, "the checkpoint is chosen when the job starts"
+    record = jobs.load("5151")
+    assert record.spec.after_job == "41" and record.resumed_from == "41"
+    assert "starts once it ends" in result.stderr
+
+
+def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _record(tmp_path, "41", after="40")  # it once waited for 40 itself
+    result = run_cli(["resume", "41", "--after-end"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert "--dependency" not in (stub / "submitted.sbatch").read_text()
+    assert jobs.load("5151").spec.after_job is None
+
+
+def test_submit_refuses_a_second_live_job_on_the_same_folder_and_model(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _record(tmp_path, "41")
+    _live(stub, "41", "RUNNING")
+    result = _submit(tmp_path, monkeypatch)
+    assert result.exit_code == 11, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "job 41 (RUNNING) already trains qwen3_tiny into" in line
+    assert "hyperlaunch resume 41 --after-end" in line and "hyperlaunch cancel 41" in line
+    assert not (stub / "submitted.sbatch").exists()
+
+
+def test_submit_goes_ahead_beside_an_ended_job_or_another_model(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _record(tmp_path, "41")  # no longer in the queue
+    _record(tmp_path, "42", model="qwen3_0_6b")
+    _live(stub, "42", "RUNNING")
+    assert _submit(tmp_path, monkeypatch).exit_code == 0
+    assert (stub / "submitted.sbatch").exists()
+
+
+def test_submit_without_a_job_on_the_folder_asks_slurm_nothing(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _submit(tmp_path, monkeypatch).exit_code == 0
+    assert not (stub / "squeue.calls").exists()
+
+
+def test_submit_refuses_when_the_folders_lock_names_a_live_job_it_never_recorded(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = protocol.checkpoint_lock_path(tmp_path / "ck", "qwen3_tiny")
+    lock.parent.mkdir(parents=True)
+    lock.write_text(protocol.format_checkpoint_lock("77", "elsewhere", "t"))
+    (stub / "states" / "77").write_text("RUNNING\n")
+    result = _submit(tmp_path, monkeypatch)
+    assert result.exit_code == 11 and "job 77 (RUNNING)" in result.stderr
+    (stub / "states" / "77").write_text("COMPLETED\n")
+    assert _submit(tmp_path, monkeypatch).exit_code == 0, "an ended holder's lock is stale"
+
+
+def test_a_chain_of_resumes_each_waits_for_the_one_before(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _record(tmp_path, "41")
+    _record(tmp_path, "42", after="41")  # `resume 41 --after-end`, waiting
+    _live(stub, "41", "RUNNING")
+    _live(stub, "42", "PENDING")
+    again = run_cli(["resume", "41", "--after-end"], monkeypatch)
+    assert again.exit_code == 11 and "job 42 (PENDING)" in again.stderr, "42 already continues 41"
+    chained = run_cli(["resume", "42", "--after-end"], monkeypatch)
+    assert chained.exit_code == 0, chained.output
+    assert "#SBATCH --dependency=afterany:42\n" in (stub / "submitted.sbatch").read_text()

@@ -1,0 +1,167 @@
+"""The restart budget (issue 15): --max-restarts bounds the attempts in a row that made no
+progress (no checkpoint completed in them, the trainer's progress records), not the requeues.
+The batch script decides, run by the harness with stub Slurm commands; `status` counts the
+same way (hyperlaunch.protocol.failures_in_a_row)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch import protocol as p
+from hyperlaunch.job_status import summarize
+from hyperlaunch.jobs import JobRecord
+from hyperlaunch.render import render_sbatch
+from hyperlaunch.slurm import Attempt
+from hyperlaunch.spec import JobSpec
+from tests.unit.sbatch_harness import JOB_ID, Run, run_script
+
+
+def _spec(tmp_path: Path, max_restarts: int) -> JobSpec:
+    return JobSpec(
+        model="qwen3_tiny", torchrun="torchrun", max_restarts=max_restarts,
+        checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
+    )
+
+
+def _progress(tmp_path: Path, *attempts: int) -> None:
+    """Earlier attempts of the job that completed a checkpoint."""
+    (tmp_path / "run").mkdir(parents=True, exist_ok=True)
+    for attempt in attempts:
+        p.write_progress(tmp_path / "run", JOB_ID, attempt, 10 * (attempt + 1))
+
+
+def _run(tmp_path: Path, max_restarts: int, restart: int, *, progress: bool, exit_code: int = 1, usr2: bool = False) -> Run:
+    (tmp_path / "run").mkdir(exist_ok=True)
+    env = {"SLURM_RESTART_COUNT": str(restart), "HL_TEST_EXIT": str(exit_code)}
+    if progress:
+        env["HL_TEST_PROGRESS"] = str(tmp_path / "run")
+    return run_script(render_sbatch(_spec(tmp_path, max_restarts)), tmp_path, env=env, send_usr2=usr2)
+
+
+def _end(run: Run) -> dict[str, str]:
+    ends = [m for m in map(p.parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
+    assert ends, run.stdout + run.stderr
+    return ends[-1]
+
+
+def test_a_time_limit_requeue_after_a_save_does_not_use_the_budget(tmp_path: Path) -> None:
+    # The sixth window of a job allowed one restart: every window saved before its time limit.
+    _progress(tmp_path, 0, 1, 2, 3, 4)
+    run = _run(tmp_path, max_restarts=1, restart=5, progress=True, usr2=True)
+    assert run.requeued and run.returncode == 0, run.stderr
+    end = _end(run)
+    assert (end["cause"], end["failures"], end["action"]) == ("time-limit", "0", "requeue")
+
+
+def test_a_preemption_after_a_save_does_not_use_the_budget_either(tmp_path: Path) -> None:
+    _progress(tmp_path, 0, 1, 2)
+    run = _run(tmp_path, max_restarts=0, restart=3, progress=True, exit_code=p.REQUEUE_EXIT_CODE)
+    end = _end(run)
+    assert run.requeued and (end["cause"], end["failures"], end["action"]) == ("requeue-requested", "0", "requeue")
+
+
+def test_attempts_without_progress_use_the_budget_and_the_one_past_it_ends_the_job(tmp_path: Path) -> None:
+    # Two crashes without a new checkpoint before this one, two allowed: this third one ends it.
+    run = _run(tmp_path, max_restarts=2, restart=2, progress=False)
+    assert not run.requeued and run.returncode == 1
+    end = _end(run)
+    assert (end["cause"], end["failures"], end["action"]) == ("crash", "3", "exit")
+    assert "3 attempts in a row made no progress" in run.stderr and "--max-restarts allows 2" in run.stderr
+
+
+def test_a_stop_signal_without_a_save_is_a_failure_too(tmp_path: Path) -> None:
+    run = _run(tmp_path, max_restarts=0, restart=0, progress=False, usr2=True)
+    end = _end(run)
+    assert not run.requeued and (end["cause"], end["failures"], end["action"]) == ("time-limit", "1", "exit")
+
+
+def test_progress_resets_the_budget(tmp_path: Path) -> None:
+    # Attempts 0-2 crashed without saving, attempt 3 saved before it crashed: the budget is whole again.
+    _progress(tmp_path, 3)
+    run = _run(tmp_path, max_restarts=1, restart=4, progress=False)
+    end = _end(run)
+    assert run.requeued and (end["cause"], end["failures"], end["action"]) == ("crash", "1", "requeue")
+    # Had attempt 3 saved nothing (attempt 2 did), this crash would be the second in a row: the end.
+    other = tmp_path / "other"
+    other.mkdir()
+    _progress(other, 2)
+    again = _run(other, max_restarts=1, restart=4, progress=False)
+    assert not again.requeued and _end(again)["failures"] == "2"
+
+
+def test_an_attempt_after_slurms_own_requeues_counts_only_those_without_progress(tmp_path: Path) -> None:
+    # Slurm requeued the job itself after node failures (no end of script ran): attempts 1 and
+    # 2 lost their node before any checkpoint, attempt 0 had saved.
+    _progress(tmp_path, 0)
+    allowed = _run(tmp_path, max_restarts=2, restart=3, progress=False, exit_code=0)
+    assert allowed.trainer is not None and allowed.returncode == 0, "two failures in a row, two allowed: it runs"
+    spent = tmp_path / "spent"
+    spent.mkdir()
+    run = _run(spent, max_restarts=2, restart=3, progress=False, exit_code=0)
+    assert run.trainer is None and run.returncode == 1 and not run.requeued
+    end = _end(run)
+    assert (end["cause"], end["failures"]) == ("restart-limit", "3")
+    assert "restart limit reached: 3 attempts in a row made no progress" in run.stderr
+
+
+def test_the_ceiling_bounds_requeues_whatever_progress_they_made(tmp_path: Path) -> None:
+    _progress(tmp_path, p.RESTART_CEILING - 1)
+    run = _run(tmp_path, max_restarts=3, restart=p.RESTART_CEILING, progress=True, exit_code=p.REQUEUE_EXIT_CODE)
+    assert not run.requeued and _end(run)["action"] == "exit"
+    assert f"reached the ceiling of {p.RESTART_CEILING}" in run.stderr
+    past = tmp_path / "past"
+    past.mkdir()
+    _progress(past, p.RESTART_CEILING)
+    beyond = _run(past, max_restarts=3, restart=p.RESTART_CEILING + 1, progress=True, exit_code=0)
+    assert beyond.trainer is None and _end(beyond)["cause"] == "restart-limit"
+
+
+def test_a_progress_record_left_by_an_earlier_job_of_the_same_id_counts_for_nothing(tmp_path: Path) -> None:
+    _progress(tmp_path, 0)  # this attempt's own number: an earlier cluster's job 4321
+    run = _run(tmp_path, max_restarts=0, restart=0, progress=False)
+    assert not run.requeued and _end(run)["failures"] == "1"
+
+
+@pytest.mark.parametrize("saved", [(), (0,), (1,), (0, 2), (3,), (0, 1, 2, 3)])
+def test_status_counts_the_budget_as_the_script_does(tmp_path: Path, saved: tuple[int, ...]) -> None:
+    _progress(tmp_path, *saved)
+    script_count = _run(tmp_path, max_restarts=10, restart=4, progress=False, exit_code=0).stdout
+    assert "cause=completed" in script_count
+    expected = 0
+    while expected < 4 and (3 - expected) not in saved:
+        expected += 1
+    assert p.failures_in_a_row(tmp_path / "run", JOB_ID, 4) == expected
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 3), submitted_at=0.0)
+    attempts = [Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")] * 4 + [Attempt(JOB_ID, "RUNNING", "n1", "t", "Unknown", "0:0")]
+    budget = summarize(record, attempts, [], queue_state="RUNNING").budget
+    assert budget is not None and (budget.windows, budget.failures, budget.left) == (5, expected, max(3 - expected, 0))
+
+
+def test_status_shows_windows_failures_and_the_budget_left(tmp_path: Path) -> None:
+    from hyperlaunch.cli.status import _table
+
+    _progress(tmp_path, 0, 1)
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 2), submitted_at=0.0)
+    attempts = [Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")] * 3 + [Attempt(JOB_ID, "RUNNING", "n1", "t", "Unknown", "0:0")]
+    status = summarize(record, attempts, [], queue_state="RUNNING")
+    doc = status.to_json()
+    assert (doc["windows"], doc["failures_counted"], doc["max_restarts"], doc["restart_budget_left"]) == (4, 1, 2, 1)
+    header, row = _table([status]).splitlines()
+    assert row[header.index("BUDGET"):].split()[0] == "1/2"
+    # The attempt under way has saved: the budget is whole again.
+    p.write_progress(tmp_path / "run", JOB_ID, 3, 40)
+    assert summarize(record, attempts, [], queue_state="RUNNING").to_json()["restart_budget_left"] == 2
+
+
+def test_a_restart_limit_says_how_many_attempts_made_no_progress(tmp_path: Path) -> None:
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 1), submitted_at=0.0)
+    Path(record.spec.log_dir).mkdir(parents=True)
+    record.log_paths[0].write_text(
+        p.format_attempt_marker("end", 2, JOB_ID, "exit=1 cause=restart-limit failures=2 action=exit", "t") + "\n"
+    )
+    attempts = [Attempt(JOB_ID, "NODE_FAIL", "n1", "t", "t", "0:0")] * 2 + [Attempt(JOB_ID, "FAILED", "n1", "t", "t", "1:0")]
+    failure = summarize(record, attempts, []).failure
+    assert failure is not None
+    assert failure.describe().startswith("restart limit (2 attempts in a row without a new checkpoint, 1 allowed; last: node failure")
