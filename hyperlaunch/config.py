@@ -115,7 +115,7 @@ def plan_job(
     merged = _merge([_preset_defaults(merged), merged])
     _resolve_model(merged, cwd)
     settings = _recommend(merged, layers)
-    decided = instance + _decide_gpus(merged, layers, cluster_env) + exclusive
+    decided = instance + _decide_gpus(merged, layers, cluster_env) + exclusive + _decide_hyperpod(merged, layers, environ)
     return Plan(spec=_to_spec(merged, cwd), settings=settings, decided=decided)
 
 
@@ -322,6 +322,22 @@ def _decide_instance_type(
         environ=environ,
     )
     settings["instance_type"] = decision.value
+    return (decision,)
+
+
+def _decide_hyperpod(settings: Settings, layers: list[Layer], environ: Mapping[str, str]) -> tuple[detect.Decision, ...]:
+    """HyperPod auto-resume, set in `settings` with its source: a layer's on/off wins; else
+    what this host and --hyperpod-cluster show (detect.hyperpod_mode)."""
+    source = _source(layers, "hyperpod")
+    mode = str(settings.get("hyperpod", "auto"))
+    if source is not None and mode != "auto":
+        decision = detect.Decision("hyperpod", mode, source)
+    else:
+        cluster = settings.get("hyperpod_cluster")
+        decision = detect.hyperpod_mode(hyperpod_cluster=cluster if isinstance(cluster, str) else None, environ=environ)
+    settings["hyperpod"] = decision.value
+    if decision.value == "auto" and get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+        return ()  # a CPU job nobody said anything about (the dev cluster): nothing worth a line
     return (decision,)
 
 

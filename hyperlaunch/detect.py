@@ -134,3 +134,22 @@ def _cpu(tried: list[str], nodes: Callable[[], _NodesAnswer], where: str) -> Dec
         f"{where}'s nodes have GPUs (GRES {gres}), but the job is rendered for cpu (one process per node, "
         "no GPU): pass --instance-type (e.g. p5.48xlarge), or --hyperpod-cluster on HyperPod",
     )
+
+
+def hyperpod_mode(*, hyperpod_cluster: str | None, environ: Mapping[str, str], marker: str | None = None) -> Decision:
+    """HyperPod auto-resume (`srun --auto-resume=1`) when no flag or config decides it: on
+    where this host shows it is part of a HyperPod cluster (its marker folder, or its
+    resource_config.json) or the user named one (--hyperpod-cluster); else left to each node
+    when the job starts (`auto`: the script looks for the marker there)."""
+    from hyperlaunch import paths
+    from hyperlaunch.render import HYPERPOD_MARKER_DIR
+
+    marker = marker or HYPERPOD_MARKER_DIR
+    if hyperpod_cluster:
+        return Decision("hyperpod", "on", f"--hyperpod-cluster {hyperpod_cluster}")
+    if paths.is_dir(marker):
+        return Decision("hyperpod", "on", f"this host is a HyperPod node ({marker})")
+    config = hyperpod.resource_config_path(environ)
+    if paths.is_file(config):
+        return Decision("hyperpod", "on", f"this host has HyperPod's {config}")
+    return Decision("hyperpod", "auto", f"no HyperPod seen here: each node looks for {marker} when the job starts")

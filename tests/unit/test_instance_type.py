@@ -254,3 +254,24 @@ def test_render_without_a_reachable_cluster_is_cpu_with_the_reason(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "--nproc_per_node=1" in result.stdout
     assert "--instance-type  cpu       default, nothing names another (no --instance-type; no " in result.stderr
+
+
+def test_hyperpod_auto_resume_is_decided_before_rendering_and_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--hyperpod-cluster, or a resource_config.json on this host, turns auto-resume on in the
+    spec (so the record and resume hold it); nothing seen leaves it to the node; a flag wins."""
+    from hyperlaunch import detect
+
+    assert detect.hyperpod_mode(hyperpod_cluster="demo", environ={}).value == "on"
+    config = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())
+    on = detect.hyperpod_mode(hyperpod_cluster=None, environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(config)}, marker=str(tmp_path / "none"))
+    assert on.value == "on" and "rc.json" in on.source
+    marker = tmp_path / "sagemaker_cluster"
+    marker.mkdir()
+    assert detect.hyperpod_mode(hyperpod_cluster=None, environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(tmp_path / "no")}, marker=str(marker)).value == "on"
+    left = detect.hyperpod_mode(hyperpod_cluster=None, environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(tmp_path / "no")}, marker=str(tmp_path / "none"))
+    assert left.value == "auto" and "when the job starts" in left.source
+
+    p = plan(tmp_path, {**JOB, "instance_type": "p5.48xlarge"}, config=config)  # this host's resource_config.json
+    assert p.spec.hyperpod == "on" and dict((d.name, d.value) for d in p.decided)["hyperpod"] == "on"
+    forced = plan(tmp_path, {**JOB, "instance_type": "p5.48xlarge", "hyperpod": "off"})
+    assert forced.spec.hyperpod == "off" and dict((d.name, d.source) for d in forced.decided)["hyperpod"].startswith("you")
