@@ -21,18 +21,13 @@ from typing import Literal
 
 from hyperlaunch import slurm
 from hyperlaunch.errors import SlurmError
+from hyperlaunch.mounts import LOCAL_FS_TYPES, is_shared, mount_of
 from hyperlaunch.render import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
 
 Status = Literal["pass", "warn", "fail"]
 
 # Filesystem types every node can mount at the same path (FSx for Lustre is lustre; EFS and
 # FSx for OpenZFS/ONTAP are nfs/nfs4).
-SHARED_FS_TYPES = frozenset(
-    {"nfs", "nfs4", "lustre", "beegfs", "gpfs", "cephfs", "ceph", "glusterfs", "fuse.glusterfs", "wekafs", "panfs", "efs"}
-)
-LOCAL_FS_TYPES = frozenset(
-    {"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs", "ramfs", "overlay", "vfat", "exfat", "squashfs"}
-)
 _SLURM_COMMANDS = frozenset({"sbatch", "sacct", "sacctmgr", "scontrol", "srun", "sinfo", "squeue", "scancel"})
 _NOT_RUN = -1
 _TIMED_OUT = 124
@@ -196,7 +191,7 @@ def _check_shared(probes: Probes, path: Path, *, name: str, what: str, hint: str
     existing = _nearest_existing(probes, path)
     where = str(path) if existing == str(path) else f"{path} (not created yet; its parent {existing})"
     fs_type = filesystem_type(probes.realpath(existing), probes.mounts())
-    if fs_type in SHARED_FS_TYPES:
+    if is_shared(fs_type):
         return passed(name, f"{where} is on {fs_type}, shared by the nodes")
     kind = "local" if fs_type in LOCAL_FS_TYPES else "unknown"
     nodes = slurm_nodes(probes)
@@ -346,21 +341,8 @@ def gpus_in_gres(gres: str) -> int:
 
 def filesystem_type(path: str, mounts_text: str) -> str:
     """The type of the mount holding `path`: the longest mount point that contains it."""
-    best, best_type = "", "unknown"
-    for line in mounts_text.splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = _unescape_mount(parts[1])
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, best_type = point, parts[2]
-    return best_type
-
-
-def _unescape_mount(field: str) -> str:
-    # /proc/mounts writes space, tab, newline and backslash as octal escapes (\040 ...).
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    found = mount_of(path, mounts_text)
+    return found[1] if found else "unknown"
 
 
 def _nearest_existing(probes: Probes, path: Path) -> str:

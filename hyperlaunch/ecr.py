@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 from hyperlaunch import aws
 from hyperlaunch.errors import AwsError, InvalidInput
+from hyperlaunch.mounts import is_shared, mount_of
 
 CREDENTIALS_NAME = ".credentials"
 ENROOT_CONF = Path("/etc/enroot/enroot.conf")
@@ -35,9 +36,6 @@ REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
 """An AWS region name (us-west-2, us-gov-west-1): checked before it is written into a command
 enroot runs in a shell."""
 REGISTRY = re.compile(r"(?P<account>[0-9]{12})\.dkr\.ecr(-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?")
-SHARED_FILESYSTEMS = frozenset({"lustre", "nfs", "nfs4", "cifs", "smb3", "gpfs", "beegfs", "ceph", "glusterfs", "wekafs", "fuse"})
-"""File system types the nodes of a cluster usually share (plus every `fuse.*`); ext4, xfs,
-btrfs, overlay and tmpfs are local to one machine."""
 Form = Literal["command", "literal"]
 
 
@@ -53,7 +51,7 @@ class Storage:
         """Whether other machines are likely to see it; None when the mount table says nothing."""
         if self.fstype is None:
             return None
-        return self.fstype in SHARED_FILESYSTEMS or self.fstype.startswith("fuse.")
+        return is_shared(self.fstype)
 
 
 @dataclass(frozen=True)
@@ -178,22 +176,8 @@ def storage_of(path: Path, *, mounts: Path | None = None) -> Storage:
         table = (mounts or MOUNTS).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return Storage(None, None)
-    real = os.path.realpath(path)
-    best: tuple[str, str] | None = None
-    for row in table.splitlines():
-        fields = row.split()
-        if len(fields) < 3:
-            continue
-        point = _unescape(fields[1])
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(best[0])):
-            best = (point, fields[2])
-    return Storage(best[1], best[0]) if best else Storage(None, None)
-
-
-def _unescape(field: str) -> str:
-    """The mount table writes space, tab, newline and backslash in octal (`\\040`)."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    found = mount_of(os.path.realpath(path), table)
+    return Storage(found[1], found[0]) if found else Storage(None, None)
 
 
 def aws_cli_here() -> bool:
