@@ -2,7 +2,10 @@
 Slurm's detection, the requeue wait, job start, trainer start-up (imports, build, checkpoint
 load) and the first step; plus the steps lost.
 
-    python -m hyperlaunch.bench recovery [--runs 3] [--model qwen3_tiny]
+    python -m hyperlaunch.bench recovery [--runs 3] [--model qwen3_tiny] [--data DIR]
+
+With `--data` (a prepare-data folder, or raw data) the job trains on it: run it on a small and
+a large prepared corpus to see that a resume costs the same whatever the corpus size.
 
 Uses (and starts, if needed) the dev cluster in $HYPERLAUNCH_HOME/dev-cluster; needs root."""
 
@@ -59,10 +62,11 @@ def _epoch(slurm_time: str) -> float:
     return datetime.fromisoformat(slurm_time).timestamp()  # sacct prints local time
 
 
-def one_run(model: str, work: Path) -> dict[str, float]:
+def one_run(model: str, work: Path, data: Path | None = None) -> dict[str, float]:
     work.mkdir(parents=True)
+    with_data = ["--data", str(data.absolute())] if data is not None else []
     submitted = json.loads(_hl(
-        "submit", "--model", model, "--nodes", "2", "--exclusive", "--max-steps", "100000", "--json", "--",
+        "submit", "--model", model, "--nodes", "2", "--exclusive", "--max-steps", "100000", *with_data, "--json", "--",
         "--seq-len", "32", "--micro-batch-size", "2", "--checkpoint-every", "10", "--keep-last", "2", cwd=work,
     ))
     job, run_dir = submitted["job_id"], Path(submitted["run_dir"])
@@ -102,15 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     options = parser("recovery", __doc__)
     options.add_argument("--runs", type=int, default=3)
     options.add_argument("--model", default="qwen3_tiny")
+    options.add_argument("--data", type=Path, default=None, help="train on this (a prepare-data folder, or raw data) [default: the built-in corpus]")
     args = options.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-recovery-"))
     _hl("dev-cluster", "up", "--nodes", "3", cwd=base)
     status = json.loads(_hl("dev-cluster", "status", "--json", cwd=base))
     os.environ["SLURM_CONF"] = status["slurm_conf"]
-    header("Recovery", f"model {args.model}, 2 nodes of a dev cluster; SlurmdTimeout=10 s, cred_expire=5 s; {args.runs} run(s)")
+    header("Recovery", f"model {args.model}, 2 nodes of a dev cluster; SlurmdTimeout=10 s, cred_expire=5 s; {args.runs} run(s); data {args.data or 'built-in corpus'}")
     runs = []
     for index in range(args.runs):
-        figures = one_run(args.model, base / f"run{index}")
+        figures = one_run(args.model, base / f"run{index}", args.data)
         runs.append(figures)
         print(f"run {index + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()), flush=True)
     print("\nmedian [min - max] seconds:")
