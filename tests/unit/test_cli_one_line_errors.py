@@ -166,6 +166,8 @@ def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monk
     """A dev cluster started afresh hands out job ids again: sbatch accepted each job, so
     recording it must not fail."""
     monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "5")
+    # The earlier job 5 is gone from the fresh cluster's queue, so the same checkpoint folder is free.
+    monkeypatch.setattr(slurm, "my_queue_states", lambda *, env=None: {})
     for max_steps in ("2", "3", "4"):
         result = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", max_steps], monkeypatch)
         assert result.exit_code == 0, result.output
