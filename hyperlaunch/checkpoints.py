@@ -21,13 +21,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch.atomic_file import TEMP_SUFFIX, write_atomically
 from hyperlaunch.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.paths import is_dir
 from hyperlaunch.errors import CheckpointError, InvalidInput
@@ -230,29 +230,17 @@ def write_pointer(ckpt_dir: Path, model: str, dir_name: str) -> None:
     _atomic_write_text(pointer_path(ckpt_dir, model), dir_name + "\n")
 
 
-_TEMP_SUFFIX = ".tmp"
 STALE_TEMP_SECONDS = 600.0
 """A pointer or info temp file this old was left by a writer killed before its rename (a write
 takes milliseconds); the next writer of the same file removes it."""
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    """Write `path` whole or not at all: a temp file, fsync, rename. The temp file is hidden
-    (`.<name>.<random>.tmp`: every reader here skips dot names) and created like any file of
-    the user's, so the umask decides who can read the result: teammates share checkpoint
-    folders and must read the pointer (mkstemp's 0600 shut them out)."""
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}{_TEMP_SUFFIX}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    """Write `path` whole or not at all (hyperlaunch.atomic_file), created like any file of the
+    user's, so the umask decides who can read the result: teammates share checkpoint folders
+    and must read the pointer (mkstemp's 0600 shut them out). Then temp files of killed
+    writers are removed."""
+    write_atomically(path, text.encode("utf-8"))
     _remove_stale_temps(path)
 
 
@@ -266,27 +254,13 @@ def _remove_stale_temps(path: Path) -> None:
     except OSError:
         return
     for entry in entries:
-        if not (entry.name.startswith(prefix) and entry.name.endswith(_TEMP_SUFFIX)):
+        if not (entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX)):
             continue
         try:
             if now - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
                 os.unlink(entry.path)
         except OSError:
             pass  # another writer removed it first, or it is not ours to remove
-
-
-def _fsync_dir(path: Path) -> None:
-    # The rename is durable only once the directory entry is; not every filesystem allows it.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def list_checkpoints(ckpt_dir: Path, model: str) -> list[CheckpointInfo]:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +23,7 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from hyperlaunch import aws
+from hyperlaunch.atomic_file import write_atomically
 from hyperlaunch.errors import AwsError, InvalidInput
 from hyperlaunch.mounts import is_shared, mount_of
 
@@ -270,26 +269,12 @@ def _write_atomically(path: Path, text: bytes) -> None:
     are left as they are (a shared folder is not ours to close)."""
     try:
         _make_private_folders(path.parent)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as err:
         raise InvalidInput(f"--credentials-file {path}: cannot write there: {err.strerror or err}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        write_atomically(path, text, mode=0o600)
     except OSError as err:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
         raise InvalidInput(f"--credentials-file {path}: cannot write it: {err.strerror or err}") from None
-    with contextlib.suppress(OSError):  # the rename itself survives a crash only once the folder is synced
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
 
 
 def _make_private_folders(folder: Path) -> None:

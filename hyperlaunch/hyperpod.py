@@ -23,7 +23,6 @@ import json
 import os
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -407,16 +406,13 @@ def _write_cache(path: Path | None, view: ClusterView) -> None:
     a cache that cannot be written only costs the next call a request."""
     if path is None:
         return
-    from hyperlaunch.private_files import private_dir, write_private
+    from hyperlaunch.atomic_file import write_atomically
+    from hyperlaunch.private_files import FILE_MODE, private_dir
 
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     with contextlib.suppress(OSError):
-        try:
-            private_dir(path.parent)
-            write_private(temporary, json.dumps({"written_at": time.time(), "view": asdict(view)}) + "\n")
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        private_dir(path.parent)
+        document = json.dumps({"written_at": time.time(), "view": asdict(view)}) + "\n"
+        write_atomically(path, document.encode("utf-8"), mode=FILE_MODE)
 
 
 # -- instance ids, for nodes HyperPod replaced ------------------------------------------------

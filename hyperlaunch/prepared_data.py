@@ -22,13 +22,13 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperlaunch.atomic_file import write_atomically
 from hyperlaunch.errors import DataError
 
 FORMAT = "hyperlaunch-prepared-data"
@@ -195,20 +195,6 @@ def check_vocabulary(manifest: Manifest, vocab_size: int, model: str, folder: Pa
         f"--data {folder} holds token id {manifest.max_token_id}, but {model} has only {vocab_size} embeddings",
         hint="prepare the data with the model's tokenizer",
     )
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """`path` whole or not at all: a hidden temp file, fsync, rename."""
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class Busy(Exception):
