@@ -53,11 +53,10 @@ def gres_gpus(*, gpus: int, partition: str | None, slurm_env: Mapping[str, str] 
         if "gpu" not in kinds:
             declared = ",".join(kinds) or "(null)"
             return off(f"the cluster declares no GPU GRES (scontrol show config: GresTypes = {declared})")
-        rows = slurm.partition_gres(env=slurm_env)
+        rows = slurm.partition_nodes(partition, env=slurm_env)
     except SlurmError as err:
         where = "no Slurm here (scontrol not on PATH)" if "not found on PATH" in str(err) else "no Slurm cluster answered"
         return off(f"{where}; --gres-gpus requests GPUs as GRES anyway")
-    rows = [row for row in rows if (row.partition == partition if partition else row.default)]
     where = f"partition {partition}" if partition else "the default partition"
     if not rows:
         return off(f"sinfo lists no {where}")

@@ -144,29 +144,6 @@ def run_on_nodes(
 
 
 @dataclass(frozen=True)
-class PartitionNodes:
-    """One group of a partition's nodes that share a GRES configuration (a line of sinfo)."""
-
-    partition: str
-    default: bool
-    """The cluster's default partition (sinfo marks it with `*`)."""
-    gres: str
-    """The nodes' GRES as sinfo writes it (`gpu:8`, `gpu:h100:8(S:0-1)`), or `(null)`."""
-
-
-def partition_gres(*, env: Mapping[str, str] | None = None) -> list[PartitionNodes]:
-    """The GRES of every partition's nodes, in one sinfo call."""
-    out = run(["sinfo", "-h", "-o", "%P|%G"], env=env, timeout=15).stdout
-    rows = []
-    for line in out.splitlines():
-        name, sep, gres = line.partition("|")
-        name = name.strip()
-        if sep and name:
-            rows.append(PartitionNodes(partition=name.rstrip("*"), default=name.endswith("*"), gres=gres.strip()))
-    return rows
-
-
-@dataclass(frozen=True)
 class PartitionNode:
     """One node of one partition, as sinfo lists it (a node in two partitions appears twice)."""
 

@@ -60,7 +60,7 @@ def test_a_cluster_without_gpu_gres_gets_whole_nodes_and_no_gpu_request(tmp_path
 
 
 def test_a_partition_whose_nodes_have_gpu_gres_gets_them_requested(tmp_path: Path, monkeypatch) -> None:
-    fake = FakeSlurm(GPU_CONFIG, "cpu*|(null)\ngpu|gpu:h100:8(S:0-1)\n")
+    fake = FakeSlurm(GPU_CONFIG, "c1|idle|cpu*|(null)\ng1|idle|gpu|gpu:h100:8(S:0-1)\n")
     monkeypatch.setattr(slurm, "run", fake)
     p = plan(tmp_path, {**P5, "partition": "gpu"}, fake)
     assert p.spec.gres_gpus == "on" and ("--gpus-per-node", "8") in sbatch_flags(p.spec)
@@ -71,7 +71,7 @@ def test_a_partition_whose_nodes_have_gpu_gres_gets_them_requested(tmp_path: Pat
 
 
 def test_a_partition_mixing_gpu_and_cpu_nodes_requests_gres_to_stay_on_the_gpu_ones(tmp_path: Path, monkeypatch) -> None:
-    fake = FakeSlurm(GPU_CONFIG, "dev*|(null)\ndev*|gpu:8,shard:8\n")
+    fake = FakeSlurm(GPU_CONFIG, "n1|idle|dev*|(null)\nn2|idle|dev*|gpu:8,shard:8\n")
     monkeypatch.setattr(slurm, "run", fake)
     assert plan(tmp_path, P5, fake).spec.gres_gpus == "on"
 
@@ -109,7 +109,7 @@ def test_config_files_win_over_the_defaults_and_flags_over_config(tmp_path: Path
 
 def test_gres_auto_in_a_config_asks_the_cluster(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "hyperlaunch.toml").write_text('gres_gpus = "auto"\n')
-    fake = FakeSlurm(GPU_CONFIG, "gpu*|gpu:8\n")
+    fake = FakeSlurm(GPU_CONFIG, "g1|idle|gpu*|gpu:8\n")
     monkeypatch.setattr(slurm, "run", fake)
     assert plan(tmp_path, P5, fake).spec.gres_gpus == "on" and fake.calls
 
