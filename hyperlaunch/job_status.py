@@ -25,6 +25,7 @@ from hyperlaunch.protocol import (
     RESTART_CEILING,
     TRAINER_ERROR_PREFIX,
     EventRecord,
+    AttemptAction,
     RestartCause,
     StepRecord,
     TrainerEvent,
@@ -62,9 +63,12 @@ class Restart:
     """For a node failure: the nodes that went down during the attempt."""
     kind: str = ""
     """A FailureKind value when the trainer recorded why it failed, else empty."""
+    round: int = 0
+    """For a restart inside the allocation: the round of trainers it started (1 and on)."""
 
     def describe(self) -> str:
-        return f"{self.cause} ({self.detail})" if self.detail else self.cause
+        where = " in allocation" if self.round else ""
+        return f"{self.cause}{where} ({self.detail})" if self.detail else f"{self.cause}{where}"
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,9 @@ class JobStatus:
     failure: Restart | None = None
     steps: tuple[StepRecord, ...] = field(default_factory=tuple)
     budget: RestartBudget | None = None
+    in_allocation: tuple[Restart, ...] = ()
+    """Restarts of the trainers inside an attempt's allocation (on a spare node, or after a
+    crash or hang on healthy nodes): no trip through the queue, no Slurm attempt of their own."""
 
     @property
     def active(self) -> bool:
@@ -131,7 +138,7 @@ class JobStatus:
     @property
     def failed_nodes(self) -> tuple[str, ...]:
         """Every node that went down under this job, in the order it happened."""
-        ended = [*self.restarts, *([self.failure] if self.failure else [])]
+        ended = [*self.in_allocation, *self.restarts, *([self.failure] if self.failure else [])]
         return tuple(dict.fromkeys(node for r in ended for node in r.nodes))
 
     def to_json(self) -> dict[str, Any]:
@@ -145,6 +152,7 @@ class JobStatus:
             "node_list": self.nodes,
             "elapsed_s": self.elapsed_s,
             "restarts": [r.__dict__ for r in self.restarts],
+            "restarts_in_allocation": [r.__dict__ for r in self.in_allocation],
             "failure": self.failure.__dict__ if self.failure else None,
             "attempts": [a.__dict__ for a in self.attempts],
             **self._budget_json(),
@@ -235,7 +243,8 @@ def summarize(
     """Pure: the status of one job from its sacct attempts, node events, queue state, log
     and metrics."""
     out_log, err_log = record.log_paths
-    markers = _end_markers(_read_lines(out_log))
+    out_lines = _read_lines(out_log)
+    markers = _end_markers(out_lines)
     err_by_attempt = _split_attempts(_read_lines(err_log))
 
     def cause_of(index: int) -> Restart:
@@ -253,12 +262,13 @@ def summarize(
             restarts.append(cause_of(len(attempts) - 1))
         elif last.state != "COMPLETED":
             failure = cause_of(len(attempts) - 1)
-            if failure.cause == cause_text(RestartCause.RESTART_LIMIT.value) and restarts:
+            if failure.cause == cause_text(RestartCause.RESTART_LIMIT.value) and restarts and "; last: " not in failure.detail:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
     budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
+        in_allocation=tuple(_in_allocation_restarts(out_lines, record)),
         record=record,
         state=state,
         attempts=tuple(attempts),
@@ -273,6 +283,25 @@ def summarize(
 
 
 def _cause(
+    index: int,
+    attempt: slurm.Attempt,
+    marker: Mapping[str, str] | None,
+    events: Sequence[slurm.NodeEvent],
+    err_lines: Sequence[str],
+    record: JobRecord,
+    next_start: str | None = None,
+) -> Restart:
+    ended = _ended_why(index, attempt, marker, events, err_lines, record, next_start)
+    failures = (marker or {}).get("failures", "")
+    spent = failures.isdigit() and int(failures) > record.spec.max_restarts
+    if (marker or {}).get("action") == AttemptAction.EXIT.value and spent and _marker_cause(marker) is not RestartCause.RESTART_LIMIT:
+        # The script found the budget spent when this attempt failed, and ended the job.
+        limit = _limit_detail(failures, index, record)
+        return Restart(index, cause_text(RestartCause.RESTART_LIMIT.value), f"{limit}; last: {ended.describe()}", ended.nodes, ended.kind)
+    return ended
+
+
+def _ended_why(
     index: int,
     attempt: slurm.Attempt,
     marker: Mapping[str, str] | None,
@@ -309,8 +338,9 @@ def _cause(
         return Restart(index, cause_text(reason.value if near_limit else "preemption"), "saved and requeued")
     if reason is RestartCause.REQUEUE_REQUESTED:
         return Restart(index, cause_text(reason.value), "saved and requeued")
-    if reason is RestartCause.TRAINER_ERROR or reason is RestartCause.CRASH or state == "FAILED":
-        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index))
+    if reason in (RestartCause.TRAINER_ERROR, RestartCause.CRASH, RestartCause.HANG) or state == "FAILED":
+        round_ = int((marker or {}).get("round", "0")) if (marker or {}).get("round", "0").isdigit() else 0
+        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index, round_))
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
@@ -336,11 +366,34 @@ def _failed(
     task_exit = _task_exit_code(err_lines)
     error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
     detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
-    return Restart(index, cause_text(RestartCause.CRASH.value), detail, kind=trainer.kind if trainer else "")
+    cause = RestartCause.HANG if reason is RestartCause.HANG else RestartCause.CRASH
+    return Restart(index, cause_text(cause.value), detail, kind=trainer.kind if trainer else "")
 
 
-def _trainer_failure(record: JobRecord, index: int) -> TrainerFailure | None:
-    return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index))
+def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerFailure | None:
+    return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index, round_))
+
+
+def _in_allocation_restarts(lines: Iterable[str], record: JobRecord) -> list[Restart]:
+    """The script's `restart` markers: each names the round it starts and why the one before
+    it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words)."""
+    found = []
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if not marker or marker.get("event") != "restart" or not marker.get("round", "").isdigit():
+            continue
+        attempt, round_ = int(marker["restart"]), int(marker["round"])
+        reason = _marker_cause(marker)
+        if reason is RestartCause.NODE_FAILURE:
+            nodes = tuple(filter(None, marker.get("nodes", "").split(",")))
+            detail = ", ".join(nodes) + (f" -> spare {marker['spare']}" if marker.get("spare") else "")
+            found.append(Restart(attempt, cause_text(reason.value), detail, nodes, round=round_))
+            continue
+        trainer = _trainer_failure(record, attempt, round_ - 1)
+        detail = f"exit {marker.get('exit', '?')}" + (f": {trainer.message}" if trainer and trainer.message else "")
+        cause = cause_text(reason.value) if reason else marker.get("cause", "unknown")
+        found.append(Restart(attempt, cause, detail, kind=trainer.kind if trainer else "", round=round_))
+    return found
 
 
 def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:

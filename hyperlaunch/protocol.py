@@ -53,6 +53,9 @@ class RestartCause(str, enum.Enum):
     CHECKPOINT_LOCKED = "checkpoint-locked"
     """Another live Slurm job holds the checkpoint lock of the job's folder and model: the
     attempt ended before training, not requeued (marker field `holder=<job id>`)."""
+    HANG = "hang"
+    """The trainers made no step for longer than the hang watchdog allows (the trainer's
+    `hang` failure record, which names the step): restarted like a crash."""
 
 
 class AttemptAction(str, enum.Enum):
@@ -62,6 +65,10 @@ class AttemptAction(str, enum.Enum):
     EXIT = "exit"
     SLURM_REQUEUE = "slurm-requeue"
     """Nothing: Slurm requeues a job whose node failed by itself."""
+    RESTART_IN_ALLOCATION = "restart-in-allocation"
+    """The trainers start again in the same allocation, without a trip through the queue: on
+    a spare node in place of a lost one (marker field `spare=`), or on the same nodes after a
+    crash or hang on healthy ones (--restarts-in-allocation)."""
 
 
 CAUSE_TEXT: dict[str, str] = {
@@ -73,6 +80,7 @@ CAUSE_TEXT: dict[str, str] = {
     RestartCause.RESTART_LIMIT.value: "restart limit",
     RestartCause.TRAINER_ERROR.value: "trainer error",
     RestartCause.CHECKPOINT_LOCKED.value: "checkpoint folder in use",
+    RestartCause.HANG.value: "hang",
     # What only Slurm's accounting tells (no marker, or the marker's cause refined by it).
     "preemption": "preemption",
     "cancelled": "cancelled",
@@ -90,7 +98,11 @@ def cause_text(key: str) -> str:
 ATTEMPT_MARKER = "### hyperlaunch attempt-"
 """Prefix of every attempt marker line."""
 ATTEMPT_MARKER_PRINTF = ATTEMPT_MARKER + "%s restart=%s job=%s %s time=%s"
-"""The script's printf format: event, restart count, job id, `key=value ...`, UTC time."""
+"""The script's printf format: event, restart count, job id, `key=value ...`, UTC time.
+Events: `start` and `end` of an attempt (one Slurm run of the job), and `restart` when the
+trainers start again inside the attempt's allocation (fields `round=<n>`, the round that
+starts, and the cause and nodes of the one that ended; AttemptAction.RESTART_IN_ALLOCATION).
+An `end` marker after such restarts names its round too."""
 _MARKER_FIELD = re.compile(r"(\w+)=(\S*)")
 _COUNT = re.compile(r"[0-9]{1,10}")
 _JOB_ID = re.compile(r"[0-9]{1,10}(_[0-9]{1,10})?")
@@ -227,6 +239,8 @@ class FailureKind(str, enum.Enum):
     attempt may land on other nodes, so it is retried."""
     UNEXPECTED = "unexpected"
     """Any other exception: retried like any crash."""
+    HANG = "hang"
+    """The hang watchdog saw no step for longer than it allows (RestartCause.HANG)."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -282,8 +296,11 @@ class TrainerFailure:
     message: str
 
 
-def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int) -> Path:
-    return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}"
+def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_: int = 0) -> Path:
+    """The record of one round of trainers: `<prefix><job>.<restart>`, and `.<round>` after it
+    for the rounds the script started inside the same allocation (round 1 and on)."""
+    suffix = f".{round_}" if round_ else ""
+    return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
 
 def format_trainer_failure(kind: FailureKind, message: str, rank: int) -> str:

@@ -36,6 +36,7 @@ from hyperlaunch.protocol import (
     TRAINER_FAILURE_FILE_ENV,
     TRAINER_FAILURE_PREFIX,
     AttemptAction,
+    FailureKind,
     FailureVerdict,
     RestartCause,
     checkpoint_lock_path,
@@ -53,6 +54,12 @@ SAVE_SIGNAL = "USR2"
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 LOCK_COMPLETING_WAIT_S = 120
+PROBE_GRACE_S = 2
+"""Seconds a step may take to end by itself after a rank recorded a failure, before the
+script probes its nodes (templates/partials/supervise.sh.j2): on healthy nodes the other ranks
+fail and the step ends within moments; a dead node keeps srun waiting for Slurm."""
+PROBE_INTERVAL_S = 5
+"""Seconds between probes while such a step still runs and every node answers."""
 """How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
 trainers may still be saving) before it takes the lock as stale."""
 
@@ -78,6 +85,13 @@ def render_sbatch(spec: JobSpec) -> str:
         env_groups=env_groups(spec),
         make_dirs=[spec.checkpoint_dir, spec.run_dir],
         max_restarts=spec.max_restarts,
+        spare_nodes=spec.spare_nodes,
+        restarts_in_allocation=spec.restarts_in_allocation,
+        user_excluded=",".join(spec.exclude),
+        hyperpod_on=spec.hyperpod == "on",
+        hang_kind=FailureKind.HANG.value,
+        probe_grace_seconds=PROBE_GRACE_S,
+        probe_interval_seconds=PROBE_INTERVAL_S,
         restart_ceiling=RESTART_CEILING,
         progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
         checkpoint_lock=str(checkpoint_lock_path(spec.checkpoint_dir, spec.checkpoint_name)),
@@ -106,7 +120,8 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
     """(flag, value or None) for the #SBATCH header, in a stable order."""
     flags: list[tuple[str, str | None]] = [
         ("--job-name", spec.job_name),
-        ("--nodes", str(spec.nodes)),
+        # Spares wait idle in the allocation until a node is lost (templates/partials/supervise.sh.j2).
+        ("--nodes", str(spec.nodes + spec.spare_nodes)),
         ("--ntasks-per-node", "1"),
     ]
     if spec.gpus_per_node and spec.gres_gpus == "on":
@@ -258,6 +273,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # Bash's ${#array[@]} would open a Jinja comment: the templates have none.
+        comment_start_string="{##",
+        comment_end_string="##}",
         bytecode_cache=template_cache(),
     )
     environment.filters["q"] = shell_quote

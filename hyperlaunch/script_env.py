@@ -23,13 +23,19 @@ SLURM_NAMES_READ = (
     "SLURM_JOB_ID",
     "SLURM_JOB_NODELIST",
     "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_PARTITION",
     "SLURM_LAUNCH_NODE_IPADDR",
     "SLURM_RESTART_COUNT",
+    "SLURMD_NODENAME",
 )
 """Slurm's job variables the batch script and the step script read."""
-NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV)
+STEP_NODES_ENV = "HYPERLAUNCH_STEP_NODES"
+"""The nodes of a round of trainers, space-separated, when spares wait beside them."""
+ROUND_ENV = "HYPERLAUNCH_ROUND"
+"""Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
+NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV)
 """Variables the batch script exports for torchrun and the trainer."""
-SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
+SHELL_NAMES = ("BASH_ENV", "ENV", "IFS", "SECONDS")
 """Variables that change what bash runs or how it splits words."""
 
 NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH",)

@@ -115,6 +115,14 @@ class JobSpec:
     """The restart budget: how many attempts in a row may end without a new complete checkpoint
     (a crash, a lost node, a stop without a save) and still be requeued. Requeues after a save
     (time limit, preemption) do not use it; hyperlaunch.protocol.RESTART_CEILING bounds all."""
+    spare_nodes: int = 0
+    """Extra nodes the job allocates beyond `nodes` and keeps idle: when a node is lost, the
+    batch script restarts the trainers on a spare inside the same allocation, with no trip
+    through the queue (templates/partials/supervise.sh.j2)."""
+    restarts_in_allocation: int = 2
+    """How many times in a row (without a new checkpoint between them) a crash or hang on
+    healthy nodes restarts the trainers inside the allocation; after that the job is
+    requeued within the restart budget. Never for failures no attempt can fix."""
     signal_seconds: int = 120
     """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
     after_job: str | None = None
@@ -327,6 +335,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     if spec.hyperpod_cluster is not None and check_cluster_name(spec.hyperpod_cluster):
         _fail(f"--hyperpod-cluster {_shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
     _check_count("--max-restarts", spec.max_restarts, 0)
+    _check_count("--spare-nodes", spec.spare_nodes, 0)
+    _check_count("--restarts-in-allocation", spec.restarts_in_allocation, 0)
     if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
         _fail(f"after_job must be a Slurm job id, got {_shown(spec.after_job)}")
     _validate_signal(spec)

@@ -26,10 +26,15 @@ from hyperlaunch.protocol import (
 )
 
 # Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
-# job and attempt that wrote it, so `status` shows each job its own part. Slurm leaves
-# SLURM_RESTART_COUNT unset in a job's first attempt.
+# job and attempt that wrote it, so `status` shows each job its own part, and the round of
+# trainers within the attempt (the batch script's HYPERLAUNCH_ROUND: restarts inside the
+# allocation). Slurm leaves SLURM_RESTART_COUNT unset in a job's first attempt.
 _SLURM_TAGS: dict[str, Any] = (
-    {"job_id": os.environ["SLURM_JOB_ID"], "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
+    {
+        "job_id": os.environ["SLURM_JOB_ID"],
+        "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+        "round": int(os.environ.get("HYPERLAUNCH_ROUND") or 0),
+    }
     if os.environ.get("SLURM_JOB_ID")
     else {}
 )

@@ -82,6 +82,8 @@ JOB_FLAG_PARAMETERS: list[inspect.Parameter] = [
     _option("job_name", str | None, "--job-name", "-J", help="Slurm job name [default: the model name]."),
     _option("log_dir", str | None, "--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."),
     _option("run_dir", str | None, "--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."),
+    _option("spare_nodes", int | None, "--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."),
+    _option("restarts_in_allocation", int | None, "--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."),
     _option("signal_seconds", int | None, "--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."),
     _option("torchrun", str | None, "--torchrun", help="torchrun command on the nodes [default: the one next to this Python, else torchrun]."),
 ]

@@ -32,9 +32,11 @@ def _elapsed(seconds: int) -> str:
 
 
 def _restarts_cell(status: JobStatus) -> str:
-    if not status.restarts:
+    # Restarts inside an allocation and through the queue alike: both restarted the trainers.
+    every = sorted([*status.in_allocation, *status.restarts], key=lambda r: (r.attempt, r.round == 0, r.round))
+    if not every:
         return "0"
-    return f"{len(status.restarts)}: " + "; ".join(r.describe() for r in status.restarts)
+    return f"{len(every)}: " + "; ".join(r.describe() for r in every)
 
 
 def _budget_cell(status: JobStatus) -> str:
@@ -114,6 +116,13 @@ def _detail(status: JobStatus) -> list[Any]:
             _elapsed(attempt.elapsed_s), causes.get(index, "-" if attempt.state != "COMPLETED" else "completed"),
         )
     lines.append(attempts)
+    if status.in_allocation:
+        inside = Table(title="restarts inside the allocation", box=None, header_style="bold", title_justify="left")
+        for column in ("ATTEMPT", "ROUND", "WHY THE ROUND BEFORE ENDED"):
+            inside.add_column(column, overflow="fold")
+        for restart in status.in_allocation:
+            inside.add_row(str(restart.attempt), str(restart.round), f"{restart.cause} ({restart.detail})" if restart.detail else restart.cause)
+        lines.append(inside)
     if status.steps:
         steps = Table(title="recent steps", box=None, header_style="bold", title_justify="left")
         for column in ("STEP", "LOSS", "LR", "TOK/S"):

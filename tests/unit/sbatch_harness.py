@@ -1,10 +1,13 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
 `srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node"),
-scontrol answers like a 2-node job and records requeues, squeue answers with the states a test
+scontrol answers like a 2-node job (HL_TEST_NODES: the allocation's nodes) and records
+requeues, squeue answers with the states a test
 wrote for a job (`job_states`, one per call, the last one repeated), or that it knows no such
 job, and the torchrun stub records its argv and environment (what the trainer would get) and
 writes HL_TEST_FAILURE_RECORD, if set, where a failing trainer would write its failure record,
-and HL_TEST_PROGRESS, if set, where rank 0 records a completed checkpoint. With
+and HL_TEST_PROGRESS, if set, where rank 0 records a completed checkpoint; it appends its
+round (HYPERLAUNCH_ROUND) to `rounds` and exits HL_TEST_EXIT, or HL_TEST_EXIT_ONCE in its
+first round only. srun's arguments go to `srun.argv`. With
 HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun starts the trainers, that waits for the
 save signal."""
 
@@ -22,17 +25,18 @@ from hyperlaunch.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
-EXPECTED_PORT = 20000 + int(JOB_ID) % 10000
+EXPECTED_PORT = 20000 + int(JOB_ID) * 16 % 10000  # round 0
 
 _SRUN = """#!/bin/bash
 # Skip srun's own flags (all --long=value forms in our scripts), then run the task once.
+printf '%s\\0' "$@" > "$HL_TEST_DIR/srun.argv"
 while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
 exec "$@"
 """
 _SCONTROL = """#!/bin/bash
 case "$1 $2" in
   "show jobid") printf 'JobId=%s JobName=x\\n   ReqNodeList=(null) NodeList=node[7-8] BatchHost=node7\\n' "$3" ;;
-  "show hostnames") printf 'node7\\nnode8\\n' ;;
+  "show hostnames") printf '%s\\n' ${HL_TEST_NODES:-node7 node8} ;;
   requeue*) echo "$2" >> "$HL_TEST_DIR/requeued" ;;
   *) exit 1 ;;
 esac
@@ -90,6 +94,12 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   wait $!
   : > "$HL_TEST_DIR/torchrun-survived"
   exit 1  # what torchrun returns after a worker exited 75
+fi
+echo "$HYPERLAUNCH_ROUND" >> "$HL_TEST_DIR/rounds"
+# HL_TEST_EXIT_ONCE: the first round fails with it, the next ones succeed.
+if [ -n "${HL_TEST_EXIT_ONCE:-}" ] && [ ! -e "$HL_TEST_DIR/failed-once" ]; then
+  : > "$HL_TEST_DIR/failed-once"
+  exit "$HL_TEST_EXIT_ONCE"
 fi
 exit "${HL_TEST_EXIT:-0}"
 """.replace("TRAINER_FAILURE_FILE_ENV", TRAINER_FAILURE_FILE_ENV).replace("PROGRESS_PREFIX", PROGRESS_PREFIX)

@@ -116,8 +116,8 @@ def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: P
     run = run_script(render_sbatch(spec), tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.trainer is not None and not run.requeued
-    # Rendezvous computed inside the step: head node from scontrol, port from the job id.
-    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}", f"--rdzv_endpoint={HEAD_NODE}:{EXPECTED_PORT}"]
+    # Rendezvous computed inside the step: head node from scontrol, port from the job id and round.
+    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint={HEAD_NODE}:{EXPECTED_PORT}"]
     assert run.trainer["argv"][3:] == launch_command(spec)[1:]
     assert run.trainer["env"]["OMP_NUM_THREADS"] == "1"
     assert (tmp_path / "ck").is_dir() and (tmp_path / "run").is_dir()
@@ -284,7 +284,9 @@ def _end_marker(run: object) -> dict[str, str]:
 def test_a_final_trainer_failure_ends_the_job_and_a_retry_one_requeues_it(
     tmp_path: Path, kind: FailureKind, cause: str, requeued: bool, script_status: int
 ) -> None:
-    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), max_restarts=3)
+    spec = VARIANTS["plain"].replace(
+        checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), max_restarts=3, restarts_in_allocation=0
+    )
     record = format_trainer_failure(kind, "--data /x/bad.jsonl:2: not valid JSON", 1)
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
     assert run.trainer is not None
@@ -295,6 +297,71 @@ def test_a_final_trainer_failure_ends_the_job_and_a_retry_one_requeues_it(
     assert end["cause"] == cause and end["action"] == ("requeue" if requeued else "exit")
     if not requeued:
         assert end["kind"] == kind.value and "not requeued" in run.stderr
+
+
+def _markers(run: object, event: str) -> list[dict[str, str]]:
+    return [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == event]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("kind", "cause"), [(FailureKind.UNEXPECTED, "crash"), (FailureKind.HANG, "hang")])
+def test_a_crash_or_hang_on_healthy_nodes_restarts_inside_the_allocation_then_requeues(
+    tmp_path: Path, kind: FailureKind, cause: str
+) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), restarts_in_allocation=2)
+    record = format_trainer_failure(kind, "m", 1)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
+    assert (tmp_path / "rounds").read_text().split() == ["0", "1", "2"]
+    restarts = _markers(run, "restart")
+    assert [(m["round"], m["cause"], m["action"]) for m in restarts] == [
+        ("1", cause, "restart-in-allocation"), ("2", cause, "restart-in-allocation")
+    ]
+    assert len(_markers(run, "start")) == 1, "rounds are one Slurm attempt"
+    end = _end_marker(run)
+    assert (end["cause"], end["action"], end["round"]) == (cause, "requeue", "2") and run.requeued
+    # Each round rendezvous anew and leaves its own failure record.
+    assert run.trainer is not None and f"--rdzv_id={JOB_ID}.2" in run.trainer["argv"]
+    assert run.trainer["env"][TRAINER_FAILURE_FILE_ENV] == str(trainer_failure_path(tmp_path / "run", JOB_ID, 0, 2))
+    for round_ in range(3):
+        assert trainer_failure_path(tmp_path / "run", JOB_ID, 0, round_).exists()
+
+
+def test_a_round_that_fails_once_is_restarted_and_the_job_completes_without_a_requeue(tmp_path: Path) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    record = format_trainer_failure(FailureKind.UNEXPECTED, "NCCL error", 0)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT_ONCE": "1", "HL_TEST_FAILURE_RECORD": record})
+    assert run.returncode == 0 and not run.requeued, run.stderr
+    assert (_end_marker(run)["cause"], _end_marker(run)["round"]) == ("completed", "1")
+
+
+def test_a_final_failure_is_never_restarted_inside_the_allocation(tmp_path: Path) -> None:
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), restarts_in_allocation=5)
+    record = format_trainer_failure(FailureKind.INVALID_DATA, "bad", 0)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
+    assert (tmp_path / "rounds").read_text().split() == ["0"] and not _markers(run, "restart")
+    assert _end_marker(run)["cause"] == "trainer-error" and not run.requeued
+
+
+def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others(tmp_path: Path) -> None:
+    spec = VARIANTS["multi_node"].replace(
+        checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun", spare_nodes=1
+    )
+    script = render_sbatch(spec)
+    assert f"--nodes={spec.nodes + 1}" in sbatch_directive_args(script)
+    run = run_script(script, tmp_path, env={"HL_TEST_NODES": "node7 node8 node9"})
+    assert run.returncode == 0, run.stderr
+    srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")
+    assert "--nodes=2" in srun_argv and "--nodelist=node7,node8" in srun_argv
+    assert run.trainer is not None and run.trainer["env"]["HYPERLAUNCH_STEP_NODES"] == "node7 node8"
+    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint=node7:{EXPECTED_PORT}"]
+    assert _markers(run, "start")[0]["spares"] == "node9"
+
+
+def test_without_spares_the_round_runs_on_the_whole_allocation(tmp_path: Path) -> None:
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    run = run_script(render_sbatch(spec), tmp_path)
+    srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")
+    assert not any(a.startswith("--nodelist") for a in srun_argv)
+    assert run.trainer is not None and "HYPERLAUNCH_STEP_NODES" not in run.trainer["env"]
 
 
 def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:

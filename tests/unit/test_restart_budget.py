@@ -165,3 +165,36 @@ def test_a_restart_limit_says_how_many_attempts_made_no_progress(tmp_path: Path)
     failure = summarize(record, attempts, []).failure
     assert failure is not None
     assert failure.describe().startswith("restart limit (2 attempts in a row without a new checkpoint, 1 allowed; last: node failure")
+
+
+def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tmp_path: Path) -> None:
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 3), submitted_at=0.0)
+    Path(record.spec.log_dir).mkdir(parents=True)
+    run_dir = Path(record.spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    p.trainer_failure_path(run_dir, JOB_ID, 0, 1).write_text(p.format_trainer_failure(p.FailureKind.HANG, "hang: no step for 42 s after step 17", 1))
+    lines = [
+        p.format_attempt_marker("start", 0, JOB_ID, "nodes=n[1-3] host=n1 spares=n3", "t"),
+        p.format_attempt_marker("restart", 0, JOB_ID, "round=1 cause=node-failure exit=1 nodes=n2 spare=n3 action=restart-in-allocation", "t"),
+        p.format_attempt_marker("restart", 0, JOB_ID, "round=2 cause=hang exit=1 in_row=1 action=restart-in-allocation", "t"),
+        p.format_attempt_marker("end", 0, JOB_ID, "exit=0 cause=completed round=2 action=exit", "t"),
+    ]
+    record.log_paths[0].write_text("\n".join(lines) + "\n")
+    status = summarize(record, [Attempt(JOB_ID, "COMPLETED", "n[1,3]", "t", "t", "0:0")], [])
+    spare, hang = status.in_allocation
+    assert (spare.cause, spare.round, spare.nodes, spare.detail) == ("node failure", 1, ("n2",), "n2 -> spare n3")
+    assert (hang.cause, hang.round, hang.kind) == ("hang", 2, "hang") and "after step 17" in hang.detail
+    assert status.failed_nodes == ("n2",), "resume --exclude-failed keeps off a node lost inside the allocation"
+    assert status.to_json()["restarts_in_allocation"][0]["round"] == 1 and status.failure is None
+
+
+def test_a_lost_node_with_the_budget_spent_ends_the_job_as_a_restart_limit(tmp_path: Path) -> None:
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 1), submitted_at=0.0)
+    Path(record.spec.log_dir).mkdir(parents=True)
+    record.log_paths[0].write_text(
+        p.format_attempt_marker("end", 2, JOB_ID, "exit=1 cause=node-failure nodes=n2 failures=2 round=0 action=exit", "t") + "\n"
+    )
+    attempts = [Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")] * 2 + [Attempt(JOB_ID, "FAILED", "n[1-2]", "t", "t", "1:0")]
+    failure = summarize(record, attempts, []).failure
+    assert failure is not None and failure.cause == "restart limit"
+    assert failure.detail == "2 attempts in a row without a new checkpoint, 1 allowed; last: node failure (n2)"
