@@ -412,6 +412,8 @@ class StepRecord:
     job_id: str | None = None
     """The Slurm job that wrote it: a run dir is shared by a job and the jobs resuming it."""
     restart: int | None = None
+    round: int | None = None
+    """The round of trainers within the attempt (restarts inside the allocation), 0 for the first."""
 
     def to_json(self) -> dict[str, Any]:
         return _without_none({"type": "step", **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}, keep=("mfu",))
@@ -432,6 +434,7 @@ class EventRecord:
     step: int | None = None
     job_id: str | None = None
     restart: int | None = None
+    round: int | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     """The event's own fields (exit_code, val_loss, path, ...), stored at the record's top level."""
 

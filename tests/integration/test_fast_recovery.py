@@ -1,0 +1,123 @@
+"""Recovery that does not wait for Slurm: a node that dies is found by the batch script within
+seconds and left (requeue away from it, or a spare node inside the same allocation), a rank
+that crashes on a healthy node restarts the trainers in the allocation, and nodes that are
+merely slow or briefly stopped are never taken for dead."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.devcluster import procs
+from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.fault_helpers import Job, assert_losses_match, kill_a_node_of, revive, submit
+
+pytestmark = pytest.mark.integration
+
+STEPS = 40
+EVERY = 5
+SLOW = ("--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3")
+
+
+@pytest.fixture(scope="module")
+def reference(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
+    job = submit(dev_cluster, tmp_path_factory.mktemp("reference"), max_steps=STEPS, checkpoint_every=EVERY)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    return job.losses()
+
+
+def _out(job: Job) -> str:
+    return job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.out").read_text()
+
+
+def test_a_killed_node_is_left_at_once_and_the_job_resumes_with_the_same_losses(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(dev_cluster, tmp_path, *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(2 * EVERY + 2)
+    victim = kill_a_node_of(job)
+    try:
+        # Slurm marks a dead node down after SlurmdTimeout (10 s here) and about 18 s more;
+        # the script requeues the job itself well before.
+        wait_until(lambda: len(job.status()["attempts"]) >= 2, 60, "the requeue")
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, victim)
+    assert final["state"] == "COMPLETED", final
+    (restart,) = final["restarts"]
+    assert (restart["cause"], restart["nodes"]) == ("node failure", [victim])
+    assert victim not in final["attempts"][1]["node_list"].replace("[", ",").replace("]", ",")
+    assert "action=requeue" in _out(job) and "action=slurm-requeue" not in _out(job)
+    assert "stopped answering" in job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    assert_losses_match(job, reference)
+
+
+def test_with_a_spare_node_the_job_continues_inside_its_allocation(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(dev_cluster, tmp_path, "--spare-nodes", "1", *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(2 * EVERY + 2)
+    # The job holds three nodes; the trainers run on the first two, the third waits.
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    assert len(nodes) == 3
+    victim = nodes[1]
+    result = dev_cluster.cli("dev-cluster", "kill-node", victim)
+    assert result.returncode == 0, result.stderr
+    try:
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, victim)
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and len(final["attempts"]) == 1, "no trip through the queue"
+    (inside,) = final["restarts_in_allocation"]
+    assert (inside["cause"], inside["nodes"], inside["round"]) == ("node failure", [victim], 1)
+    assert inside["detail"] == f"{victim} -> spare {nodes[2]}"
+    resumed = job.events("resumed")
+    assert [e.get("round") for e in resumed] == [1]
+    assert_losses_match(job, reference)
+
+
+def test_a_crashed_rank_on_a_healthy_node_restarts_inside_the_allocation_and_no_node_is_excluded(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(
+        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_CRASH_RANK=1",
+        max_steps=STEPS, checkpoint_every=EVERY,
+    )
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and len(final["attempts"]) == 1
+    (inside,) = final["restarts_in_allocation"]
+    assert inside["cause"] == "crash" and inside["nodes"] == [] and "injected failure at step 8 on rank 1" in inside["detail"]
+    assert "stopped answering" not in job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    excluded = dev_cluster.run("scontrol", "show", "job", job.job_id)
+    assert "ExcNodeList=(null)" in excluded
+    assert [e["step"] for e in job.events("resumed")] == [5]
+    assert_losses_match(job, reference)
+
+
+def test_a_node_stopped_for_a_few_seconds_is_not_taken_for_dead(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(dev_cluster, tmp_path, *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(EVERY + 2)
+    node = job.running_nodes()[-1]
+    stopped = procs.node_process_ids(dev_cluster.root, node)
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(6)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and final["restarts_in_allocation"] == [] and len(final["attempts"]) == 1
+    assert_losses_match(job, reference)
