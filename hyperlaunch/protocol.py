@@ -227,6 +227,10 @@ class FailureKind(str, enum.Enum):
     attempt may land on other nodes, so it is retried."""
     UNEXPECTED = "unexpected"
     """Any other exception: retried like any crash."""
+    HANG = "hang"
+    """No step (or checkpoint save, or validation pass) finished within the trainer's hang
+    limit (train/watchdog.py): every rank dumped its Python stacks into the log and exited;
+    retried like any crash."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -367,6 +371,7 @@ class TrainerEvent(str, enum.Enum):
     CHECKPOINT_COMPLETED = "checkpoint_completed"
     CHECKPOINT_PRUNED = "checkpoint_pruned"
     SIGNAL_RECEIVED = "signal_received"
+    HANG = "hang"
     EXPORTED = "exported"
     EXIT = "exit"
 
