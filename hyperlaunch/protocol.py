@@ -240,7 +240,9 @@ class FailureKind(str, enum.Enum):
     UNEXPECTED = "unexpected"
     """Any other exception: retried like any crash."""
     HANG = "hang"
-    """The hang watchdog saw no step for longer than it allows (RestartCause.HANG)."""
+    """No step (or checkpoint save, or validation pass) finished within the trainer's hang
+    limit (train/watchdog.py): every rank dumped its Python stacks into the log and exited;
+    retried like any crash (RestartCause.HANG in the batch script's markers)."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -384,6 +386,7 @@ class TrainerEvent(str, enum.Enum):
     CHECKPOINT_COMPLETED = "checkpoint_completed"
     CHECKPOINT_PRUNED = "checkpoint_pruned"
     SIGNAL_RECEIVED = "signal_received"
+    HANG = "hang"
     EXPORTED = "exported"
     EXIT = "exit"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,14 @@ def option(
     help: str = "",  # noqa: A002 - argparse's name for it
     choices: tuple[str, ...] | None = None,
     flag: str | None = None,
+    metavar: str | None = None,
 ) -> Any:
     """A TrainConfig field and its command-line option in one declaration. No default makes
     the option required; a bool is a switch (`flag` names its `--no-x` form when it defaults
-    to True)."""
+    to True); `metavar` names the value in --help where the field's name would not say it."""
     assert group in GROUPS, group
-    return dataclasses.field(default=default, metadata={"group": group, "help": help, "choices": choices, "flag": flag})
+    metadata = {"group": group, "help": help, "choices": choices, "flag": flag, "metavar": metavar}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +111,17 @@ class TrainConfig:
     log_every: int = option(1, group="monitoring", help="steps between logged steps")
     val_every: int | None = option(None, group="monitoring", help="steps between validation passes (0: never; default: the preset's)")
     val_batches: int = option(4, group="monitoring", help="validation micro-batches per rank per pass (0: the whole split)")
+    hang_timeout: float = option(
+        10.0, group="monitoring", metavar="MULTIPLE",
+        help="a rank that completes no step for this many times the median of its recent step times (at least "
+        "--hang-floor) prints every thread's Python stack, records a `hang` failure and exits, so the job restarts "
+        "like after a crash instead of waiting out the 30-minute collective timeout (0: no watchdog)",
+    )
+    hang_floor: float = option(
+        300.0, group="monitoring", metavar="SECONDS",
+        help="seconds a step may always take before it counts as hung; the first steps of a process, checkpoint "
+        "saves and validation passes get 3 times this (or --hang-timeout times their last duration, if longer)",
+    )
 
     def with_defaults(self, values: dict[str, object]) -> TrainConfig:
         """A copy whose unset (None) options take these values (hyperlaunch.recommend's)."""
@@ -148,6 +162,12 @@ class TrainConfig:
             raise InvalidInput(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
         if not 0.0 < self.val_fraction < 0.5:
             raise InvalidInput(f"--val-fraction must be in (0, 0.5), got {self.val_fraction}")
+        if not (math.isfinite(self.hang_timeout) and (self.hang_timeout == 0 or self.hang_timeout >= 1)):
+            raise InvalidInput(
+                f"--hang-timeout must be 0 (no watchdog) or a multiple >= 1 of the recent step time, got {self.hang_timeout}"
+            )
+        if not (math.isfinite(self.hang_floor) and self.hang_floor > 0):
+            raise InvalidInput(f"--hang-floor must be a number of seconds > 0, got {self.hang_floor}")
         if self.from_scratch and self.resume_from is not None:
             raise InvalidInput("--from-scratch and --resume-from exclude each other")
 
@@ -185,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         required = f.default is dataclasses.MISSING
         group.add_argument(
             flag, dest=f.name, type=_value_type(hints[f.name]), required=required, choices=meta["choices"],
-            default=None if required else f.default, help=meta["help"],
+            default=None if required else f.default, help=meta["help"], metavar=meta["metavar"],
         )
     return p
 

@@ -19,6 +19,7 @@ from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
 from .signals import StopRequest
+from .watchdog import NO_WATCHDOG, HangWatchdog, Phase
 
 
 def _mean_across_ranks(value: torch.Tensor, world_size: int) -> float:
@@ -48,6 +49,7 @@ class Trainer:
     prefetch: int
     mixed_precision: str
     hooks: TrainerHooks = NO_HOOKS
+    watchdog: HangWatchdog = NO_WATCHDOG
 
     def _forward_loss(self, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.d.device)
@@ -130,7 +132,15 @@ class Trainer:
         """Train to max_steps; the exit code (0, or REQUEUE_EXIT_CODE after a stop signal)."""
         self.stop.install()
         self.hooks.on_start(self, state)
+        try:
+            return self._train(state)
+        finally:
+            self.watchdog.close()  # export and shutdown are not steps: nothing to time there
+
+    def _train(self, state: TrainState) -> int:
+        watchdog = self.watchdog
         while state.step < self.max_steps:
+            watchdog.step_starts(state.step + 1)
             started = time.perf_counter()
             self.hooks.before_step(state.step + 1, self.d.rank)
             local_loss, grad_norm, lr = self.train_step(state)
@@ -138,12 +148,14 @@ class Trainer:
             if not math.isfinite(loss):
                 self.metrics.event(TrainerEvent.NON_FINITE_LOSS, f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
             state.step += 1
+            watchdog.step_done(state.step)
             state.samples_consumed += self.batcher.global_batch
             state.tokens_seen += self.batcher.global_batch * self.seq_len
             if state.step % self.log_every == 0 or state.step == self.max_steps:
                 self._log_step(state, loss, grad_norm, lr, time.perf_counter() - started)
             if self.val_every and state.step % self.val_every == 0:
-                val_loss = self.validate()
+                with watchdog.allowance(Phase.VALIDATION):
+                    val_loss = self.validate()
                 self.metrics.event(
                     TrainerEvent.VALIDATION, f"step {state.step} val_loss {val_loss:.4f} ppl {math.exp(min(val_loss, 50)):.2f}",
                     step=state.step, val_loss=val_loss, val_perplexity=math.exp(min(val_loss, 50)),
@@ -152,20 +164,23 @@ class Trainer:
             if stop:
                 return self._stop_and_save(state)
             if self.checkpoint_every and state.step % self.checkpoint_every == 0:
-                self.checkpointer.save(state)
-        self.checkpointer.wait()
-        if self.checkpointer.last_saved_step != state.step:
-            self.checkpointer.save(state)
+                with watchdog.allowance(Phase.CHECKPOINT):
+                    self.checkpointer.save(state)
+        with watchdog.allowance(Phase.CHECKPOINT):
             self.checkpointer.wait()
+            if self.checkpointer.last_saved_step != state.step:
+                self.checkpointer.save(state)
+                self.checkpointer.wait()
         self.hooks.on_end(self, state)
         return 0
 
     def _stop_and_save(self, state: TrainState) -> int:
         name = self.stop.signal_name or "a signal on another rank"
         self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
-        if self.checkpointer.last_saved_step != state.step:
-            self.checkpointer.save(state)
-        self.checkpointer.wait()
+        with self.watchdog.allowance(Phase.CHECKPOINT):
+            if self.checkpointer.last_saved_step != state.step:
+                self.checkpointer.save(state)
+            self.checkpointer.wait()
         self.metrics.event(
             TrainerEvent.EXIT, f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
             step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,

@@ -32,6 +32,7 @@ from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
 from .signals import StopRequest
 from .tied_embedding import use_in_place_embedding_grad
+from .watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 
 @dataclass
@@ -172,5 +173,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         checkpoint_every=cfg.checkpoint_every or 0,
         log_every=cfg.log_every, val_every=cfg.val_every or 0, grad_clip=cfg.grad_clip,
         prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks,
+        watchdog=HangWatchdog(HangLimits(cfg.hang_timeout, cfg.hang_floor), rank=d.rank, metrics=metrics)
+        if cfg.hang_timeout else NO_WATCHDOG,
     )
     return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)

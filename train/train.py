@@ -2,8 +2,11 @@
 
 Exit codes: 0 done; 75 (hyperlaunch.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
 checkpoint was saved, please requeue; 2 invalid input (flags, data, model); 6 checkpoint
-problem; 9 this node lacks what the job needs (one line on stderr). Under a hyperlaunch job the
-failing rank also leaves a failure record for the batch script (hyperlaunch.protocol.TrainerFailure).
+problem; 9 this node lacks what the job needs (one line on stderr); 124
+(watchdog.HANG_EXIT_CODE) no step finished within the hang limit (--hang-timeout): the
+rank's Python stacks are on stderr; 1 any other error, or faulthandler's backstop for a hang
+that held the GIL. Under a hyperlaunch job the failing rank also leaves a failure record for
+the batch script (hyperlaunch.protocol.TrainerFailure).
 """
 
 from __future__ import annotations

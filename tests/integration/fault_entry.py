@@ -3,13 +3,20 @@
 with hooks that break things the way the tests ask, through environment variables production
 never sets. Each kill is a SIGKILL, as a node failure would be: no cleanup.
 
+The crash and the hang fire once per job, not once per process: the process that fires creates
+a key file (`.hyperlaunch-test-fault-<what>`) in HYPERLAUNCH_TEST_FAULT_KEYS (default: the run
+dir) first, and a process that finds it there does not fire again, so the restarted trainers
+of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can finish.
+
 - HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT=N: every rank dies once checkpoint N is complete and
   the pointer names it.
 - HYPERLAUNCH_TEST_KILL_DURING_SAVE=N: die after the shards of checkpoint N are written, before
   its `.metadata` completion marker exists.
 - HYPERLAUNCH_TEST_CRASH_AT_STEP=N (HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank raises
   before step N - a crashed rank on a healthy node - only in the Slurm attempt given by
-  HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), so the retried job can finish.
+  HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), and once (keyed).
+- HYPERLAUNCH_TEST_HANG_AT_STEP=N (HYPERLAUNCH_TEST_HANG_RANK, default 1): that rank sleeps
+  forever before step N, once (keyed): a hung rank, the others blocked in its collective.
 - HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
   or a kill lands between two steps whatever the machine's speed.
 - HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; loss and logits on it at the start and
@@ -55,14 +62,33 @@ class FaultHooks(TrainerHooks):
         self.crash_at_step = _int("HYPERLAUNCH_TEST_CRASH_AT_STEP")
         self.crash_rank = _int("HYPERLAUNCH_TEST_CRASH_RANK", 1)
         self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
+        self.hang_at_step = _int("HYPERLAUNCH_TEST_HANG_AT_STEP")
+        self.hang_rank = _int("HYPERLAUNCH_TEST_HANG_RANK", 1)
+        self.fault_keys = os.environ.get("HYPERLAUNCH_TEST_FAULT_KEYS") or None
         self.step_seconds = float(os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS") or 0)
         self.probe = os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
         self.record_samples = os.environ.get("HYPERLAUNCH_TEST_RECORD_SAMPLES") or None
 
+    def _fire_once(self, name: str) -> bool:
+        """Whether this process is the first of the job to reach fault `name`: it creates the
+        fault's key file, atomically, and only one process ever can."""
+        assert self.fault_keys is not None, "on_start sets the key folder before any step"
+        try:
+            os.close(os.open(Path(self.fault_keys, f".hyperlaunch-test-fault-{name}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return False
+        return True
+
     def before_step(self, step: int, rank: int) -> None:
         attempt = _int("SLURM_RESTART_COUNT", 0)
-        if step == self.crash_at_step and rank == self.crash_rank and attempt == self.crash_attempt:
+        if (
+            step == self.crash_at_step and rank == self.crash_rank and attempt == self.crash_attempt
+            and self._fire_once(f"crash-at-step-{step}-rank-{rank}")
+        ):
             raise RuntimeError(f"injected failure at step {step} on rank {rank}")
+        if step == self.hang_at_step and rank == self.hang_rank and self._fire_once(f"hang-at-step-{step}-rank-{rank}"):
+            while True:  # stuck without holding the GIL, as on a stalled file system or a lost peer
+                time.sleep(3600)
         if self.step_seconds:
             time.sleep(self.step_seconds)
 
@@ -75,6 +101,8 @@ class FaultHooks(TrainerHooks):
             _die()
 
     def on_start(self, trainer: Trainer, state: TrainState) -> None:
+        if self.fault_keys is None:
+            self.fault_keys = str(trainer.metrics.path.parent)  # the run dir
         self._probe(trainer, state, "start")
         if self.record_samples:
             _record_samples(trainer, Path(f"{self.record_samples}.{trainer.d.rank}"))

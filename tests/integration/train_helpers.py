@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -61,10 +62,12 @@ def launch(
     run_dir: Path,
     env: dict[str, str] | None = None,
     check: bool = True,
+    timeout_s: float = TIMEOUT_S,
 ) -> Run:
     """`torchrun -m hyperlaunch.train` on `ranks` local processes (a free port per launch, so
     tests can run beside a Slurm cluster), or plain `python -m` when ranks == 0. With a
-    HYPERLAUNCH_TEST_* variable in `env`, the trainer runs through the tests' fault entry module."""
+    HYPERLAUNCH_TEST_* variable in `env`, the trainer runs through the tests' fault entry module.
+    Past `timeout_s` every process of the launch is killed and the test fails."""
     module = FAULT_ENTRY if any(name.startswith("HYPERLAUNCH_TEST_") for name in env or {}) else "hyperlaunch.train"
     if ranks == 0:
         cmd = [PYTHON, "-m", module]
@@ -75,11 +78,38 @@ def launch(
             "-m", module,
         ]
     cmd += [*args, "--run-dir", str(run_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=train_env(env), timeout=TIMEOUT_S)
-    run = Run(proc.returncode, proc.stdout, proc.stderr, run_dir)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=train_env(env))
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc.pid)  # torchrun's workers have sessions of their own: kill them by name
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"trainer still running after {timeout_s} s\nstderr:\n{stderr[-5000:]}") from None
+    run = Run(proc.returncode, stdout, stderr, run_dir)
     if check and proc.returncode != 0:
         raise AssertionError(f"trainer exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
     return run
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL `root` and every process descended from it."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    doomed, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def tiny_args(ckpt_dir: Path, *extra: str, model: str = "qwen3_tiny", steps: int = 20) -> list[str]:

@@ -94,7 +94,7 @@ FAILURE_KINDS: dict[p.FailureKind, tuple[list[BaseException], bool]] = {
     p.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
     p.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
     p.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
-    p.FailureKind.HANG: ([], False),  # written by the hang watchdog, never mapped from an exception
+    p.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (train/watchdog.py)
 }
 
 

@@ -279,6 +279,7 @@ def _end_marker(run: object) -> dict[str, str]:
         (FailureKind.CHECKPOINT_UNUSABLE, "trainer-error", False, 1),
         (FailureKind.NODE_PROBLEM, "crash", True, 0),
         (FailureKind.UNEXPECTED, "crash", True, 0),
+        (FailureKind.HANG, "hang", True, 0),
     ],
 )
 def test_a_final_trainer_failure_ends_the_job_and_a_retry_one_requeues_it(
