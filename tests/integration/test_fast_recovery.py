@@ -121,3 +121,24 @@ def test_a_node_stopped_for_a_few_seconds_is_not_taken_for_dead(
     assert final["state"] == "COMPLETED", final
     assert final["restarts"] == [] and final["restarts_in_allocation"] == [] and len(final["attempts"]) == 1
     assert_losses_match(job, reference)
+
+
+def test_a_hung_rank_is_noticed_its_stacks_logged_and_the_trainers_restarted(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    job = submit(
+        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_HANG_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_HANG_RANK=1",
+        max_steps=STEPS, checkpoint_every=EVERY, extra=["--hang-timeout", "5", "--hang-floor", "8"],
+    )
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and len(final["attempts"]) == 1
+    (inside,) = final["restarts_in_allocation"]
+    assert inside["cause"] == "hang" and "after step 7" in inside["detail"], inside
+    err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    for rank in (0, 1):
+        assert f"hang watchdog: rank {rank}" in err
+    assert "before_step" in err, "the hung rank's stack shows where it stopped"
+    assert [e["step"] for e in job.events("hang")] == [7] or job.events("hang")[0].get("step") == 7
+    assert [e["step"] for e in job.events("resumed")] == [5]
+    assert_losses_match(job, reference)

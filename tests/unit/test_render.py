@@ -351,7 +351,7 @@ def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others
     run = run_script(script, tmp_path, env={"HL_TEST_NODES": "node7 node8 node9"})
     assert run.returncode == 0, run.stderr
     srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")
-    assert "--nodes=2" in srun_argv and "--nodelist=node7,node8" in srun_argv
+    assert "--nodes=2" in srun_argv and "--ntasks=2" in srun_argv and "--nodelist=node7,node8" in srun_argv
     assert run.trainer is not None and run.trainer["env"]["HYPERLAUNCH_STEP_NODES"] == "node7 node8"
     assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint=node7:{EXPECTED_PORT}"]
     assert _markers(run, "start")[0]["spares"] == "node9"
