@@ -334,6 +334,11 @@ def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None
         if len(parts) != 8:
             continue
         job_id, state_text, nodes, start, end, exit_code, elapsed, limit = parts
+        if state_text.startswith("RESIZING"):
+            # A node given back (a lost node left for a spare) closes a record of the job's
+            # earlier size: the same run continues, not a new attempt.
+            attempts.setdefault(job_id, [])
+            continue
         attempts.setdefault(job_id, []).append(
             Attempt(
                 job_id=job_id,
