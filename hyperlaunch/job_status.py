@@ -249,7 +249,9 @@ def summarize(
 
     def cause_of(index: int) -> Restart:
         following = attempts[index + 1].start if index + 1 < len(attempts) else None
-        return _cause(index, attempts[index], markers.get(index), events, err_by_attempt.get(index, []), record, following)
+        marker = markers.get(index)
+        ended = _cause(index, attempts[index], marker, events, err_by_attempt.get(index, []), record, following)
+        return _budget_spent(ended, marker, record)
 
     restarts = [cause_of(index) for index in range(len(attempts) - 1)]
     last = attempts[-1] if attempts else None
@@ -262,7 +264,8 @@ def summarize(
             restarts.append(cause_of(len(attempts) - 1))
         elif last.state != "COMPLETED":
             failure = cause_of(len(attempts) - 1)
-            if failure.cause == cause_text(RestartCause.RESTART_LIMIT.value) and restarts and "; last: " not in failure.detail:
+            # An attempt that found the budget spent at its start: the restart before it spent it.
+            if _marker_cause(markers.get(len(attempts) - 1)) is RestartCause.RESTART_LIMIT and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
@@ -283,25 +286,6 @@ def summarize(
 
 
 def _cause(
-    index: int,
-    attempt: slurm.Attempt,
-    marker: Mapping[str, str] | None,
-    events: Sequence[slurm.NodeEvent],
-    err_lines: Sequence[str],
-    record: JobRecord,
-    next_start: str | None = None,
-) -> Restart:
-    ended = _ended_why(index, attempt, marker, events, err_lines, record, next_start)
-    failures = (marker or {}).get("failures", "")
-    spent = failures.isdigit() and int(failures) > record.spec.max_restarts
-    if (marker or {}).get("action") == AttemptAction.EXIT.value and spent and _marker_cause(marker) is not RestartCause.RESTART_LIMIT:
-        # The script found the budget spent when this attempt failed, and ended the job.
-        limit = _limit_detail(failures, index, record)
-        return Restart(index, cause_text(RestartCause.RESTART_LIMIT.value), f"{limit}; last: {ended.describe()}", ended.nodes, ended.kind)
-    return ended
-
-
-def _ended_why(
     index: int,
     attempt: slurm.Attempt,
     marker: Mapping[str, str] | None,
@@ -339,11 +323,22 @@ def _ended_why(
     if reason is RestartCause.REQUEUE_REQUESTED:
         return Restart(index, cause_text(reason.value), "saved and requeued")
     if reason in (RestartCause.TRAINER_ERROR, RestartCause.CRASH, RestartCause.HANG) or state == "FAILED":
-        round_ = int((marker or {}).get("round", "0")) if (marker or {}).get("round", "0").isdigit() else 0
-        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index, round_))
+        round_text = (marker or {}).get("round", "")
+        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index, int(round_text) if round_text.isdigit() else 0))
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
+
+
+def _budget_spent(ended: Restart, marker: Mapping[str, str] | None, record: JobRecord) -> Restart:
+    """`ended` as a restart limit when the script ended the job on it because the budget was
+    spent (its end marker: action exit, more failures in a row than --max-restarts)."""
+    failures = (marker or {}).get("failures", "")
+    spent = failures.isdigit() and int(failures) > record.spec.max_restarts
+    if (marker or {}).get("action") != AttemptAction.EXIT.value or not spent or _marker_cause(marker) is RestartCause.RESTART_LIMIT:
+        return ended
+    limit = _limit_detail(failures, ended.attempt, record)
+    return Restart(ended.attempt, cause_text(RestartCause.RESTART_LIMIT.value), f"{limit}; last: {ended.describe()}", ended.nodes, ended.kind)
 
 
 def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:

@@ -139,6 +139,6 @@ def test_a_hung_rank_is_noticed_its_stacks_logged_and_the_trainers_restarted(
     for rank in (0, 1):
         assert f"hang watchdog: rank {rank}" in err
     assert "before_step" in err, "the hung rank's stack shows where it stopped"
-    assert [e["step"] for e in job.events("hang")] == [7] or job.events("hang")[0].get("step") == 7
+    assert [e.get("step") for e in job.events("hang")] == [7], "rank 0 records the hang once, at the step it stopped after"
     assert [e["step"] for e in job.events("resumed")] == [5]
     assert_losses_match(job, reference)
