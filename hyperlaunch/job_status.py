@@ -13,8 +13,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +245,7 @@ def summarize(
     out_log, err_log = record.log_paths
     out_lines = _read_lines(out_log)
     markers = _end_markers(out_lines)
+    attempts = _with_logged_attempts(attempts, out_lines, markers)
     err_by_attempt = _split_attempts(_read_lines(err_log))
 
     def cause_of(index: int) -> Restart:
@@ -439,6 +440,57 @@ def _end_markers(lines: Iterable[str]) -> dict[int, dict[str, str]]:
         if marker and marker.get("event") == "end" and marker.get("restart", "").isdigit():
             ends[int(marker["restart"])] = marker
     return ends
+
+
+def _with_logged_attempts(
+    attempts: Sequence[slurm.Attempt], lines: Iterable[str], ends: Mapping[int, Mapping[str, str]]
+) -> list[slurm.Attempt]:
+    """sacct's attempts, with those only the log's start markers know. A job requeued after
+    giving nodes back (a lost node left at once) keeps one accounting record for the run it
+    was resized in and every later run: that record is split at the later runs' markers."""
+    starts: dict[int, dict[str, str]] = {}
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
+            starts[int(marker["restart"])] = marker
+    runs = list(attempts)
+    hidden = sorted(r for r in starts if r >= len(runs))
+    if not runs or not hidden:
+        return runs
+    piece = runs.pop()
+    piece = replace(piece, node_list=starts.get(len(runs), {}).get("nodes") or piece.node_list)
+    for restart in hidden:
+        piece_start = _parse_time(piece.start)
+        began = _marker_time(starts[restart].get("time", ""))
+        if began is None or piece_start is None or began < piece_start:
+            return list(attempts)  # markers of an earlier job with this id, or unreadable
+        ended = _marker_time(ends.get(restart - 1, {}).get("time", ""))
+        if ended is None or not piece_start <= ended <= began:
+            ended = began
+        runs.append(replace(piece, state="REQUEUED", end=_sacct_time(ended), exit_code="0:0", elapsed_s=_seconds(piece_start, ended)))
+        piece = replace(
+            piece,
+            start=_sacct_time(began),
+            node_list=starts[restart].get("nodes") or piece.node_list,
+            elapsed_s=max(piece.elapsed_s - _seconds(piece_start, began), 0),
+        )
+    return [*runs, piece]
+
+
+def _seconds(start: datetime, end: datetime) -> int:
+    return int((end - start).total_seconds())
+
+
+def _sacct_time(when: datetime) -> str:
+    return when.isoformat(timespec="seconds")
+
+
+def _marker_time(text: str) -> datetime | None:
+    """A marker's UTC time (`date -u`) as sacct writes times: local, without a zone."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
+    except ValueError:
+        return None
 
 
 def _split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hyperlaunch import hostlist
@@ -334,23 +334,27 @@ def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None
         if len(parts) != 8:
             continue
         job_id, state_text, nodes, start, end, exit_code, elapsed, limit = parts
-        if state_text.startswith("RESIZING"):
-            # A node given back (a lost node left for a spare) closes a record of the job's
-            # earlier size: the same run continues, not a new attempt.
-            attempts.setdefault(job_id, [])
-            continue
-        attempts.setdefault(job_id, []).append(
-            Attempt(
-                job_id=job_id,
-                state=state_text.split()[0] if state_text else "",
-                node_list=nodes,
-                start=start,
-                end=end,
-                exit_code=exit_code,
-                elapsed_s=int(elapsed) if elapsed.isdigit() else 0,
-                time_limit_s=int(limit) * 60 if limit.isdigit() else None,
-            )
+        attempt = Attempt(
+            job_id=job_id,
+            state=state_text.split()[0] if state_text else "",
+            node_list=nodes,
+            start=start,
+            end=end,
+            exit_code=exit_code,
+            elapsed_s=int(elapsed) if elapsed.isdigit() else 0,
+            time_limit_s=int(limit) * 60 if limit.isdigit() else None,
         )
+        runs = attempts.setdefault(job_id, [])
+        if runs and runs[-1].state == "RESIZING":
+            # A node given back (a lost node left for a spare, or before a requeue) closes a
+            # record of the job's earlier size and opens one at the new size: the same run
+            # continues, from the first record's start.
+            earlier = runs.pop()
+            attempt = replace(attempt, start=earlier.start, elapsed_s=earlier.elapsed_s + attempt.elapsed_s)
+        runs.append(attempt)
+    for job_id, runs in attempts.items():
+        if runs and runs[-1].state == "RESIZING":
+            runs[-1] = replace(runs[-1], state="RUNNING")  # the record of its new size is not written yet
     return attempts
 
 

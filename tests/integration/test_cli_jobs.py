@@ -70,6 +70,9 @@ def test_resume_refuses_without_a_complete_checkpoint(dev_cluster: DevCluster, t
     # SIGKILL, not the trainer-friendly SIGTERM of `cancel`: no save on the way out.
     dev_cluster.run("scancel", "--signal=KILL", "--full", job)
     dev_cluster.run("scancel", job)
+    # Until it left the queue (COMPLETING included), resume refuses for another reason: a live job.
+    live = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
+    wait_until(lambda: dev_cluster.job_field(job, "%T") not in live, 60, "the killed job to end")
     result = dev_cluster.hyperlaunch("resume", job, cwd=tmp_path)
     assert result.returncode == 6, result.stderr
     assert "no complete checkpoint of qwen3_tiny" in result.stderr and "Traceback" not in result.stderr

@@ -37,7 +37,7 @@ def test_a_run_of_three_time_windows_completes_with_one_restart_allowed(dev_clus
     resumed = [e["step"] for e in job.events("resumed")]
     assert len(saved) == len(final["restarts"]) and resumed == saved, (saved, resumed)
     log = (tmp_path / "logs" / f"{MODEL}_{job.job_id}.out").read_text()
-    requeues = re.findall(r"attempt-end .*cause=time-limit failures=(\d+) action=requeue", log)
+    requeues = re.findall(r"attempt-end .*cause=time-limit failures=(\d+) round=0 action=requeue", log)
     assert requeues == ["0"] * len(saved), "every window saved, so none used the budget"
 
 

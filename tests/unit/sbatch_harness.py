@@ -36,19 +36,30 @@ exec "$@"
 _SCONTROL = """#!/bin/bash
 case "$1 $2" in
   "show jobid") printf 'JobId=%s JobName=x\\n   ReqNodeList=(null) NodeList=node[7-8] BatchHost=node7\\n' "$3" ;;
-  "show hostnames") printf '%s\\n' ${HL_TEST_NODES:-node7 node8} ;;
+  "show hostnames") [ -z "${3:-}" ] || printf '%s\\n' ${HL_TEST_NODES:-node7 node8} ;;
+  # HL_TEST_LOST_NODE's slurmd listens on HL_TEST_LOST_PORT (a closed port: the node is gone).
+  "show node") [ "$3" = "${HL_TEST_LOST_NODE:-}" ] || exit 1; printf 'NodeName=%s NodeAddr=127.0.0.1 Port=%s\\n' "$3" "$HL_TEST_LOST_PORT" ;;
   requeue*) echo "$2" >> "$HL_TEST_DIR/requeued" ;;
+  update*) echo "$*" >> "$HL_TEST_DIR/scontrol.updates" ;;
   *) exit 1 ;;
 esac
+"""
+# Like Slurm's for a step on a dead node: the answer comes after MessageTimeout.
+_SCANCEL = """#!/bin/bash
+echo "$*" >> "$HL_TEST_DIR/scancel.calls"
+sleep "${HL_TEST_SCANCEL_SECONDS:-0}"
 """
 _SQUEUE = """#!/bin/bash
 # squeue -h -j JOB --states=all -o %T
 echo "$*" >> "$HL_TEST_DIR/squeue.calls"
+steps=0
+if [[ " $* " == *" -s "* ]]; then steps=1; fi  # squeue -h -s -j JOB -o %i: the job's steps
 job=
 while [ $# -gt 0 ]; do
   if [ "$1" = -j ]; then job=$2; fi
   shift
 done
+if [ "$steps" = 1 ]; then printf '%s.0\\n%s.batch\\n' "$job" "$job"; exit 0; fi
 states="$HL_TEST_DIR/job-states/$job"
 if [ ! -s "$states" ]; then
   echo "slurm_load_jobs error: Invalid job id specified" >&2
@@ -96,6 +107,10 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   exit 1  # what torchrun returns after a worker exited 75
 fi
 echo "$HYPERLAUNCH_ROUND" >> "$HL_TEST_DIR/rounds"
+# HL_TEST_STEP_STUCK: the step does not end (its other node is gone: srun waits for Slurm).
+if [ -n "${HL_TEST_STEP_STUCK:-}" ] && [ "$HYPERLAUNCH_ROUND" = 0 ]; then
+  exec sleep "$HL_TEST_STEP_STUCK" >/dev/null 2>&1
+fi
 # HL_TEST_EXIT_ONCE: the first round fails with it, the next ones succeed.
 if [ -n "${HL_TEST_EXIT_ONCE:-}" ] && [ ! -e "$HL_TEST_DIR/failed-once" ]; then
   : > "$HL_TEST_DIR/failed-once"
@@ -118,7 +133,7 @@ class Run:
 def make_stubs(directory: Path) -> Path:
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("squeue", _SQUEUE), ("torchrun", _TORCHRUN)):
+    for name, text in (("srun", _SRUN), ("scontrol", _SCONTROL), ("squeue", _SQUEUE), ("scancel", _SCANCEL), ("torchrun", _TORCHRUN)):
         path = bin_dir / name
         path.write_text(text)
         path.chmod(0o755)

@@ -4,11 +4,12 @@ trainer's metrics - all pure, no Slurm."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints
+from hyperlaunch import checkpoints, slurm
 from hyperlaunch.job_status import summarize
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
@@ -249,3 +250,46 @@ def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord)
     assert status.failure is not None
     assert status.failure.detail == "exit 1: 0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
     assert status.failure.kind == ""
+
+
+def _utc_marker_time(local: str) -> str:
+    """A marker's time (the script writes `date -u`) for a local sacct time."""
+    return datetime.fromisoformat(local).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_resized_record_and_the_one_after_it_are_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node given back (a spare takes its place): sacct closes the record of the job's
+    # earlier size (RESIZING) and opens one at the new size; the same run goes on.
+    sacct = (
+        "7|RESIZING|node[1-2]|2026-01-01T00:00:00|2026-01-01T00:00:30|0:0|30|10\n"
+        "7|RUNNING|node[1,3]|2026-01-01T00:00:30|Unknown|0:0|20|10\n"
+    )
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    (attempt,) = slurm.job_attempts(["7"])["7"]
+    assert (attempt.state, attempt.node_list, attempt.start, attempt.elapsed_s) == ("RUNNING", "node[1,3]", "2026-01-01T00:00:00", 50)
+
+
+def test_a_requeue_after_giving_a_node_back_is_a_second_attempt_though_sacct_keeps_one_record(record: JobRecord) -> None:
+    # What Slurm 22.05 records for a job whose script gave a lost node back and requeued: the
+    # record of the smaller size (after RESIZING, merged by job_attempts) goes on for the next
+    # run, with the resize's start and node list. The log's start markers tell the runs apart.
+    start0, resized, start1, end1 = "2026-01-01T00:00:00", "2026-01-01T00:00:29", "2026-01-01T00:00:44", "2026-01-01T00:01:22"
+    _log(
+        record,
+        out=f"### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time={_utc_marker_time(start0)}\n"
+        f"### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 failures=0 round=0 action=requeue time={_utc_marker_time(resized)}\n"
+        f"### hyperlaunch attempt-start restart=1 job=7 nodes=node[3-4] host=h time={_utc_marker_time(start1)}\n",
+    )
+    merged = _attempt("RUNNING", "node1", start=start0, end="Unknown", elapsed=67)
+    status = summarize(record, [merged], [], queue_state="RUNNING")
+    first, second = status.attempts
+    assert (first.state, first.node_list, first.start, first.end, first.elapsed_s) == ("REQUEUED", "node[1-2]", start0, resized, 29)
+    assert (second.state, second.node_list, second.start, second.elapsed_s) == ("RUNNING", "node[3-4]", start1, 23)
+    assert [r.describe() for r in status.restarts] == ["node failure (node2)"]
+    assert status.nodes == "node[3-4]" and status.failed_nodes == ("node2",)
+
+
+def test_start_markers_of_an_earlier_job_with_the_same_id_add_no_attempts(record: JobRecord) -> None:
+    _log(record, out=f"### hyperlaunch attempt-start restart=1 job=7 nodes=node9 host=h time={_utc_marker_time('2025-06-01T00:00:00')}\n")
+    status = summarize(record, [_attempt("RUNNING", end="Unknown")], [], queue_state="RUNNING")
+    assert len(status.attempts) == 1 and status.nodes == "node[1-2]"

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -363,6 +365,42 @@ def test_without_spares_the_round_runs_on_the_whole_allocation(tmp_path: Path) -
     srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")
     assert not any(a.startswith("--nodelist") for a in srun_argv)
     assert run.trainer is not None and "HYPERLAUNCH_STEP_NODES" not in run.trainer["env"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scancel(tmp_path: Path) -> None:
+    # node8's slurmd refuses connections and the step never ends by itself (srun waits for
+    # Slurm to notice): the script ends the step, gives node8 back, requeues away from it. The
+    # step's scancel answers after Slurm's MessageTimeout on a dead node: not waited for.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    (tmp_path / "bin").mkdir()
+    sinfo = tmp_path / "bin" / "sinfo"
+    sinfo.write_text("#!/bin/sh\ncase \"$*\" in *%D*) echo 4 ;; esac\n")
+    sinfo.chmod(0o755)
+    record = format_trainer_failure(FailureKind.UNEXPECTED, "Connection reset by peer", 0)
+    started = time.monotonic()
+    run = run_script(render_sbatch(spec), tmp_path, env={
+        "SLURMD_NODENAME": "node7", "HL_TEST_LOST_NODE": "node8", "HL_TEST_LOST_PORT": str(_closed_port()),
+        "HL_TEST_FAILURE_RECORD": record, "HL_TEST_STEP_STUCK": "60", "HL_TEST_SCANCEL_SECONDS": "60",
+    })
+    took = time.monotonic() - started
+    assert run.returncode == 0 and run.requeued, run.stderr
+    assert "node(s) node8 stopped answering" in run.stderr
+    end = _end_marker(run)
+    assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue")
+    calls = tmp_path / "scancel.calls"
+    deadline = time.monotonic() + 10
+    while not calls.exists() and time.monotonic() < deadline:  # it runs in the background
+        time.sleep(0.05)
+    assert calls.read_text().split() == ["-s", "KILL", f"{JOB_ID}.0"]
+    updates = (tmp_path / "scontrol.updates").read_text().splitlines()
+    assert updates == [f"update JobId={JOB_ID} NodeList=node7", f"update JobId={JOB_ID} ExcNodeList=node8"]
+    assert took < 30, "the script waited for scancel (60 s) or the step (60 s)"
 
 
 def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:
