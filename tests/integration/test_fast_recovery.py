@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,15 @@ def test_a_killed_node_is_left_at_once_and_the_job_resumes_with_the_same_losses(
     assert_losses_match(job, reference)
 
 
+def _the_one_restart_inside_the_allocation(final: dict[str, Any]) -> dict[str, Any]:
+    """The job completed in one Slurm attempt, with no trip through the queue: its one restart
+    inside the allocation."""
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and len(final["attempts"]) == 1, "no trip through the queue"
+    (inside,) = final["restarts_in_allocation"]
+    return inside
+
+
 def test_with_a_spare_node_the_job_continues_inside_its_allocation(
     dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
 ) -> None:
@@ -73,9 +83,7 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
         final = job.wait_final()
     finally:
         revive(dev_cluster, victim)
-    assert final["state"] == "COMPLETED", final
-    assert final["restarts"] == [] and len(final["attempts"]) == 1, "no trip through the queue"
-    (inside,) = final["restarts_in_allocation"]
+    inside = _the_one_restart_inside_the_allocation(final)
     assert (inside["cause"], inside["nodes"], inside["round"]) == ("node failure", [victim], 1)
     assert inside["detail"] == f"{victim} -> spare {nodes[2]}"
     resumed = job.events("resumed")
@@ -90,10 +98,7 @@ def test_a_crashed_rank_on_a_healthy_node_restarts_inside_the_allocation_and_no_
         dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_CRASH_RANK=1",
         max_steps=STEPS, checkpoint_every=EVERY,
     )
-    final = job.wait_final()
-    assert final["state"] == "COMPLETED", final
-    assert final["restarts"] == [] and len(final["attempts"]) == 1
-    (inside,) = final["restarts_in_allocation"]
+    inside = _the_one_restart_inside_the_allocation(job.wait_final())
     assert inside["cause"] == "crash" and inside["nodes"] == [] and "injected failure at step 8 on rank 1" in inside["detail"]
     assert "stopped answering" not in job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
     excluded = dev_cluster.run("scontrol", "show", "job", job.job_id)
@@ -130,10 +135,7 @@ def test_a_hung_rank_is_noticed_its_stacks_logged_and_the_trainers_restarted(
         dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_HANG_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_HANG_RANK=1",
         max_steps=STEPS, checkpoint_every=EVERY, extra=["--hang-timeout", "5", "--hang-floor", "8"],
     )
-    final = job.wait_final()
-    assert final["state"] == "COMPLETED", final
-    assert final["restarts"] == [] and len(final["attempts"]) == 1
-    (inside,) = final["restarts_in_allocation"]
+    inside = _the_one_restart_inside_the_allocation(job.wait_final())
     assert inside["cause"] == "hang" and "after step 7" in inside["detail"], inside
     err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
     for rank in (0, 1):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import protocol as p
-from hyperlaunch.job_status import summarize
+from hyperlaunch.job_status import Restart, summarize
 from hyperlaunch.jobs import JobRecord
 from hyperlaunch.render import render_sbatch
 from hyperlaunch.slurm import Attempt
@@ -155,14 +155,19 @@ def test_status_shows_windows_failures_and_the_budget_left(tmp_path: Path) -> No
     assert summarize(record, attempts, [], queue_state="RUNNING").to_json()["restart_budget_left"] == 2
 
 
-def test_a_restart_limit_says_how_many_attempts_made_no_progress(tmp_path: Path) -> None:
+def _third_attempt_failure(tmp_path: Path, end_fields: str, earlier: Attempt) -> Restart | None:
+    """How status explains a job (--max-restarts 1) whose third attempt ended with `end_fields`
+    after two that ended as `earlier`."""
     record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 1), submitted_at=0.0)
     Path(record.spec.log_dir).mkdir(parents=True)
-    record.log_paths[0].write_text(
-        p.format_attempt_marker("end", 2, JOB_ID, "exit=1 cause=restart-limit failures=2 action=exit", "t") + "\n"
-    )
-    attempts = [Attempt(JOB_ID, "NODE_FAIL", "n1", "t", "t", "0:0")] * 2 + [Attempt(JOB_ID, "FAILED", "n1", "t", "t", "1:0")]
-    failure = summarize(record, attempts, []).failure
+    record.log_paths[0].write_text(p.format_attempt_marker("end", 2, JOB_ID, end_fields, "t") + "\n")
+    attempts = [earlier] * 2 + [Attempt(JOB_ID, "FAILED", "n[1-2]", "t", "t", "1:0")]
+    return summarize(record, attempts, []).failure
+
+
+def test_a_restart_limit_says_how_many_attempts_made_no_progress(tmp_path: Path) -> None:
+    earlier = Attempt(JOB_ID, "NODE_FAIL", "n1", "t", "t", "0:0")
+    failure = _third_attempt_failure(tmp_path, "exit=1 cause=restart-limit failures=2 action=exit", earlier)
     assert failure is not None
     assert failure.describe().startswith("restart limit (2 attempts in a row without a new checkpoint, 1 allowed; last: node failure")
 
@@ -189,12 +194,7 @@ def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tm
 
 
 def test_a_lost_node_with_the_budget_spent_ends_the_job_as_a_restart_limit(tmp_path: Path) -> None:
-    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 1), submitted_at=0.0)
-    Path(record.spec.log_dir).mkdir(parents=True)
-    record.log_paths[0].write_text(
-        p.format_attempt_marker("end", 2, JOB_ID, "exit=1 cause=node-failure nodes=n2 failures=2 round=0 action=exit", "t") + "\n"
-    )
-    attempts = [Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")] * 2 + [Attempt(JOB_ID, "FAILED", "n[1-2]", "t", "t", "1:0")]
-    failure = summarize(record, attempts, []).failure
+    earlier = Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")
+    failure = _third_attempt_failure(tmp_path, "exit=1 cause=node-failure nodes=n2 failures=2 round=0 action=exit", earlier)
     assert failure is not None and failure.cause == "restart limit"
     assert failure.detail == "2 attempts in a row without a new checkpoint, 1 allowed; last: node failure (n2)"
