@@ -25,3 +25,13 @@ class StopRequest:
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         # Only record it: the handler runs between bytecodes, possibly inside a collective.
         self.signal_name = signal.Signals(signum).name
+
+
+def ignore_stop_signals() -> None:
+    """The run is over (trained, saved or failed): a stop signal from now on has nothing left
+    to stop. Ignored, not handled: while Python shuts down it puts the default action back for
+    every signal it handles, and USR2's default kills the process, so a save signal that
+    arrives just after the last step would turn a finished run into a failed step (and one
+    more attempt). An ignored signal stays ignored through the shutdown."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)

@@ -20,6 +20,7 @@ from hyperlaunch.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_train
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
+from .signals import ignore_stop_signals
 
 
 def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
     except Exception as err:
         _record_failure(err)
         raise  # the traceback is what explains an unexpected error, in the log
+    finally:
+        ignore_stop_signals()
 
 
 def _record_failure(err: Exception) -> None:
