@@ -167,6 +167,11 @@ class JobSpec:
         """torchrun processes per node: one per GPU, or one on CPU-only nodes."""
         return self.gpus_per_node or 1
 
+    @property
+    def nodes_text(self) -> str:
+        """The job's size as people read it: `2 node(s)`, `2 node(s) + 1 spare`."""
+        return f"{self.nodes} node(s)" + (f" + {self.spare_nodes} spare" if self.spare_nodes else "")
+
     def replace(self, **changes: object) -> JobSpec:
         """A copy with some fields changed, validated again."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

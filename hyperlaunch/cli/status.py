@@ -87,7 +87,7 @@ def _detail(status: JobStatus) -> list[Any]:
 
     spec, p = status.record.spec, status.progress
     lines: list[Any] = [
-        f"job {status.record.job_id}: {spec.model} on {spec.nodes} node(s), {_state_cell(status)}",
+        f"job {status.record.job_id}: {spec.model} on {spec.nodes_text}, {_state_cell(status)}",
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         f"  log:        {status.record.log_paths[0]}",

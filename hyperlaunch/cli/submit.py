@@ -35,7 +35,7 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
         }
         out.json(doc)
         return
-    out.text(f"{verb} job {record.job_id}: {record.spec.model} on {record.spec.nodes} node(s)")
+    out.text(f"{verb} job {record.job_id}: {record.spec.model} on {record.spec.nodes_text}")
     out.text(f"  log:         {log}")
     out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
     out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f")

@@ -143,3 +143,9 @@ def test_the_trainer_finds_a_gpus_peak_in_the_instance_presets() -> None:
     assert peak_bf16_flops("NVIDIA A10G") is None, "env/g5.toml: no published dense bf16 figure"
     assert peak_bf16_flops("NVIDIA L40S") == 362e12, "an L40S is not an L4"
     assert peak_bf16_flops("NVIDIA GeForce RTX 4090") is None
+
+
+def test_the_size_people_read_names_the_spares() -> None:
+    spec = make(nodes=2)
+    assert spec.nodes_text == "2 node(s)"
+    assert spec.replace(spare_nodes=1).nodes_text == "2 node(s) + 1 spare"
