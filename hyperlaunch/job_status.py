@@ -244,8 +244,8 @@ def summarize(
     and metrics."""
     out_log, err_log = record.log_paths
     out_lines = _read_lines(out_log)
-    markers = _end_markers(out_lines)
-    attempts = _with_logged_attempts(attempts, out_lines, markers)
+    markers = _markers_by_restart(out_lines, "end")
+    attempts = _with_logged_attempts(attempts, _markers_by_restart(out_lines, "start"), markers)
     err_by_attempt = _split_attempts(_read_lines(err_log))
 
     def cause_of(index: int) -> Restart:
@@ -433,26 +433,22 @@ def _read_lines(path: Path) -> list[str]:
     return raw.decode("utf-8", errors="replace").splitlines() if raw else []
 
 
-def _end_markers(lines: Iterable[str]) -> dict[int, dict[str, str]]:
-    ends: dict[int, dict[str, str]] = {}
+def _markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, str]]:
+    """The script's `event` markers (start, end) by attempt (restart count); the last one wins."""
+    found: dict[int, dict[str, str]] = {}
     for line in lines:
         marker = parse_attempt_marker(line)
-        if marker and marker.get("event") == "end" and marker.get("restart", "").isdigit():
-            ends[int(marker["restart"])] = marker
-    return ends
+        if marker and marker.get("event") == event and marker.get("restart", "").isdigit():
+            found[int(marker["restart"])] = marker
+    return found
 
 
 def _with_logged_attempts(
-    attempts: Sequence[slurm.Attempt], lines: Iterable[str], ends: Mapping[int, Mapping[str, str]]
+    attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
 ) -> list[slurm.Attempt]:
     """sacct's attempts, with those only the log's start markers know. A job requeued after
     giving nodes back (a lost node left at once) keeps one accounting record for the run it
     was resized in and every later run: that record is split at the later runs' markers."""
-    starts: dict[int, dict[str, str]] = {}
-    for line in lines:
-        marker = parse_attempt_marker(line)
-        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
-            starts[int(marker["restart"])] = marker
     runs = list(attempts)
     hidden = sorted(r for r in starts if r >= len(runs))
     if not runs or not hidden:
