@@ -54,12 +54,11 @@ SAVE_SIGNAL = "USR2"
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 LOCK_COMPLETING_WAIT_S = 120
-PROBE_GRACE_S = 2
-"""Seconds a step may take to end by itself after a rank recorded a failure, before the
-script probes its nodes (templates/partials/supervise.sh.j2): on healthy nodes the other ranks
-fail and the step ends within moments; a dead node keeps srun waiting for Slurm."""
 PROBE_INTERVAL_S = 5
-"""Seconds between probes while such a step still runs and every node answers."""
+"""Seconds between probes of the step's nodes (templates/partials/supervise.sh.j2) while a
+step whose rank recorded a failure still runs and every node answers. The first probe comes as
+soon as the failure is recorded: it only asks each node's kernel for a TCP connection, which a
+busy or stopped node still gives, and on healthy nodes the step ends by itself meanwhile."""
 """How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
 trainers may still be saving) before it takes the lock as stale."""
 
@@ -90,7 +89,6 @@ def render_sbatch(spec: JobSpec) -> str:
         user_excluded=",".join(spec.exclude),
         hyperpod_on=spec.hyperpod == "on",
         hang_kind=FailureKind.HANG.value,
-        probe_grace_seconds=PROBE_GRACE_S,
         probe_interval_seconds=PROBE_INTERVAL_S,
         restart_ceiling=RESTART_CEILING,
         progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
