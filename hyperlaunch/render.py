@@ -213,8 +213,8 @@ TRAINER_PROGRAM = "hyperlaunch-train"
 
 def launch_command(spec: JobSpec) -> list[str]:
     """torchrun and the trainer's arguments, minus what the step computes on the node
-    (--nnodes, --rdzv_id, --rdzv_endpoint; see templates/partials/step.sh.j2)."""
-    command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}", "--rdzv_backend=c10d"]
+    (--nnodes and the rendezvous; see templates/partials/step.sh.j2)."""
+    command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}"]
     return command + trainer_program(spec) + trainer_argv(spec)
 
 

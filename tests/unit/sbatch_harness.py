@@ -1,5 +1,6 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
-`srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node"),
+`srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node":
+HL_TEST_STEP_NODE, node8 unless set),
 scontrol answers like a 2-node job (HL_TEST_NODES: the allocation's nodes) and records
 requeues, squeue answers with the states a test
 wrote for a job (`job_states`, one per call, the last one repeated), or that it knows no such
@@ -25,12 +26,17 @@ from hyperlaunch.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
-EXPECTED_PORT = 20000 + int(JOB_ID) * 16 % 10000  # round 0
+
+def rendezvous_port(round_: int) -> int:
+    """The port the step script picks for a round's rendezvous."""
+    return 20000 + (int(JOB_ID) * 16 + round_ % 16) % 10000
 
 _SRUN = """#!/bin/bash
 # Skip srun's own flags (all --long=value forms in our scripts), then run the task once.
 printf '%s\\0' "$@" > "$HL_TEST_DIR/srun.argv"
 while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+# The task runs as Slurm's would on STEP_NODE (the allocation's second node unless told).
+export SLURMD_NODENAME=${HL_TEST_STEP_NODE-node8}
 exec "$@"
 """
 _SCONTROL = """#!/bin/bash

@@ -30,7 +30,7 @@ from hyperlaunch.protocol import (
 )
 from hyperlaunch.render import launch_command, render_sbatch
 from hyperlaunch.spec import JobSpec
-from tests.unit.sbatch_harness import EXPECTED_PORT, HEAD_NODE, JOB_ID, run_script, sbatch_directive_args
+from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/demo"}
@@ -118,15 +118,33 @@ def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: P
     run = run_script(render_sbatch(spec), tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.trainer is not None and not run.requeued
-    # Rendezvous computed inside the step: head node from scontrol, port from the job id and round.
-    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint={HEAD_NODE}:{EXPECTED_PORT}"]
-    assert run.trainer["argv"][3:] == launch_command(spec)[1:]
+    # Rendezvous computed inside the step: the head node and this node's rank from the job's
+    # node list (scontrol), the port from the job id and round.
+    assert run.trainer["argv"][:4] == ["--nnodes=2", "--node_rank=1", f"--master_addr={HEAD_NODE}", f"--master_port={rendezvous_port(0)}"]
+    assert run.trainer["argv"][4:] == launch_command(spec)[1:]
     assert run.trainer["env"]["OMP_NUM_THREADS"] == "1"
     assert (tmp_path / "ck").is_dir() and (tmp_path / "run").is_dir()
     markers = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m]
     assert [m["event"] for m in markers] == ["start", "end"]
     assert markers[0]["restart"] == "0" and markers[0]["nodes"] == "node[1-2]"
     assert (markers[1]["cause"], markers[1]["action"], markers[1]["exit"]) == ("completed", "exit", "0")
+
+
+@pytest.mark.parametrize(("step_node", "rank"), [("node7", "0"), ("node8", "1")])
+def test_each_node_takes_its_rank_in_the_static_rendezvous_from_the_node_list(tmp_path: Path, step_node: str, rank: str) -> None:
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_STEP_NODE": step_node})
+    assert run.trainer is not None and run.trainer["argv"][1:3] == [f"--node_rank={rank}", f"--master_addr={HEAD_NODE}"]
+    assert not any(arg.startswith("--rdzv") for arg in run.trainer["argv"])
+
+
+def test_a_node_that_cannot_find_itself_in_the_node_list_falls_back_to_the_c10d_rendezvous(tmp_path: Path) -> None:
+    # As in a container without scontrol, or a node Slurm names otherwise: c10d ranks the nodes.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_STEP_NODE": ""})
+    assert run.trainer is not None and run.trainer["argv"][:4] == [
+        "--nnodes=2", "--rdzv_backend=c10d", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint={HEAD_NODE}:{rendezvous_port(0)}"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -214,7 +232,7 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
         assert not canary.exists(), "an interpolated value was executed"
         assert result.returncode == 0, result.stderr
         assert result.trainer is not None
-        assert result.trainer["argv"][3:] == launch_command(spec)[1:]
+        assert result.trainer["argv"][4:] == launch_command(spec)[1:]
         assert result.trainer["env"]["HOSTILE"] == spec.env[0][1]
         assert Path(spec.checkpoint_dir).is_dir() and Path(spec.run_dir).is_dir()
 
@@ -322,7 +340,7 @@ def test_a_crash_or_hang_on_healthy_nodes_restarts_inside_the_allocation_then_re
     end = _end_marker(run)
     assert (end["cause"], end["action"], end["round"]) == (cause, "requeue", "2") and run.requeued
     # Each round rendezvous anew and leaves its own failure record.
-    assert run.trainer is not None and f"--rdzv_id={JOB_ID}.2" in run.trainer["argv"]
+    assert run.trainer is not None and f"--master_port={rendezvous_port(2)}" in run.trainer["argv"]
     assert run.trainer["env"][TRAINER_FAILURE_FILE_ENV] == str(trainer_failure_path(tmp_path / "run", JOB_ID, 0, 2))
     for round_ in range(3):
         assert trainer_failure_path(tmp_path / "run", JOB_ID, 0, round_).exists()
@@ -355,7 +373,7 @@ def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others
     srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")
     assert "--nodes=2" in srun_argv and "--ntasks=2" in srun_argv and "--nodelist=node7,node8" in srun_argv
     assert run.trainer is not None and run.trainer["env"]["HYPERLAUNCH_STEP_NODES"] == "node7 node8"
-    assert run.trainer["argv"][:3] == ["--nnodes=2", f"--rdzv_id={JOB_ID}.0", f"--rdzv_endpoint=node7:{EXPECTED_PORT}"]
+    assert run.trainer["argv"][:4] == ["--nnodes=2", "--node_rank=1", "--master_addr=node7", f"--master_port={rendezvous_port(0)}"]
     assert _markers(run, "start")[0]["spares"] == "node9"
 
 

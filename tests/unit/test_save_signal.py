@@ -58,7 +58,7 @@ def test_real_torchrun_survives_the_save_signal_and_its_trainers_get_it(tmp_path
         SLURM_JOB_ID=str(40000 + os.getpid() % 9999), SLURM_JOB_NUM_NODES="1", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
         PET_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
     )
-    command = ["bash", "-c", _step_script(), "hyperlaunch-step", str(TORCHRUN), "--nproc_per_node=2", "--rdzv_backend=c10d", str(tmp_path / "worker.py")]
+    command = ["bash", "-c", _step_script(), "hyperlaunch-step", str(TORCHRUN), "--nproc_per_node=2", str(tmp_path / "worker.py")]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
