@@ -37,6 +37,7 @@ printf '%s\\0' "$@" > "$HL_TEST_DIR/srun.argv"
 while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
 # The task runs as Slurm's would on STEP_NODE (the allocation's second node unless told).
 export SLURMD_NODENAME=${HL_TEST_STEP_NODE-node8}
+echo $$ > "$HL_TEST_DIR/srun.pid"
 exec "$@"
 """
 _SCONTROL = """#!/bin/bash
@@ -53,6 +54,8 @@ esac
 # Like Slurm's for a step on a dead node: the answer comes after MessageTimeout.
 _SCANCEL = """#!/bin/bash
 echo "$*" >> "$HL_TEST_DIR/scancel.calls"
+# Whether srun still ran when the step was cancelled (its tasks report their end to it).
+if kill -0 "$(cat "$HL_TEST_DIR/srun.pid" 2>/dev/null)" 2>/dev/null; then echo running; else echo gone; fi > "$HL_TEST_DIR/scancel.srun"
 sleep "${HL_TEST_SCANCEL_SECONDS:-0}"
 """
 _SQUEUE = """#!/bin/bash

@@ -416,6 +416,9 @@ def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scan
     while not calls.exists() and time.monotonic() < deadline:  # it runs in the background
         time.sleep(0.05)
     assert calls.read_text().split() == ["-s", "KILL", f"{JOB_ID}.0"]
+    # Cancelled while srun still runs: the live nodes report their tasks' end to it at once,
+    # instead of retrying for seconds while the job stays COMPLETING.
+    assert (tmp_path / "scancel.srun").read_text().strip() == "running"
     updates = (tmp_path / "scontrol.updates").read_text().splitlines()
     assert updates == [f"update JobId={JOB_ID} NodeList=node7", f"update JobId={JOB_ID} ExcNodeList=node8"]
     assert took < 30, "the script waited for scancel (60 s) or the step (60 s)"
