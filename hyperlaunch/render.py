@@ -54,14 +54,13 @@ SAVE_SIGNAL = "USR2"
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 LOCK_COMPLETING_WAIT_S = 120
+"""How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
+trainers may still be saving) before it takes the lock as stale."""
 PROBE_INTERVAL_S = 5
 """Seconds between probes of the step's nodes (templates/partials/supervise.sh.j2) while a
 step whose rank recorded a failure still runs and every node answers. The first probe comes as
 soon as the failure is recorded: it only asks each node's kernel for a TCP connection, which a
 busy or stopped node still gives, and on healthy nodes the step ends by itself meanwhile."""
-"""How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
-trainers may still be saving) before it takes the lock as stale."""
-
 
 
 @dataclass(frozen=True)
