@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.paths import hyperlaunch_home
+from hyperlaunch.core.paths import hyperlaunch_home
 
 MODEL = "qwen3_0_6b"
 STEPS = int(os.environ.get("HYPERLAUNCH_DEMO_STEPS", "16"))

@@ -1,5 +1,5 @@
 """DCP sharded checkpoints of the whole training state, and the glue to the shared pointer
-rules in hyperlaunch.checkpoints (the only place that knows names, completeness and pruning).
+rules in hyperlaunch.core.checkpoints (the only place that knows names, completeness and pruning).
 
 Order of a save: remove a stale directory of the same name, write hyperlaunch.json, write the
 shards, DCP writes `.metadata` last (the checkpoint is now complete on every rank), then rank 0
@@ -28,10 +28,10 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
-from hyperlaunch import checkpoints as rules
-from hyperlaunch.errors import CheckpointError
-from hyperlaunch.models import ModelSpec
-from hyperlaunch.protocol import TrainerEvent
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.errors import CheckpointError
+from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.core.protocol import TrainerEvent
 
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks

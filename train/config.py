@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
 
 GROUPS = ("model", "data", "checkpoints", "parallelism", "optimisation", "monitoring")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -124,7 +124,7 @@ class TrainConfig:
     )
 
     def with_defaults(self, values: dict[str, object]) -> TrainConfig:
-        """A copy whose unset (None) options take these values (hyperlaunch.recommend's)."""
+        """A copy whose unset (None) options take these values (hyperlaunch.core.recommend's)."""
         unset = {name: value for name, value in values.items() if getattr(self, name) is None}
         return dataclasses.replace(self, **unset)  # type: ignore[arg-type]
 

@@ -3,7 +3,7 @@ job's tokenizer and model, and then checked to be the same on every rank.
 
 Preparing raw data can take hours on a real corpus: it happens before init_process_group, so
 no collective timeout and no hang watchdog can fire while one process prepares and the others
-wait for its file lock (hyperlaunch.prepare.prepare_for_training)."""
+wait for its file lock (hyperlaunch.data.prepare.prepare_for_training)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from typing import Any
 
 import torch.distributed as dist
 
-from hyperlaunch import checkpoints as rules
-from hyperlaunch import prepared_data as fmt
-from hyperlaunch.errors import DataError
-from hyperlaunch.models import ModelSpec
-from hyperlaunch.prepare import prepare_for_training
-from hyperlaunch.tokenizer import LoadedTokenizer
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.core.errors import DataError
+from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.data.prepare import prepare_for_training
+from hyperlaunch.data.tokenizer import LoadedTokenizer
 
 from .config import TrainConfig
 from .data import TokenStream
 from .distributed import Dist
-from .offline_assets import CORPUS_FILE
+from hyperlaunch.data.offline_assets import CORPUS_FILE
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Prepared token shards -> fixed-length sequences, and a global sample order.
 
-Every run reads a prepared folder (hyperlaunch.prepared_data): `--data DIR` from
+Every run reads a prepared folder (hyperlaunch.data.prepared_data): `--data DIR` from
 `hyperlaunch prepare-data`, or raw files (and the built-in corpus) prepared once into the
-checkpoint folder's cache before the process group exists (hyperlaunch.prepare). The shards
+checkpoint folder's cache before the process group exists (hyperlaunch.data.prepare). The shards
 are memory-mapped: a start costs the same whatever the corpus size, and a rank reads only the
 sequences it trains on. Sequences are cut from the token stream at read time (sequence i is
 tokens [i * seq_len, (i + 1) * seq_len)), so one folder serves any sequence length.
@@ -26,8 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from hyperlaunch import prepared_data as fmt
-from hyperlaunch.errors import DataError
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.core.errors import DataError
 
 
 class TokenStream:

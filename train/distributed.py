@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from hyperlaunch.errors import InvalidInput, NodeProblem
+from hyperlaunch.core.errors import InvalidInput, NodeProblem
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from hyperlaunch import checkpoints as rules
+from hyperlaunch.core import checkpoints as rules
 
-from hyperlaunch.tokenizer import LoadedTokenizer
+from hyperlaunch.data.tokenizer import LoadedTokenizer
 
 from .modeling import build_meta_model, fix_rotary_buffers
 

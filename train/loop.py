@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hyperlaunch.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
-from hyperlaunch.models import ModelSpec
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
+from hyperlaunch.core.models import ModelSpec
 
 from .checkpointing import Checkpointer, TrainState
 from .data import Batcher, ValidationBatches

@@ -1,6 +1,6 @@
 """One line per logged step on rank 0's stdout, and the same as JSON in <run_dir>/metrics.jsonl,
 together with events (resumed, checkpoint saved/completed, signal received, exit). The records
-and the file are hyperlaunch.protocol's; the CLI's `status` reads them from there."""
+and the file are hyperlaunch.core.protocol's; the CLI's `status` reads them from there."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from hyperlaunch.instances import peak_bf16_flops
-from hyperlaunch.protocol import (
+from hyperlaunch.core.instances import peak_bf16_flops
+from hyperlaunch.core.protocol import (
     METRICS_FILE,
     EventRecord,
     StepRecord,
@@ -76,7 +76,7 @@ class MetricsLog:
 
     def request_requeue(self) -> None:
         """Tell the batch script this stop was a save, not a crash (torchrun reports both as
-        exit code 1): the requeue-request file of this job attempt, see hyperlaunch.protocol."""
+        exit code 1): the requeue-request file of this job attempt, see hyperlaunch.core.protocol."""
         job_id = os.environ.get("SLURM_JOB_ID")
         if not self.enabled or not job_id:
             return
@@ -85,7 +85,7 @@ class MetricsLog:
 
     def record_progress(self, step: int) -> None:
         """Tell the batch script this attempt completed a checkpoint, so that its requeue does
-        not use the restart budget (hyperlaunch.protocol.PROGRESS_PREFIX)."""
+        not use the restart budget (hyperlaunch.core.protocol.PROGRESS_PREFIX)."""
         job_id = os.environ.get("SLURM_JOB_ID")
         if not self.enabled or not job_id:
             return

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from hyperlaunch.errors import InvalidInput, ModelUnavailable
-from hyperlaunch import checkpoints as rules
-from hyperlaunch.models import ModelSpec, get_preset, spec_from_model_directory
+from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.models import ModelSpec, get_preset, spec_from_model_directory
 
 
 

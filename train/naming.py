@@ -1,12 +1,12 @@
 """What a local `--model` directory must hold, checked without importing torch. The checkpoint
-name itself is decided by hyperlaunch.checkpoints.checkpoint_name, for the CLI as well."""
+name itself is decided by hyperlaunch.core.checkpoints.checkpoint_name, for the CLI as well."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hyperlaunch import checkpoints as rules
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.errors import InvalidInput
 
 
 def checked_checkpoint_name(model: str, model_name: str | None) -> str:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import torch
 
-from hyperlaunch import checkpoints as rules
-from hyperlaunch import recommend
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.protocol import TrainerEvent
-from hyperlaunch.tokenizer import LoadedTokenizer, load_tokenizer
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core import recommend
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.protocol import TrainerEvent
+from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 
 from . import STARTED_AT
 from . import data as data_mod
@@ -63,7 +63,7 @@ def model_origin(source: ModelSource) -> str:
 
 
 def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
-    """`cfg` with every option left unset filled as hyperlaunch.recommend decides: the same
+    """`cfg` with every option left unset filled as hyperlaunch.core.recommend decides: the same
     choice `submit` writes into a job's command line."""
     gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     pretrained = source.pretrained_dir
@@ -91,7 +91,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     if too_long and is_main:
         warn(too_long)
 
-    # Every rank loads the same tokenizer or fails (no fallback: hyperlaunch.tokenizer), and
+    # Every rank loads the same tokenizer or fails (no fallback: hyperlaunch.data.tokenizer), and
     # finds or prepares the data before the process group exists (train/corpus.py).
     tokenizer = load_tokenizer(str(cfg.tokenizer))
     if tokenizer.vocab_size > spec.vocab_size:

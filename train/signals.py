@@ -1,5 +1,5 @@
 """SIGUSR2 (Slurm's warning before the time limit) and SIGTERM (preemption, scancel) ask the
-run to stop cleanly: finish the current step, save, exit with hyperlaunch.protocol.REQUEUE_EXIT_CODE."""
+run to stop cleanly: finish the current step, save, exit with hyperlaunch.core.protocol.REQUEUE_EXIT_CODE."""
 
 from __future__ import annotations
 

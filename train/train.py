@@ -1,12 +1,12 @@
 """Wiring only: check inputs, build, resume, train, export, close.
 
-Exit codes: 0 done; 75 (hyperlaunch.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
+Exit codes: 0 done; 75 (hyperlaunch.core.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
 checkpoint was saved, please requeue; 2 invalid input (flags, data, model); 6 checkpoint
 problem; 9 this node lacks what the job needs (one line on stderr); 124
 (watchdog.HANG_EXIT_CODE) no step finished within the hang limit (--hang-timeout): the
 rank's Python stacks are on stderr; 1 any other error, or faulthandler's backstop for a hang
 that held the GIL. Under a hyperlaunch job the failing rank also leaves a failure record for
-the batch script (hyperlaunch.protocol.TrainerFailure).
+the batch script (hyperlaunch.core.protocol.TrainerFailure).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-from hyperlaunch import checkpoints as rules
-from hyperlaunch.errors import DataError, HyperlaunchError
-from hyperlaunch.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.errors import DataError, HyperlaunchError
+from hyperlaunch.core.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks

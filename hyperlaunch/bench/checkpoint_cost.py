@@ -40,7 +40,7 @@ def make_model(directory: Path, layers: int) -> int:
     import torch
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    from hyperlaunch.models import get_preset
+    from hyperlaunch.core.models import get_preset
 
     kwargs = {**get_preset("qwen3_0_6b").hf_config_kwargs(), "num_hidden_layers": layers}
     torch.manual_seed(0)

@@ -57,8 +57,8 @@ def _submit_held(count: int, env: dict[str, str]) -> list[str]:
 
 def _record_jobs(ids: list[str], home: Path, work: Path, slurm_conf: str) -> None:
     """A record, a two-attempt log and ten metrics lines per job, as real runs leave them."""
-    from hyperlaunch import jobs
-    from hyperlaunch.config import build_spec
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.job.config import build_spec
 
     os.environ["HYPERLAUNCH_HOME"] = str(home)
     now = time.time()
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = _submit_held(args.jobs, slurm)
         _record_jobs(ids, home, work, slurm["SLURM_CONF"])
         env["SLURM_CONF"] = slurm["SLURM_CONF"]
-        from hyperlaunch.slurm import job_attempts_command
+        from hyperlaunch.slurm.commands import job_attempts_command
 
         commands["sacct alone (all jobs)"] = job_attempts_command(ids)
         commands["status"] = [exe, "status"]

@@ -66,7 +66,7 @@ def _python(args: list[str], env: dict[str, str] | None = None) -> str:
 
 _REFERENCE = """
 import json, sys, time
-from hyperlaunch.tokenizer import load_tokenizer
+from hyperlaunch.data.tokenizer import load_tokenizer
 backend = load_tokenizer(sys.argv[2]).backend
 docs = [json.loads(line)["text"] for line in open(sys.argv[1])]
 started, tokens = time.perf_counter(), 0
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = options.parse_args(argv)
     import torch  # noqa: F401 - for the machine line
 
-    from hyperlaunch.prepare import default_workers
+    from hyperlaunch.data.prepare import default_workers
 
     header("Data", f"tokenizer {args.tokenizer}, {default_workers()} workers / cores; trainer: {args.model}, 1 process, "
            f"2 steps, seq 32; {args.runs} run(s) each")

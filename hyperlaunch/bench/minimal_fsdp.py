@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
-from hyperlaunch.models import get_preset
+from hyperlaunch.core.models import get_preset
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from hyperlaunch.cli._output import out
 
 
 def slurm_env(recorded_conf: str | None = None) -> dict[str, str]:
-    from hyperlaunch.slurm_env import slurm_environment
+    from hyperlaunch.slurm.env import slurm_environment
 
     return slurm_environment(recorded_conf, local_cluster=running_dev_cluster_conf, notify=out.note)
 

@@ -9,7 +9,7 @@ import traceback
 
 import typer
 
-from hyperlaunch.errors import EXIT_CODES, HyperlaunchError
+from hyperlaunch.core.errors import EXIT_CODES, HyperlaunchError
 
 EXIT_CODE_HELP = "Exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items()) + "."
 

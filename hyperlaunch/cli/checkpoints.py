@@ -1,5 +1,5 @@
 """`hyperlaunch checkpoints`: what is in the checkpoint folder, model by model, by the rules
-of hyperlaunch.checkpoints (a `.metadata` file marks a complete checkpoint; `<model>-latest`
+of hyperlaunch.core.checkpoints (a `.metadata` file marks a complete checkpoint; `<model>-latest`
 names the one a resume loads)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hyperlaunch.cli._output import out
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from hyperlaunch.checkpoints import CheckpointInfo
+    from hyperlaunch.core.checkpoints import CheckpointInfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,8 +56,8 @@ def checkpoints(
       hyperlaunch checkpoints --model qwen3_0_6b --checkpoint-dir /fsx/checkpoints
       hyperlaunch checkpoints --json | jq '.models[].latest'
     """
-    from hyperlaunch.checkpoints import list_models
-    from hyperlaunch.config import resolve_checkpoint_dir
+    from hyperlaunch.core.checkpoints import list_models
+    from hyperlaunch.job.config import resolve_checkpoint_dir
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     if model is not None:
@@ -83,8 +83,8 @@ def checkpoints(
 def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
-    from hyperlaunch.checkpoints import list_checkpoints, pointer_problem, read_pointer
-    from hyperlaunch.errors import CheckpointError
+    from hyperlaunch.core.checkpoints import list_checkpoints, pointer_problem, read_pointer
+    from hyperlaunch.core.errors import CheckpointError
 
     infos = list_checkpoints(root, model)
     try:
@@ -103,7 +103,7 @@ def _checkpoint_name(model: str) -> str:
     turned into the name its checkpoints go by; any other text is taken as that name."""
     import os
 
-    from hyperlaunch.checkpoints import checkpoint_name, is_model_directory
+    from hyperlaunch.core.checkpoints import checkpoint_name, is_model_directory
 
     path = os.path.abspath(os.path.expanduser(model))
     return checkpoint_name(path) if is_model_directory(model) and os.path.isdir(path) else model

@@ -130,7 +130,7 @@ def status(
 
 
 def _not_running(root: Path) -> Exception:
-    from hyperlaunch.errors import ClusterError
+    from hyperlaunch.core.errors import ClusterError
 
     return ClusterError(f"no dev cluster running in {root}", hint="start it with 'hyperlaunch dev-cluster up'")
 

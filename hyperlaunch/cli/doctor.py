@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hyperlaunch.cli._output import out
-from hyperlaunch.errors import ChecksFailed
+from hyperlaunch.core.errors import ChecksFailed
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from hyperlaunch.doctor import CheckResult
-    from hyperlaunch.node_probe import ProbeResult
+    from hyperlaunch.doctor.checks import CheckResult
+    from hyperlaunch.doctor.node_probe import ProbeResult
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -72,8 +72,8 @@ def doctor(
       hyperlaunch doctor --json | jq '.checks[] | select(.status != "pass")'
       hyperlaunch doctor --json | jq '.node_probe.nodes[] | {node, python, hyperlaunch}'
     """
-    from hyperlaunch.config import resolve_checkpoint_dir, resolve_job_launch
-    from hyperlaunch.doctor import run_checks, system_probes
+    from hyperlaunch.job.config import resolve_checkpoint_dir, resolve_job_launch
+    from hyperlaunch.doctor.checks import run_checks, system_probes
     from hyperlaunch.cli._cluster import slurm_env
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
@@ -86,7 +86,7 @@ def doctor(
     results.append(_instance_type(launch, env, answers))
     probed = _probe_nodes(env, launch, probes.local_names()) if probe and answers else None
     if probed is not None:
-        from hyperlaunch.node_probe import summary
+        from hyperlaunch.doctor.node_probe import summary
 
         results.append(summary(probed))
     failed = [result.name for result in results if result.status == "fail"]
@@ -119,10 +119,10 @@ def doctor(
 
 def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: bool) -> CheckResult:
     """The instance type jobs here render for, and its source, as submit decides it."""
-    from hyperlaunch import slurm
-    from hyperlaunch.doctor import check_instance_type
-    from hyperlaunch.errors import SlurmError
-    from hyperlaunch.hyperpod import describe_instance_source
+    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.doctor.checks import check_instance_type
+    from hyperlaunch.core.errors import SlurmError
+    from hyperlaunch.aws.hyperpod import describe_instance_source
 
     def from_cluster() -> str:
         partition = launch["partition"]
@@ -139,7 +139,7 @@ def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: 
 
 
 def _probe_nodes(env: dict[str, str], launch: dict[str, str | None], local_names: frozenset[str]) -> ProbeResult:
-    from hyperlaunch.node_probe import JobSide, probe_partition
+    from hyperlaunch.doctor.node_probe import JobSide, probe_partition
 
     job = JobSide(torchrun=launch["torchrun"] or "", container_image=launch["container_image"], local_names=local_names)
     return probe_partition(env, partition=launch["partition"], job=job, progress=out.note)

@@ -1,5 +1,5 @@
 """`hyperlaunch ecr-login`: let enroot on the compute nodes pull images from Amazon ECR
-(the logic is hyperlaunch.ecr)."""
+(the logic is hyperlaunch.aws.ecr)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hyperlaunch.cli._output import out
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hyperlaunch.ecr import Login
+    from hyperlaunch.aws.ecr import Login
 
 _REGION_HELP = "AWS region of the registry [default: the one in --registry, else AWS_REGION / your AWS configuration]."
 _REGISTRY_HELP = (
@@ -54,7 +54,7 @@ def ecr_login(
       hyperlaunch ecr-login --registry 123456789012.dkr.ecr.us-west-2.amazonaws.com --credentials-file /fsx/enroot/.credentials
       hyperlaunch submit --container-image 123456789012.dkr.ecr.us-west-2.amazonaws.com/train:v1 ...
     """
-    from hyperlaunch import ecr
+    from hyperlaunch.aws import ecr
 
     done = ecr.login(region=region, registry=registry, literal_token=literal_token, credentials_file=credentials_file)
     _warn_about(done)
@@ -72,7 +72,7 @@ def ecr_login(
 
 
 def _warn_about(done: Login) -> None:
-    from hyperlaunch import ecr
+    from hyperlaunch.aws import ecr
 
     if done.path.name != ecr.CREDENTIALS_NAME:
         out.warn(f"enroot reads only {ecr.CREDENTIALS_NAME} in $ENROOT_CONFIG_PATH; {done.path.name} will not be read unless renamed")

@@ -22,7 +22,7 @@ def _attempt_header(marker: dict[str, str]) -> str:
 def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
     """For an attempt that failed: how it ended, and where its error output is (stdout holds
     the steps; the trainer's errors and tracebacks go to the .err file)."""
-    from hyperlaunch.protocol import cause_text
+    from hyperlaunch.core.protocol import cause_text
 
     exit_code, restart = marker.get("exit", "0"), marker.get("restart", "0")
     if exit_code == "0" or not restart.isdigit():
@@ -34,7 +34,7 @@ def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
 def annotate(lines: list[str], attempt: int | None = None, job_id: str = "JOB") -> list[str]:
     """The log with a header before each attempt, and after one that failed a line saying how;
     with `attempt`, only that attempt's lines."""
-    from hyperlaunch.protocol import parse_attempt_marker
+    from hyperlaunch.core.protocol import parse_attempt_marker
 
     shown: list[str] = []
     current: int | None = None
@@ -60,9 +60,10 @@ def logs(
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
 ) -> None:
     """Print a job's log, every attempt of it, each under a header naming the attempt."""
-    from hyperlaunch import jobs, slurm
-    from hyperlaunch.errors import JobNotFound
-    from hyperlaunch.protocol import read_regular_file
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.core.errors import JobNotFound
+    from hyperlaunch.core.protocol import read_regular_file
     from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)
@@ -102,7 +103,8 @@ def logs(
 
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
     """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it."""
-    from hyperlaunch import jobs, slurm
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.slurm import commands as slurm
     from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)

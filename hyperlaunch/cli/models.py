@@ -1,5 +1,5 @@
 """`hyperlaunch models`: the model presets, their architecture and the settings they run
-with by default (ModelSpec). Reads only hyperlaunch.models, so it needs no torch."""
+with by default (ModelSpec). Reads only hyperlaunch.core.models, so it needs no torch."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hyperlaunch.cli._output import out
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from hyperlaunch.models import ModelSpec
+    from hyperlaunch.core.models import ModelSpec
 
 _ARCHITECTURE_FIELDS = (
     "kind",
@@ -61,7 +61,7 @@ def models(
       hyperlaunch models
       hyperlaunch models --json | jq '.models[] | {name, params}'
     """
-    from hyperlaunch.models import PRESETS
+    from hyperlaunch.core.models import PRESETS
 
     specs = [factory() for factory in PRESETS.values()]
     if as_json:

@@ -1,5 +1,5 @@
 """`hyperlaunch prepare-data`: tokenize text once into memory-mapped shards that training jobs
-read with `--data DIR` (hyperlaunch.prepare does the work; this wires the flags)."""
+read with `--data DIR` (hyperlaunch.data.prepare does the work; this wires the flags)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
-    from hyperlaunch.prepare import PrepareResult
+    from hyperlaunch.data.prepare import PrepareResult
 
 
 def prepare_data(
@@ -56,9 +56,9 @@ def prepare_data(
       hyperlaunch prepare-data corpus.jsonl --model qwen3_0_6b --output /fsx/data/corpus-qwen3
       hyperlaunch prepare-data /fsx/raw/ --tokenizer /fsx/models/Llama-3.1-8B --output /fsx/data/llama --json
     """
-    from hyperlaunch.errors import InvalidInput
-    from hyperlaunch.prepare import prepare
-    from hyperlaunch.tokenizer import load_tokenizer, tokenizer_for_model
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.data.prepare import prepare
+    from hyperlaunch.data.tokenizer import load_tokenizer, tokenizer_for_model
 
     if tokenizer is not None and model is not None:
         raise InvalidInput("--tokenizer and --model exclude each other: name the tokenizer one way")

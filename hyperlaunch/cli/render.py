@@ -20,8 +20,8 @@ def render(
     ] = None,
 ) -> None:
     """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
-    from hyperlaunch.errors import InvalidInput
-    from hyperlaunch.launch import launch
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs.launch import launch
 
     if output is not None:
         _check_writable_place(output)
@@ -31,7 +31,7 @@ def render(
         out.raw(script)
         show_settings(plan)  # after the script: a failure before it stays one line
         return
-    from hyperlaunch.private_files import write_private
+    from hyperlaunch.core.private_files import write_private
 
     try:
         write_private(output, script)  # it holds the --env values: private to the user
@@ -43,7 +43,7 @@ def render(
 
 def _check_writable_place(output: Path) -> None:
     """Said before anything is rendered: a folder, no folder, or a name the file system cannot hold."""
-    from hyperlaunch.errors import InvalidInput
+    from hyperlaunch.core.errors import InvalidInput
 
     try:
         reason = "it is a folder" if output.is_dir() else None if output.parent.is_dir() else f"no folder {output.parent}"

@@ -12,7 +12,7 @@ import typer
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
-    from hyperlaunch.job_status import JobStatus
+    from hyperlaunch.runs.job_status import JobStatus
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -155,9 +155,9 @@ def status(
 
     Examples: hyperlaunch status | hyperlaunch status 42 | hyperlaunch status --json
     """
-    from hyperlaunch import jobs
-    from hyperlaunch.errors import InvalidInput
-    from hyperlaunch.job_status import collect
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs.job_status import collect
     from hyperlaunch.cli._cluster import slurm_env
 
     if limit < 1:

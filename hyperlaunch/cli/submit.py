@@ -10,7 +10,7 @@ from hyperlaunch.cli._job_flags import JobFlags, show_settings, with_job_flags
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
-    from hyperlaunch.launch import Launch
+    from hyperlaunch.runs.launch import Launch
 
 _JSON = typer.Option("--json", help="Print one JSON document (job id, paths) instead of text.")
 _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothing.")
@@ -53,7 +53,7 @@ def submit(
     """
     import functools
 
-    from hyperlaunch.launch import launch
+    from hyperlaunch.runs.launch import launch
     from hyperlaunch.cli._cluster import slurm_env
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
@@ -88,8 +88,8 @@ def resume(
     while the job is still pending or running (unless --after-end).
     Example: hyperlaunch resume 42 --exclude-failed
     """
-    from hyperlaunch.job_guard import resume_dependency
-    from hyperlaunch.launch import find_record, launch, plan_resume
+    from hyperlaunch.runs.job_guard import resume_dependency
+    from hyperlaunch.runs.launch import find_record, launch, plan_resume
     from hyperlaunch.cli._cluster import slurm_env
 
     record = find_record(job_id, model)

@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from hyperlaunch.errors import ClusterError
+from hyperlaunch.core.errors import ClusterError
 
 # binary -> Debian package that provides it
 REQUIRED_BINARIES: dict[str, str] = {

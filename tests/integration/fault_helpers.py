@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch import checkpoints
+from hyperlaunch.core import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
 
 FAULTY_CLI = "tests.integration.faulty_cli"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from hyperlaunch import launch as launch_module
+from hyperlaunch.runs import launch as launch_module
 from hyperlaunch.cli import main
 from tests.integration import fault_entry
 

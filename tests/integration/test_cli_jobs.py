@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints
+from hyperlaunch.core import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, wait_until
 from tests.integration.train_helpers import save_tiny_model
 

@@ -1,5 +1,5 @@
 """A p5-class job (8 GPUs per node, whole nodes) against real Slurm, with and without GPU GRES:
-`hyperlaunch render` asks the cluster (hyperlaunch.detect.gres_gpus) and sbatch --test-only
+`hyperlaunch render` asks the cluster (hyperlaunch.job.detect.gres_gpus) and sbatch --test-only
 accepts what it rendered. No GPU is here: the gpu partition's GRES are backed by fake device
 files (`dev-cluster up --gpu-nodes`), and --test-only checks feasibility without running."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints as ck
+from hyperlaunch.core import checkpoints as ck
 
 from .train_helpers import launch, tiny_args
 

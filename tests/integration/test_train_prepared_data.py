@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from hyperlaunch import checkpoints as ck
-from hyperlaunch import prepared_data as fmt
-from hyperlaunch.prepare import prepare
-from hyperlaunch.tokenizer import load_tokenizer
+from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.data.prepare import prepare
+from hyperlaunch.data.tokenizer import load_tokenizer
 
 from .train_helpers import Run, launch, tiny_args
 
@@ -144,7 +144,7 @@ def _swapped_tokenizer(folder: Path) -> Path:
     """The offline tokenizer with two token ids swapped: as large, but another tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    from hyperlaunch.train.offline_assets import TOKENIZER_FILE
+    from hyperlaunch.data.offline_assets import TOKENIZER_FILE
 
     spec: dict[str, Any] = json.loads(TOKENIZER_FILE.read_text())
     vocab = spec["model"]["vocab"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hyperlaunch import checkpoints as ck
+from hyperlaunch.core import checkpoints as ck
 
 from .train_helpers import Run, launch, tiny_args
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints as ck
-from hyperlaunch.protocol import REQUEUE_EXIT_CODE
+from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 
 from .train_helpers import PYTHON, launch, tiny_args, train_env, tree_digest
 

@@ -23,7 +23,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from hyperlaunch.cli._job_flags import JOB_FLAG_PARAMETERS
-from hyperlaunch.errors import EXIT_CODES
+from hyperlaunch.core.errors import EXIT_CODES
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.sbatch_harness import JOB_ID, run_script, sbatch_directive_args
 
@@ -454,7 +454,7 @@ TINY_QWEN3_CONFIG = {
 
 
 class FakeSbatch:
-    """sbatch at hyperlaunch.slurm.run: records what it was handed, accepts or refuses. What
+    """sbatch at hyperlaunch.slurm.commands.run: records what it was handed, accepts or refuses. What
     hyperlaunch asks of the cluster before rendering (sinfo, scontrol show) finds a cluster
     that says nothing."""
 
@@ -463,7 +463,7 @@ class FakeSbatch:
         self.scripts: list[str] = []
 
     def __call__(self, args: typing.Sequence[str], **_: object) -> object:
-        from hyperlaunch.slurm import Result
+        from hyperlaunch.slurm.commands import Result
 
         if list(args[:1]) == ["sinfo"] or list(args[:2]) == ["scontrol", "show"]:
             return Result(tuple(args), 0, "", "")
@@ -487,9 +487,9 @@ def run_case(case: Case, *, refuse: bool = False, mp: pytest.MonkeyPatch, sandbo
         mp.setenv(name, sandbox.sub(value))
     mp.chdir(sandbox.work)
     # The venv's real torchrun would start real training; the harness stubs `torchrun`.
-    mp.setattr("hyperlaunch.config._default_torchrun", lambda: "torchrun")
+    mp.setattr("hyperlaunch.job.config._default_torchrun", lambda: "torchrun")
     fake = FakeSbatch(refuse)
-    mp.setattr("hyperlaunch.slurm.run", fake)
+    mp.setattr("hyperlaunch.slurm.commands.run", fake)
     args = [command or case.command, *map(sandbox.sub, case.args)]
     if case.output is not None:
         args += ["-o", sandbox.sub(case.output)]

@@ -1,6 +1,6 @@
 """A HyperPod cluster for tests, as each source shows it: a resource_config.json in REFERENCE
 §5's shape (pointed at with SAGEMAKER_RESOURCE_CONFIG_PATH), a cluster created in the local
-moto server, and the Slurm node names of a partition (hyperlaunch.slurm.partition_nodes faked)."""
+moto server, and the Slurm node names of a partition (hyperlaunch.slurm.commands.partition_nodes faked)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import slurm
-from hyperlaunch.errors import SlurmError
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import SlurmError
 from tests.moto_aws import LocalAws
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456"

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.core.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
@@ -105,7 +105,7 @@ if [ -n "${HL_TEST_FAILURE_RECORD:-}" ]; then
   printf '%s' "$HL_TEST_FAILURE_RECORD" > "$TRAINER_FAILURE_FILE_ENV"
 fi
 # Rank 0's record of a checkpoint completed in this attempt, in the run dir HL_TEST_PROGRESS
-# names (hyperlaunch.protocol.write_progress).
+# names (hyperlaunch.core.protocol.write_progress).
 if [ -n "${HL_TEST_PROGRESS:-}" ]; then
   echo 10 > "$HL_TEST_PROGRESS/PROGRESS_PREFIX$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
 fi

@@ -1,12 +1,12 @@
-"""hyperlaunch.aws against a local moto server: AWS's answers and failures become one-line
+"""hyperlaunch.aws.client against a local moto server: AWS's answers and failures become one-line
 AwsErrors with exit code 10."""
 
 from __future__ import annotations
 
 import pytest
 
-from hyperlaunch import aws as hl_aws
-from hyperlaunch.errors import AwsError
+from hyperlaunch.aws import client as hl_aws
+from hyperlaunch.core.errors import AwsError
 from tests.moto_aws import LocalAws
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints
+from hyperlaunch.core import checkpoints
 
 MODEL = "qwen3_tiny"
 
@@ -57,7 +57,7 @@ def _killed_writer(ckpt: Path, name: str) -> None:
     code = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from hyperlaunch import checkpoints\n"
+        "from hyperlaunch.core import checkpoints\n"
         "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
         "checkpoints.write_pointer(Path(sys.argv[1]), sys.argv[2], sys.argv[3])\n"
     )

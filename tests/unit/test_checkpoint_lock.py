@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperlaunch import checkpoints
-from hyperlaunch import protocol as p
-from hyperlaunch.render import render_sbatch
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.core import checkpoints
+from hyperlaunch.core import protocol as p
+from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import JOB_ID, Run, job_states, run_script
 
 OTHER = "977"
@@ -106,9 +106,9 @@ def test_the_lock_reads_back_what_the_script_wrote(tmp_path: Path) -> None:
 
 
 def test_status_says_which_job_held_the_lock(tmp_path: Path) -> None:
-    from hyperlaunch.job_status import summarize
-    from hyperlaunch.jobs import JobRecord
-    from hyperlaunch.slurm import Attempt
+    from hyperlaunch.runs.job_status import summarize
+    from hyperlaunch.runs.jobs import JobRecord
+    from hyperlaunch.slurm.commands import Attempt
 
     _held_by(tmp_path, OTHER)
     job_states(tmp_path, OTHER, "RUNNING")

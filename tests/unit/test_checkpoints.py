@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints as ck
-from hyperlaunch.errors import CheckpointError, InvalidInput
+from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.core.errors import CheckpointError, InvalidInput
 
 MODEL = "qwen3_tiny"
 
@@ -176,8 +176,8 @@ def test_check_writable(tmp_path: Path) -> None:
 
 
 def test_one_checkpoint_name_for_presets_directories_symlinks_and_model_name(tmp_path: Path) -> None:
-    from hyperlaunch.checkpoints import checkpoint_name, is_model_directory
-    from hyperlaunch.errors import InvalidInput
+    from hyperlaunch.core.checkpoints import checkpoint_name, is_model_directory
+    from hyperlaunch.core.errors import InvalidInput
 
     real = tmp_path / "real model v1.0"
     real.mkdir()
@@ -194,7 +194,7 @@ def test_one_checkpoint_name_for_presets_directories_symlinks_and_model_name(tmp
 
 
 def test_the_spec_carries_the_name_the_trainer_writes(tmp_path: Path) -> None:
-    from hyperlaunch.spec import JobSpec
+    from hyperlaunch.job.spec import JobSpec
 
     real = tmp_path / "real-model"
     real.mkdir()

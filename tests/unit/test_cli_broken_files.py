@@ -1,6 +1,6 @@
 """One broken file never breaks a command: job records that no longer validate, metrics and
 log lines that are not records, odd files where a pointer or log should be, names holding
-Rich markup or dots. Each goes through the real CLI with Slurm faked at hyperlaunch.slurm.run."""
+Rich markup or dots. Each goes through the real CLI with Slurm faked at hyperlaunch.slurm.commands.run."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints, jobs, slurm
-from hyperlaunch.errors import CheckpointError
-from hyperlaunch.protocol import METRICS_FILE
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.core import checkpoints
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import CheckpointError
+from hyperlaunch.core.protocol import METRICS_FILE
+from hyperlaunch.job.spec import JobSpec
 from tests.unit.cli_runner import CliResult, run_cli
 
 

@@ -1,4 +1,4 @@
-"""`hyperlaunch checkpoints` on real checkpoint folders laid out by the hyperlaunch.checkpoints
+"""`hyperlaunch checkpoints` on real checkpoint folders laid out by the hyperlaunch.core.checkpoints
 rules: `.metadata` marks completeness, `<model>-latest` names the resume point."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hyperlaunch.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
+from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
 from hyperlaunch.cli import app
 from hyperlaunch.cli.checkpoints import format_size
-from hyperlaunch.config import resolve_checkpoint_dir
+from hyperlaunch.job.config import resolve_checkpoint_dir
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
 from hyperlaunch.cli.models import format_params
-from hyperlaunch.models import PRESETS, get_preset
+from hyperlaunch.core.models import PRESETS, get_preset
 
 runner = CliRunner()
 

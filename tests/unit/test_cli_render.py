@@ -11,8 +11,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
-from hyperlaunch.config import build_spec
-from hyperlaunch.render import render_sbatch
+from hyperlaunch.job.config import build_spec
+from hyperlaunch.script.render import render_sbatch
 
 HEAVY = ("torch", "transformers")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.config import build_spec
-from hyperlaunch.errors import ConfigError, InvalidInput
+from hyperlaunch.job.config import build_spec
+from hyperlaunch.core.errors import ConfigError, InvalidInput
 
 
 TINY_QWEN3_CONFIG = {

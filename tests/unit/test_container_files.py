@@ -186,7 +186,7 @@ def test_setup_pyxis_passes_the_images_choices_as_build_args(tmp_path: Path) -> 
 
 def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
     """The CLI's dependencies and the trainer's (the `train` extra): the image runs both."""
-    from hyperlaunch.compat import tomllib
+    from hyperlaunch.core.compat import tomllib
 
     line = next(line for line in DOCKERFILE.read_text().splitlines() if "tomllib.load" in line)
     code = re.search(r"python -c '(.*)' > /tmp/requirements.txt", line)

@@ -1,4 +1,4 @@
-"""Container jobs (hyperlaunch.containers through JobSpec): registry references reach Pyxis in
+"""Container jobs (hyperlaunch.job.containers through JobSpec): registry references reach Pyxis in
 its `REGISTRY#IMAGE` form, the container name follows the image's identity, and every path
 the job reads or writes is mounted once, with the access it needs, parents first."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import containers
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.render import srun_flags
-from hyperlaunch.spec import JobSpec, default_container_mounts
+from hyperlaunch.job import containers
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.script.render import srun_flags
+from hyperlaunch.job.spec import JobSpec, default_container_mounts
 
 PATHS = {"checkpoint_dir": "/fsx/ck", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/a"}
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
@@ -216,7 +216,7 @@ def test_a_mounted_path_pyxis_would_split_is_refused(changes: dict[str, object])
 
 
 def test_a_relative_sqsh_path_becomes_absolute(tmp_path: Path) -> None:
-    from hyperlaunch.config import build_spec
+    from hyperlaunch.job.config import build_spec
 
     for given in ("images/train.sqsh", "./images/train.sqsh"):
         spec = build_spec({"model": "qwen3_tiny", "container_image": given}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")

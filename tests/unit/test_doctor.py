@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import doctor
-from hyperlaunch.doctor import CommandOutput, Probes
+from hyperlaunch.doctor import checks as doctor
+from hyperlaunch.doctor.checks import CommandOutput, Probes
 
 THIS_HOST = frozenset({"login1", "10.0.0.5", "localhost", "127.0.0.1"})
 NODES_REMOTE = (
@@ -237,7 +237,7 @@ def test_cli_without_slurm_exits_8_with_one_line_and_one_json_document(tmp_path:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("module", ["hyperlaunch.doctor", "hyperlaunch.cli.doctor"])
+@pytest.mark.parametrize("module", ["hyperlaunch.doctor.checks", "hyperlaunch.cli.doctor"])
 def test_doctor_does_not_import_torch(module: str) -> None:
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

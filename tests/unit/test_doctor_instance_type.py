@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import hyperpod
-from hyperlaunch.doctor import check_instance_type
+from hyperlaunch.aws import hyperpod
+from hyperlaunch.doctor.checks import check_instance_type
 from tests.moto_aws import LocalAws
 from tests.unit.hyperpod_cluster import create_cluster, no_resource_config, resource_config, write_resource_config
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import ecr
+from hyperlaunch.aws import ecr
 from tests.moto_aws import ACCOUNT, REGION, LocalAws
 from tests.unit.cli_runner import CliResult, run_cli
 

@@ -1,7 +1,7 @@
 """GPUs as GRES or whole nodes, decided before rendering: the flag or a config, else the
 cluster (scontrol show config's GresTypes, sinfo's %G), else no GRES; --exclusive on for GPU
 instance types unless a layer says otherwise; SageMaker's `ml.` names. Slurm is faked at
-hyperlaunch.slurm.run."""
+hyperlaunch.slurm.commands.run."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import jobs, slurm
-from hyperlaunch.config import plan_job
-from hyperlaunch.errors import SlurmError
-from hyperlaunch.render import render_sbatch, sbatch_flags
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.job.config import plan_job
+from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.script.render import render_sbatch, sbatch_flags
 from tests.unit.cli_runner import run_cli
 
 P5 = {"model": "qwen3_0_6b", "instance_type": "p5.48xlarge", "nodes": 2, "torchrun": "torchrun"}

@@ -36,7 +36,7 @@ def fixed(examples: int) -> settings:
 def _compiled_templates() -> None:
     """Compile the templates once, before any example: the compiled-template cache is written
     on first use, which is not the write an example is checked for."""
-    from hyperlaunch.render import _template
+    from hyperlaunch.script.render import _template
 
     _template()
 

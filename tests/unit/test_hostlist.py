@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hyperlaunch import hostlist
-from hyperlaunch.job_status import failed_nodes
-from hyperlaunch.slurm import Attempt, NodeEvent
+from hyperlaunch.slurm import hostlist
+from hyperlaunch.runs.job_status import failed_nodes
+from hyperlaunch.slurm.commands import Attempt, NodeEvent
 
 
 @pytest.mark.parametrize(

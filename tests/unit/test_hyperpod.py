@@ -1,4 +1,4 @@
-"""hyperlaunch.hyperpod: Slurm names of HyperPod nodes, the resource config read without
+"""hyperlaunch.aws.hyperpod: Slurm names of HyperPod nodes, the resource config read without
 trusting it, sinfo's partition nodes, and the SageMaker API's answers (a local moto server)
 cached briefly per cluster, in a private file written whole."""
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import hyperpod, slurm
-from hyperlaunch.errors import AwsError
+from hyperlaunch.aws import hyperpod
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import AwsError
 from tests.moto_aws import LocalAws
 from tests.unit.hyperpod_cluster import ARN, create_cluster, resource_config, write_resource_config
 

@@ -1,7 +1,7 @@
 """The instance type from the cluster when no flag or config names one: this node's
 resource_config.json, else the SageMaker API for --hyperpod-cluster (a local moto server),
 each mapping the partition's Slurm nodes to their instance group; else cpu, with the reason.
-Slurm is faked at hyperlaunch.slurm (partition_nodes, and run for the GRES decision)."""
+Slurm is faked at hyperlaunch.slurm.commands (partition_nodes, and run for the GRES decision)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import slurm
-from hyperlaunch.config import plan_job
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.render import render_sbatch
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.job.config import plan_job
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.script.render import render_sbatch
 from tests.moto_aws import LocalAws
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import (
@@ -259,7 +259,7 @@ def test_render_without_a_reachable_cluster_is_cpu_with_the_reason(tmp_path: Pat
 def test_hyperpod_auto_resume_is_decided_before_rendering_and_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--hyperpod-cluster, or a resource_config.json on this host, turns auto-resume on in the
     spec (so the record and resume hold it); nothing seen leaves it to the node; a flag wins."""
-    from hyperlaunch import detect
+    from hyperlaunch.job import detect
 
     assert detect.hyperpod_mode(hyperpod_cluster="demo", environ={}).value == "on"
     config = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())

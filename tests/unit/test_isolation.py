@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.paths import hyperlaunch_home
+from hyperlaunch.core.paths import hyperlaunch_home
 from tests.conftest import REAL_HOME, real_home_writes
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import checkpoints, slurm
-from hyperlaunch.job_status import summarize
-from hyperlaunch.jobs import JobRecord
-from hyperlaunch.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
-from hyperlaunch.slurm import Attempt, NodeEvent
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.core import checkpoints
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.runs.job_status import summarize
+from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
+from hyperlaunch.slurm.commands import Attempt, NodeEvent
+from hyperlaunch.job.spec import JobSpec
 
 
 @pytest.fixture()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import jobs
-from hyperlaunch.errors import JobNotFound, SlurmError
-from hyperlaunch.spec import JobSpec
-from hyperlaunch.submission import submit
+from hyperlaunch.runs import jobs
+from hyperlaunch.core.errors import JobNotFound, SlurmError
+from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs.submission import submit
 
 
 def _spec(tmp_path: Path, **changes: object) -> JobSpec:

@@ -1,4 +1,4 @@
-"""The launch path of `submit` and `resume` (hyperlaunch.launch), below submitit: a resumed
+"""The launch path of `submit` and `resume` (hyperlaunch.runs.launch), below submitit: a resumed
 job's plan, and one render-submit-record route for both commands."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import jobs
-from hyperlaunch.checkpoints import METADATA_FILE, checkpoint_path
-from hyperlaunch.errors import CheckpointError
-from hyperlaunch.launch import launch, plan_resume
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
+from hyperlaunch.core.errors import CheckpointError
+from hyperlaunch.runs.launch import launch, plan_resume
+from hyperlaunch.job.spec import JobSpec
 
 
 def _record(tmp_path: Path, **changes: object) -> jobs.JobRecord:

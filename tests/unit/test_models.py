@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.models import PRESETS, ModelSpec, get_preset, preset_names
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, preset_names
 
 
 def test_every_issue_preset_is_registered() -> None:
@@ -78,6 +78,6 @@ def test_flops_per_token_follows_the_6n_rule() -> None:
 
 
 def test_importing_models_does_not_import_torch() -> None:
-    code = "import sys, hyperlaunch.models, hyperlaunch.checkpoints; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = "import sys, hyperlaunch.core.models, hyperlaunch.core.checkpoints; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

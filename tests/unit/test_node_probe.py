@@ -1,6 +1,6 @@
 """doctor's probe of the compute nodes without a cluster: the node-side script run with bash
 here (as srun would run it on a node), the parsing and judging of its JSON lines, the srun
-step's bounds (faked at hyperlaunch.slurm.run), and the CLI with stand-in Slurm commands."""
+step's bounds (faked at hyperlaunch.slurm.commands.run), and the CLI with stand-in Slurm commands."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import __version__, node_probe, slurm
-from hyperlaunch.errors import SlurmError
-from hyperlaunch.node_probe import JobSide, NodeReport, ProbeResult, choose_nodes, judge, parse_reports, summary
-from hyperlaunch.render import render_node_probe
+from hyperlaunch import __version__
+from hyperlaunch.doctor import node_probe
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.doctor.node_probe import JobSide, NodeReport, ProbeResult, choose_nodes, judge, parse_reports, summary
+from hyperlaunch.script.render import render_node_probe
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = NodeReport(

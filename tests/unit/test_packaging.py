@@ -74,11 +74,11 @@ def test_the_trainer_module_runs_from_the_checkout_root_without_the_installed_pa
 
 
 def test_the_trainer_console_script_is_declared() -> None:
-    from hyperlaunch.compat import tomllib
+    from hyperlaunch.core.compat import tomllib
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["hyperlaunch-train"] == "hyperlaunch.train.train:main"
-    from hyperlaunch.render import TRAINER_PROGRAM
+    from hyperlaunch.script.render import TRAINER_PROGRAM
 
     assert TRAINER_PROGRAM in scripts
 

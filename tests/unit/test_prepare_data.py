@@ -1,4 +1,4 @@
-"""`hyperlaunch prepare-data` and hyperlaunch.prepare: every input format becomes the token
+"""`hyperlaunch prepare-data` and hyperlaunch.data.prepare: every input format becomes the token
 stream the tokenizer gives, with document boundaries and a manifest; a killed run continues
 to the same result; a finished folder is never rewritten silently."""
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperlaunch import data_sources
-from hyperlaunch import prepared_data as fmt
-from hyperlaunch.errors import DataError
-from hyperlaunch.prepare import prepare
-from hyperlaunch.tokenizer import LoadedTokenizer, load_tokenizer
+from hyperlaunch.data import sources as data_sources
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.core.errors import DataError
+from hyperlaunch.data.prepare import prepare
+from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from tests.unit.cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,8 +266,8 @@ def test_without_the_train_extra_prepare_data_says_so_in_one_line(tmp_path: Path
 def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_path: Path, offline: LoadedTokenizer) -> None:
     """qwen3_0_6b's own tokenizer would fail the trainer's manifest check on data prepared with
     another one: submit and the trainer both default to the manifest's."""
-    from hyperlaunch import trainer_args as targs
-    from hyperlaunch.config import plan_job
+    from hyperlaunch.job import trainer_args as targs
+    from hyperlaunch.job.config import plan_job
 
     prepare([_write_jsonl(tmp_path / "a.jsonl", _docs(20))], tmp_path / "out", offline, workers=1)
     plan = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "out")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")

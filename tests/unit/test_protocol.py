@@ -1,4 +1,4 @@
-"""The protocol between the batch script, the trainer and `status` (hyperlaunch.protocol):
+"""The protocol between the batch script, the trainer and `status` (hyperlaunch.core.protocol):
 each vocabulary is the one the template is rendered with, and each record reads back what
 its writer wrote."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import protocol as p
-from hyperlaunch.errors import (
+from hyperlaunch.core import protocol as p
+from hyperlaunch.core.errors import (
     EXIT_CODES,
     CheckpointError,
     ConfigError,
@@ -21,8 +21,8 @@ from hyperlaunch.errors import (
     NodeProblem,
     SlurmError,
 )
-from hyperlaunch.render import render_sbatch
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.job.spec import JobSpec
 
 
 def _script(tmp_path: Path) -> str:

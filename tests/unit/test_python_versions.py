@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from hyperlaunch.compat import tomllib
+from hyperlaunch.core.compat import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDEST_PYTHON = "3.10"
@@ -30,7 +30,7 @@ def test_the_shipped_code_passes_a_python_310_compatibility_check() -> None:
     """vermin reads the source for every feature newer than the target: modules (tomllib),
     members (datetime.UTC, enum.StrEnum, typing.Self), syntax (except*, PEP 695) and, with
     --eval-annotations, annotations evaluated at run time (typing.get_type_hints, Typer).
-    Branches under `sys.version_info >= (3, 11)` count for 3.11 only (hyperlaunch.compat)."""
+    Branches under `sys.version_info >= (3, 11)` count for 3.11 only (hyperlaunch.core.compat)."""
     assert importlib.util.find_spec("vermin"), "vermin is not installed: `make setup` installs the test extra"
     args = [f"-t={OLDEST_PYTHON}-", "--no-tips", "--violations", "--eval-annotations", "hyperlaunch", "train"]
     result = subprocess.run(

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hyperlaunch import recommend, trainer_args as targs
-from hyperlaunch.config import plan_job
-from hyperlaunch.models import PRESETS, get_preset
+from hyperlaunch.core import recommend
+from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.config import plan_job
+from hyperlaunch.core.models import PRESETS, get_preset
 from tests.unit.cli_runner import run_cli
 from tests.unit.test_config import TINY_QWEN3_CONFIG
 
@@ -43,7 +44,7 @@ def test_gpu_instances_get_the_gpu_sizes_and_the_presets_tokenizer_with_data(tmp
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_renders_every_setting_once_and_the_trainer_accepts_them(tmp_path: Path, name: str) -> None:
-    from hyperlaunch.launch import check_trainer_command
+    from hyperlaunch.runs.launch import check_trainer_command
 
     result = plan(tmp_path, {"model": name})
     flags = [a for a in result.spec.trainer_args if a.startswith("--")]

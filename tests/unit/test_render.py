@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperlaunch.protocol import (
+from hyperlaunch.core.protocol import (
     REQUEUE_EXIT_CODE,
     TRAINER_FAILURE_FILE_ENV,
     FailureKind,
@@ -28,8 +28,8 @@ from hyperlaunch.protocol import (
     parse_attempt_marker,
     trainer_failure_path,
 )
-from hyperlaunch.render import launch_command, render_sbatch
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.script.render import launch_command, render_sbatch
+from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -238,7 +238,7 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
 
 
 def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path: Path) -> None:
-    from hyperlaunch.protocol import requeue_request_path
+    from hyperlaunch.core.protocol import requeue_request_path
 
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     (tmp_path / "run").mkdir()
@@ -275,7 +275,7 @@ def test_a_step_that_lost_a_node_is_left_to_slurms_own_requeue(tmp_path: Path) -
 def test_the_installed_trainer_starts_as_its_console_script_beside_torchrun(tmp_path: Path) -> None:
     """Never `-m hyperlaunch.train`: python -m puts the job's working directory first on
     sys.path, where a source checkout's hyperlaunch/ shadows the installed trainer."""
-    from hyperlaunch.render import launch_command, trainer_program
+    from hyperlaunch.script.render import launch_command, trainer_program
 
     base = JobSpec(model="qwen3_tiny", checkpoint_dir="/c", log_dir="/l", run_dir="/r")
     assert trainer_program(base) == ["--no-python", "hyperlaunch-train"]

@@ -1,7 +1,7 @@
 """A node HyperPod replaced keeps its Slurm name but gets a new instance id: submit records the
 nodes' ids, and `resume --exclude-failed` keeps Slurm off the failed nodes except those whose
 id has changed since. The record also keeps where the instance type came from, for `status`.
-Slurm is faked at hyperlaunch.slurm; the ids come from a resource_config.json."""
+Slurm is faked at hyperlaunch.slurm.commands; the ids come from a resource_config.json."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import jobs, slurm
-from hyperlaunch.checkpoints import METADATA_FILE, checkpoint_path
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import CONTROLLER, WORKERS, fake_partition, resource_config, write_resource_config
 

@@ -1,7 +1,7 @@
 """The restart budget (issue 15): --max-restarts bounds the attempts in a row that made no
 progress (no checkpoint completed in them, the trainer's progress records), not the requeues.
 The batch script decides, run by the harness with stub Slurm commands; `status` counts the
-same way (hyperlaunch.protocol.failures_in_a_row)."""
+same way (hyperlaunch.core.protocol.failures_in_a_row)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import protocol as p
-from hyperlaunch.job_status import Restart, summarize
-from hyperlaunch.jobs import JobRecord
-from hyperlaunch.render import render_sbatch
-from hyperlaunch.slurm import Attempt
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.core import protocol as p
+from hyperlaunch.runs.job_status import Restart, summarize
+from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.slurm.commands import Attempt
+from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import JOB_ID, Run, run_script
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.render import render_sbatch
-from hyperlaunch.spec import JobSpec
+from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.job.spec import JobSpec
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 _WORKER = """

@@ -1,5 +1,5 @@
 """Names the job script depends on: every variable the batch script or the step script reads
-or exports is in hyperlaunch.script_env's reserved list (found by scanning the templates and
+or exports is in hyperlaunch.core.script_env's reserved list (found by scanning the templates and
 the rendered scripts, so a new name in a template fails here until it is listed), and `--env`
 refuses each of them through every channel, in one line naming the rule."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.config import build_spec
-from hyperlaunch.instances import get_instance
-from hyperlaunch.render import render_sbatch
-from hyperlaunch.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+from hyperlaunch.job.config import build_spec
+from hyperlaunch.core.instances import get_instance
+from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.core.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from tests.unit.cli_runner import run_cli
 
 # $NAME, ${NAME...}, `export NAME`, and bare names inside $(( ... )) arithmetic.
@@ -54,7 +54,7 @@ def test_the_scanner_sees_the_names_of_the_issue() -> None:
 def test_every_name_the_templates_read_or_export_is_reserved() -> None:
     for name, text in _templates().items():
         missing = _names_used(text) - RESERVED_ENV_NAMES - set(NAMES_READ_AS_GIVEN)
-        assert not missing, f"templates/{name} uses {sorted(missing)}: add them to hyperlaunch/script_env.py"
+        assert not missing, f"templates/{name} uses {sorted(missing)}: add them to hyperlaunch/core/script_env.py"
 
 
 @pytest.mark.parametrize(
@@ -72,7 +72,7 @@ def test_every_name_the_rendered_script_reads_or_exports_is_reserved_or_a_preset
     instance = get_instance(spec.instance_type)
     preset = set(dict(instance.env)) | set(dict(instance.container_env))
     missing = _names_used(render_sbatch(spec)) - RESERVED_ENV_NAMES - preset - set(NAMES_READ_AS_GIVEN)
-    assert not missing, f"the script uses {sorted(missing)}: add them to hyperlaunch/script_env.py"
+    assert not missing, f"the script uses {sorted(missing)}: add them to hyperlaunch/core/script_env.py"
 
 
 def test_the_list_is_exactly_the_scripts_names_and_the_shells() -> None:

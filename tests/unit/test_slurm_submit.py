@@ -1,4 +1,4 @@
-"""sbatch through hyperlaunch.slurm.submit_script (submitit underneath) with a fake sbatch:
+"""sbatch through hyperlaunch.slurm.commands.submit_script (submitit underneath) with a fake sbatch:
 the environment is passed, not swapped into this process, and a refusal leaves nothing."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import slurm
-from hyperlaunch.errors import SlurmError
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import SlurmError
 
 
 def _fake_sbatch(bin_dir: Path, body: str) -> dict[str, str]:

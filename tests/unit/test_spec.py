@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from hyperlaunch.errors import InvalidInput
-from hyperlaunch.instances import get_instance, known_instance_types
-from hyperlaunch.spec import JobSpec, default_container_mounts
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.instances import get_instance, known_instance_types
+from hyperlaunch.job.spec import JobSpec, default_container_mounts
 
 PATHS = {"checkpoint_dir": "/shared/ckpt", "log_dir": "/shared/logs", "run_dir": "/shared/runs/a"}
 
@@ -135,7 +135,7 @@ def test_sagemaker_names_find_the_same_preset() -> None:
 
 
 def test_the_trainer_finds_a_gpus_peak_in_the_instance_presets() -> None:
-    from hyperlaunch.instances import peak_bf16_flops
+    from hyperlaunch.core.instances import peak_bf16_flops
 
     assert peak_bf16_flops("NVIDIA H100 80GB HBM3") == 989e12
     assert peak_bf16_flops("NVIDIA B200") == 2250e12

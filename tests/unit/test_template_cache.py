@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch import render
-from hyperlaunch.config import build_spec
+from hyperlaunch.script import render
+from hyperlaunch.job.config import build_spec
 
 
 def _script(tmp_path: Path) -> str:

@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
-from hyperlaunch.models import get_preset
+from hyperlaunch.core.models import get_preset
 from hyperlaunch.train.tied_embedding import use_in_place_embedding_grad
 
 

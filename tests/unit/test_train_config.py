@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.errors import InvalidInput
+from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.train.config import TrainConfig, build_parser, parse_config
 
 REQUIRED = ["--model", "qwen3_tiny", "--checkpoint-dir", "/c"]

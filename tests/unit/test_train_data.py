@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from hyperlaunch.errors import DataError
-from hyperlaunch.prepare import prepare
-from hyperlaunch.prepared_data import read_manifest
-from hyperlaunch.tokenizer import load_tokenizer
+from hyperlaunch.core.errors import DataError
+from hyperlaunch.data.prepare import prepare
+from hyperlaunch.data.prepared_data import read_manifest
+from hyperlaunch.data.tokenizer import load_tokenizer
 from hyperlaunch.train.data import Batcher, GlobalSampler, TokenStream, ValidationBatches, split_validation
 
 

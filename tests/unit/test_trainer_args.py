@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hyperlaunch import trainer_args as targs
+from hyperlaunch.job import trainer_args as targs
 
 
 def test_a_value_is_read_in_both_forms_and_the_last_one_wins() -> None:

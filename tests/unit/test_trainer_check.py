@@ -32,7 +32,7 @@ def test_bad_trainer_arguments_are_one_line_and_nothing_is_submitted(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     submitted: list[object] = []
-    monkeypatch.setattr("hyperlaunch.submission.submit", lambda *a, **k: submitted.append(a))
+    monkeypatch.setattr("hyperlaunch.runs.submission.submit", lambda *a, **k: submitted.append(a))
     monkeypatch.setattr("hyperlaunch.cli._cluster.slurm_env", lambda *a, **k: {})
     result = run_cli([command, "--nodes", "2", "--model", "qwen3_tiny", "--", *trainer_args], monkeypatch)
     assert result.exit_code == 2, result.output

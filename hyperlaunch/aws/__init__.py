@@ -1,0 +1,1 @@
+"""The only code that calls boto3: the client, SageMaker HyperPod, ECR."""

@@ -1,0 +1,120 @@
+"""The training settings a job uses when the user names none: decided once here, from the
+model (a preset, or a local model directory's config.json), the hardware (CPU or GPU nodes)
+and whether the job brings its own data, each with the reason it was chosen.
+
+Both sides use it: `submit`/`render` write the chosen values into the trainer's command line
+and print where each came from; the trainer fills the same values in when it is started by
+hand without them. Torch-free (the CLI imports it on a login node)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.core.models import ModelSpec
+
+BUILT_IN_CORPUS_TOKENIZER = "offline"
+"""The tokenizer shipped with the built-in corpus (hyperlaunch/data/assets): no network needed."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One training setting: the trainer option it fills (a TrainConfig field), its value and why."""
+
+    name: str
+    value: int | bool | str
+    source: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def as_args(self) -> list[str]:
+        """The trainer arguments that set it (`--x V`, `--x` / `--no-x` for switches)."""
+        if isinstance(self.value, bool):
+            return [self.flag if self.value else "--no-" + self.flag[2:]]
+        return [self.flag, str(self.value)]
+
+
+def recommended(
+    spec: ModelSpec,
+    *,
+    origin: str,
+    gpu: bool,
+    hardware: str,
+    data_given: bool,
+    model_tokenizer: str | None = None,
+    data_tokenizer: str | None = None,
+) -> list[Setting]:
+    """The settings of a run of `spec` on `hardware` (GPU nodes when `gpu`), in the order
+    `submit` prints them; `origin` says where the model's numbers come from (`preset X`, a
+    config.json). The tokenizer: the one a prepared --data folder was made with
+    (`data_tokenizer`, from its manifest: any other would fail the trainer's check); else
+    `model_tokenizer`, a local model directory that holds its own; else the preset's; and
+    without data, the tokenizer shipped with the built-in corpus."""
+    sized = f"{origin}, for {hardware}"
+    seq_len, micro_batch = (spec.seq_len, spec.micro_batch_size) if gpu else (spec.cpu_seq_len, spec.cpu_micro_batch_size)
+    seq_source = sized
+    if seq_len > spec.max_position_embeddings:
+        seq_len = spec.max_position_embeddings
+        seq_source = f"{sized}, capped at the model's max_position_embeddings"
+    if not data_given:
+        tokenizer, tokenizer_source = BUILT_IN_CORPUS_TOKENIZER, "no --data: the built-in corpus and its shipped tokenizer (no network)"
+    elif data_tokenizer is not None:
+        tokenizer, tokenizer_source = data_tokenizer, "the tokenizer --data was prepared with (its manifest.json)"
+    elif model_tokenizer is not None:
+        tokenizer, tokenizer_source = model_tokenizer, "the model directory's own tokenizer"
+    else:
+        tokenizer, tokenizer_source = spec.tokenizer, origin
+    return [
+        Setting("max_steps", spec.max_steps, origin),
+        Setting("checkpoint_every", spec.checkpoint_every, origin),
+        Setting("val_every", spec.val_every, origin),
+        Setting("seq_len", seq_len, seq_source),
+        Setting("micro_batch_size", micro_batch, sized),
+        Setting("sharding", spec.sharding, origin),
+        Setting("activation_checkpointing", spec.activation_checkpointing, origin),
+        Setting("cpu_offload", spec.cpu_offload, origin),
+        Setting("tokenizer", tokenizer, tokenizer_source),
+    ]
+
+
+def given_names(trainer_args: Sequence[str]) -> set[str]:
+    """TrainConfig field names the user set in the trainer's arguments (`--seq-len 8`,
+    `--seq-len=8`, `--no-cpu-offload`)."""
+    names = set()
+    for arg in trainer_args:
+        if arg.startswith("--"):
+            flag = arg[2:].split("=", 1)[0]
+            names.add(flag.replace("-", "_"))
+            if flag.startswith("no-"):
+                names.add(flag[3:].replace("-", "_"))
+    return names
+
+
+def prepared_data_tokenizer(data: str | None) -> str | None:
+    """The tokenizer a prepared --data folder (hyperlaunch prepare-data) was made with; None
+    for raw data, a folder not prepared (yet), or a manifest that cannot be read (the trainer
+    says why)."""
+    if data is None:
+        return None
+    from hyperlaunch.core.errors import DataError
+    from hyperlaunch.data.prepared_data import read_manifest
+
+    try:
+        manifest = read_manifest(Path(data))
+    except (DataError, OSError, ValueError):
+        return None
+    name = manifest.tokenizer.get("name") if manifest is not None else None
+    return name if isinstance(name, str) and name else None
+
+
+def sequence_warning(spec: ModelSpec, seq_len: int) -> str | None:
+    """Why a sequence length longer than the model was configured for deserves a look."""
+    if seq_len <= spec.max_position_embeddings:
+        return None
+    return (
+        f"--seq-len {seq_len} is longer than {spec.name}'s max_position_embeddings "
+        f"({spec.max_position_embeddings}): positions past it were never trained"
+    )

@@ -1,0 +1,51 @@
+"""The environment names the sbatch script (templates/) depends on, which no `--env` may set.
+
+The script reads Slurm's job variables to decide restarts and the rendezvous, and exports the
+launcher's own settings; bash itself runs BASH_ENV and ENV in every non-interactive shell (each
+step is `bash -c`) and splits words on IFS. A user value for any of them would silently undo a
+guarantee (`SLURM_RESTART_COUNT=0` lifts the restart limit), so JobSpec refuses them.
+
+Kept beside render.py: tests/unit/test_script_env.py scans the templates and the rendered
+script and fails when the script reads or exports a name that is missing here. The instance
+presets' NCCL/EFA variables are not reserved: overriding them with `--env` is their purpose.
+"""
+
+from __future__ import annotations
+
+from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV
+
+TORCHRUN_SIGNALS_ENV = "PET_SIGNALS_TO_HANDLE"
+"""torchrun's list of signals it forwards to its workers (the script adds the save signal)."""
+TORCHRUN_SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+"""Seconds torchrun waits for its workers after a stop signal (the script sets the warning window)."""
+
+SLURM_NAMES_READ = (
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_PARTITION",
+    "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_RESTART_COUNT",
+    "SLURMD_NODENAME",
+)
+"""Slurm's job variables the batch script and the step script read."""
+STEP_NODES_ENV = "HYPERLAUNCH_STEP_NODES"
+"""The nodes of a round of trainers, space-separated, when spares wait beside them."""
+ROUND_ENV = "HYPERLAUNCH_ROUND"
+"""Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
+NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV)
+"""Variables the batch script exports for torchrun and the trainer."""
+SHELL_NAMES = ("BASH_ENV", "ENV", "IFS", "SECONDS")
+"""Variables that change what bash runs or how it splits words."""
+
+NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH",)
+"""Read by the script but not reserved: a GPU job's step looks for NCCL's network plugin where
+NCCL's loader would, so a value the user gives (`--env LD_LIBRARY_PATH=...`) is the one to read."""
+
+RESERVED_ENV_NAMES: frozenset[str] = frozenset(SLURM_NAMES_READ + NAMES_SET + SHELL_NAMES)
+"""Every name `--env` refuses. PATH and LD_* stay allowed (LD_PRELOAD is the NCCL-plugin workaround)."""
+
+RESERVED_ENV_RULE = "names the job script reads or sets are reserved: " + ", ".join(
+    SLURM_NAMES_READ + NAMES_SET + SHELL_NAMES
+)
+"""The rule in one line, for the error and for `--env`'s help."""

@@ -1,0 +1,425 @@
+"""The one description of a training job: built once per invocation (see hyperlaunch.job.config),
+validated here before anything is rendered or submitted, then passed down unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import typing
+from dataclasses import dataclass
+from typing import Literal
+
+from hyperlaunch.core import checkpoints
+from hyperlaunch.job import containers
+from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.aws.hyperpod import check_cluster_name
+from hyperlaunch.core.instances import get_instance
+from hyperlaunch.core.models import PRESETS
+from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+
+DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
+HyperpodMode = Literal["auto", "on", "off"]
+HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
+GresMode = Literal["auto", "on", "off"]
+GRES_MODES: tuple[str, ...] = ("auto", "on", "off")
+NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")
+"""NCCL_DEBUG's levels (NCCL's environment-variable guide)."""
+
+# Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit. ASCII digits only
+# (Python's \d also takes other scripts' digits, which int() reads but Slurm does not), and
+# fullmatch, since `$` would let a trailing newline through.
+_SLURM_TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}")
+_UNLIMITED = ("UNLIMITED", "INFINITE")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INT32_MAX = 2**31 - 1
+"""The bound of every count: Slurm keeps node counts and time limits in 32 bits, and the
+batch script compares restart counts in bash arithmetic, which a longer number overflows."""
+_MAX_TIME_MINUTES = INT32_MAX
+PATH_MAX_BYTES = 4095
+NAME_MAX_BYTES = 255
+"""Linux's limits on a path and on one of its components (ENAMETOOLONG beyond them)."""
+# `<job name>_<job id>.out` must fit in one path component: room for an array job id.
+_JOB_NAME_MAX_BYTES = NAME_MAX_BYTES - len("_4294967295_4294967295.out")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
+_SIGNAL_SLACK_SECONDS = 60
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """Everything needed to render and submit one training job. Paths are absolute because
+    the script runs on other machines (and maybe inside a container)."""
+
+    model: str
+    """Model preset name (hyperlaunch.core.models), or an absolute path to a Hugging Face model directory."""
+    checkpoint_dir: str
+    """Absolute checkpoint folder shared by all nodes (`<model>-<N>steps/`, `<model>-latest`)."""
+    log_dir: str
+    """Absolute folder for Slurm's `%x_%j.out` / `.err` logs; must exist before sbatch runs."""
+    run_dir: str
+    """Absolute folder where the trainer writes metrics.jsonl and per-run files."""
+    nodes: int = 1
+    """Number of nodes; one srun task (one torchrun agent) per node."""
+    instance_type: str = "cpu"
+    """Instance type whose EFA/NCCL preset is exported (env/*.toml); `cpu` on the dev cluster.
+    SageMaker's `ml.p5.48xlarge` is taken as `p5.48xlarge`, the name kept here."""
+    gpus_per_node: int | None = None
+    """GPUs (= torchrun processes) per node; None takes all of the instance type's GPUs."""
+    job_name: str | None = None
+    """Slurm job name (`%x` in log names); None uses the model name."""
+    partition: str | None = None
+    """Slurm partition, or None for the cluster default."""
+    account: str | None = None
+    """Slurm account to charge, or None."""
+    qos: str | None = None
+    """Slurm quality of service, or None."""
+    time: str | None = None
+    """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
+    exclusive: bool = False
+    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.config turns it on for GPU instance types
+    unless a layer sets it."""
+    gres_gpus: GresMode = "auto"
+    """Request the GPUs as Slurm GRES (`--gpus-per-node`): `on` or `off`, decided before
+    rendering (hyperlaunch.job.detect: the flag or a config, else whether the partition's nodes
+    have GPU GRES). `auto`, a choice nobody made, renders as `off`."""
+    exclude: tuple[str, ...] = ()
+    """Nodes Slurm must not use (`--exclude`), e.g. the ones that failed a previous attempt."""
+    container_image: str | None = None
+    """Pyxis/enroot image (`.sqsh` path or registry URI, a `REGISTRY/repo:tag` one taken as
+    Pyxis's `REGISTRY#repo:tag`); None runs on the host."""
+    container_mounts: tuple[str, ...] = ()
+    """Extra Pyxis mounts `SRC[:DST[:FLAGS]]`; the job's own paths are always mounted (containers.job_paths)."""
+    container_workdir: str | None = None
+    """Working directory inside the container; None uses run_dir."""
+    container_name: str | None = None
+    """Pyxis container name, so an attempt on a node that unpacked the image before reuses it.
+    None (or an `hl-` name, derived before) is derived from the image's identity again
+    (containers.derived_name); None after that when a .sqsh file cannot be read here."""
+    data: str | None = None
+    """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
+    max_steps: int | None = None
+    """Optimizer steps to train to; None lets the trainer use its default."""
+    env: tuple[tuple[str, str | None], ...] = ()
+    """User environment exports (KEY, VALUE), applied after the instance preset's; VALUE None
+    forwards KEY from the submitting environment (sbatch --export), never written anywhere."""
+    nccl_debug: str | None = None
+    """NCCL_DEBUG exported on every node (VERSION, WARN, INFO, ABORT, TRACE), or None to leave it unset."""
+    hyperpod: HyperpodMode = "auto"
+    """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
+    hyperpod_cluster: str | None = None
+    """SageMaker HyperPod cluster (name or ARN) whose API says the instance type when no layer
+    and no resource_config.json on this node does, and the nodes' instance ids for `resume
+    --exclude-failed` (hyperlaunch.aws.hyperpod); None: this node's resource_config.json only."""
+    max_restarts: int = 3
+    """The restart budget: how many attempts in a row may end without a new complete checkpoint
+    (a crash, a lost node, a stop without a save) and still be requeued. Requeues after a save
+    (time limit, preemption) do not use it; hyperlaunch.core.protocol.RESTART_CEILING bounds all."""
+    spare_nodes: int = 0
+    """Extra nodes the job allocates beyond `nodes` and keeps idle: when a node is lost, the
+    batch script restarts the trainers on a spare inside the same allocation, with no trip
+    through the queue (templates/partials/supervise.sh.j2)."""
+    restarts_in_allocation: int = 2
+    """How many times in a row (without a new checkpoint between them) a crash or hang on
+    healthy nodes restarts the trainers inside the allocation; after that the job is
+    requeued within the restart budget. Never for failures no attempt can fix."""
+    signal_seconds: int = 120
+    """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
+    after_job: str | None = None
+    """A Slurm job this one starts after, however it ends (`--dependency=afterany:<id>`): set by
+    `resume --after-end` while the resumed job still runs, never by a flag or config."""
+    trainer_args: tuple[str, ...] = ()
+    """Extra arguments appended to the trainer's command line, verbatim."""
+    torchrun: str = "torchrun"
+    """torchrun command on the nodes (a path when it is not on PATH there)."""
+    trainer_module: str = DEFAULT_TRAINER_MODULE
+    """Internal, never set by the user: the Python module torchrun runs on every node (the
+    default one through its console script, see render.trainer_program). Tests run the
+    trainer through an entry module of their own that injects faults."""
+    checkpoint_name: str = ""
+    """Derived ("" until then), never set by the user: the name the model's checkpoints go by, decided once by
+    hyperlaunch.core.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        instance = get_instance(self.instance_type)
+        # One name for the type (the preset's), whether the user typed SageMaker's `ml.` form or not.
+        object.__setattr__(self, "instance_type", instance.name)
+        if isinstance(self.nccl_debug, str):
+            object.__setattr__(self, "nccl_debug", self.nccl_debug.upper())
+        if self.container_image is not None:
+            object.__setattr__(self, "container_image", containers.pyxis_image(self.container_image))
+        if self.container_name is None or containers.is_derived_name(self.container_name):
+            image = self.container_image
+            object.__setattr__(self, "container_name", None if image is None else containers.derived_name(image))
+        # Fill the two derived defaults once, so every later reader sees concrete values.
+        if self.gpus_per_node is None:
+            object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
+        if self.job_name is None:
+            object.__setattr__(self, "job_name", os.path.basename(self.model.rstrip("/")) or "hyperlaunch")
+        _validate(self, instance.gpus_per_node)
+        if not self.checkpoint_name:
+            name = checkpoints.checkpoint_name(self.model, targs.value_of(self.trainer_args, targs.MODEL_NAME))
+            object.__setattr__(self, "checkpoint_name", name)
+
+    @property
+    def procs_per_node(self) -> int:
+        """torchrun processes per node: one per GPU, or one on CPU-only nodes."""
+        return self.gpus_per_node or 1
+
+    @property
+    def nodes_text(self) -> str:
+        """The job's size as people read it: `2 node(s)`, `2 node(s) + 1 spare`."""
+        return f"{self.nodes} node(s)" + (f" + {self.spare_nodes} spare" if self.spare_nodes else "")
+
+    def replace(self, **changes: object) -> JobSpec:
+        """A copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _fail(message: str) -> None:
+    raise InvalidInput(message)
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """A value for an error message: repr, cut so that a hostile value keeps it one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'"
+
+
+@functools.cache
+def _field_types() -> dict[str, object]:
+    return typing.get_type_hints(JobSpec)
+
+
+def _check_types(spec: JobSpec) -> None:
+    """Every field holds its declared type (a record written by hand or by another version
+    reaches here as JSON), and text is text a file can hold: a value with lone surrogates
+    (bytes that were not UTF-8 on the command line) cannot be written into the script."""
+    for name, kind in _field_types().items():
+        value = getattr(spec, name)
+        if not _is_a(value, kind):
+            _fail(f"{name} must be {_type_name(kind)}, got {_shown(value)}")
+        for text in _texts(value):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                _fail(f"{name} is not valid UTF-8 text: {_shown(text)}")
+
+
+def _is_a(value: object, kind: object) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Literal:
+        return isinstance(value, str)  # which values: checked with the valid ones listed
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(item, args[0]) for item in value)
+        return len(value) == len(args) and all(_is_a(item, arg) for item, arg in zip(value, args))
+    if args:  # X | None
+        return any(_is_a(value, arg) for arg in args)
+    if kind is type(None):
+        return value is None
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)  # type: ignore[arg-type]
+
+
+def _type_name(kind: object) -> str:
+    text = str(kind).replace("typing.", "")
+    return {"<class 'int'>": "an integer", "<class 'str'>": "text", "<class 'bool'>": "true or false"}.get(text, text)
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def _check_text(name: str, value: str | None, *, allow_newlines: bool = False) -> None:
+    """Values may hold quotes, spaces and `$(...)` (rendering quotes them); what no quoting can
+    carry is NUL anywhere, or a newline in a value that ends up on an #SBATCH line."""
+    if value is None:
+        return
+    if value == "":
+        _fail(f"{name} must not be empty")
+    if "\x00" in value:
+        _fail(f"{name} must not contain NUL: {_shown(value)}")
+    if not allow_newlines and _CONTROL.search(value):
+        _fail(f"{name} must not contain control characters (newlines, tabs): {_shown(value)}")
+
+
+def _check_count(flag: str, value: int | None, low: int, high: int = INT32_MAX) -> None:
+    """A count within what Slurm and bash arithmetic take, the bound stated."""
+    if value is not None and not low <= value <= high:
+        _fail(f"{flag} must be between {low} and {high}, got {_shown(value, 40)}")
+
+
+def _check_path(name: str, value: str | None) -> None:
+    """An absolute path the file system can hold: no component over NAME_MAX bytes, at most
+    PATH_MAX in all (beyond them every open fails with ENAMETOOLONG, here or on the nodes)."""
+    if value is None:
+        return
+    _check_text(name, value, allow_newlines=True)
+    if not os.path.isabs(value):
+        _fail(f"{name} must be an absolute path (the script runs elsewhere), got {_shown(value)}")
+    encoded = value.encode("utf-8")
+    if len(encoded) > PATH_MAX_BYTES:
+        _fail(f"{name} is {len(encoded)} bytes long; a path can be at most {PATH_MAX_BYTES}: {_shown(value)}")
+    longest = max(encoded.split(b"/"), key=len)
+    if len(longest) > NAME_MAX_BYTES:
+        _fail(f"{name} has a component of {len(longest)} bytes; at most {NAME_MAX_BYTES} fit in a file name: {_shown(value)}")
+
+
+def _time_limit_seconds(value: str) -> int | None:
+    if value.upper() in _UNLIMITED:
+        return None
+    days, _, clock = value.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:  # D-H[:M[:S]]
+        parts += [0] * (3 - len(parts))
+        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if len(parts) == 1:  # minutes
+        return parts[0] * 60
+    if len(parts) == 2:  # M:S
+        return parts[0] * 60 + parts[1]
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def _validate(spec: JobSpec, instance_gpus: int) -> None:
+    _check_text("model", spec.model)
+    if checkpoints.is_model_directory(spec.model):
+        if not os.path.isabs(spec.model):
+            _fail(f"model directory {_shown(spec.model)} must be an absolute path")
+        _check_path("model directory", spec.model)
+    elif spec.model not in PRESETS:
+        _fail(f"unknown model {_shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+    _check_count("--nodes", spec.nodes, 1)
+    gpus = spec.gpus_per_node
+    assert gpus is not None
+    if instance_gpus == 0 and gpus != 0:
+        _fail(f"instance type {spec.instance_type!r} has no GPUs; --gpus-per-node must be 0, got {gpus}")
+    if instance_gpus > 0 and not 1 <= gpus <= instance_gpus:
+        _fail(f"--gpus-per-node must be between 1 and {instance_gpus} on {spec.instance_type}, got {gpus}")
+
+    # job_name ends up in #SBATCH lines and in %x log names, so it cannot hold a newline or a slash.
+    _check_text("job name", spec.job_name)
+    if spec.job_name and "/" in spec.job_name:
+        _fail(f"job name must not contain '/': {_shown(spec.job_name)}")
+    if spec.job_name and len(spec.job_name.encode("utf-8")) > _JOB_NAME_MAX_BYTES:
+        _fail(f"job name must be at most {_JOB_NAME_MAX_BYTES} bytes (it names the log files), got {_shown(spec.job_name)}")
+    for name in ("partition", "account", "qos"):
+        value = getattr(spec, name)
+        _check_text(name, value)
+        if value is not None and " " in value:
+            _fail(f"{name} must not contain spaces: {_shown(value)}")
+    for node in spec.exclude:
+        _check_text("excluded node", node)
+    _validate_time(spec.time)
+
+    _validate_paths(spec)
+    _validate_container(spec)
+
+    _check_count("--max-steps", spec.max_steps, 1)
+    for key, value in spec.env:
+        if not _ENV_NAME.fullmatch(key):
+            _fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
+        if key in RESERVED_ENV_NAMES:
+            _fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
+        if value is not None and "\x00" in value:
+            _fail(f"--env {key} value must not contain NUL")
+    if spec.gres_gpus not in GRES_MODES:
+        _fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {_shown(spec.gres_gpus)}")
+    if spec.nccl_debug is not None and spec.nccl_debug not in NCCL_DEBUG_LEVELS:
+        _fail(f"--nccl-debug must be one of: {', '.join(NCCL_DEBUG_LEVELS)}; got {_shown(spec.nccl_debug)}")
+    if spec.hyperpod not in HYPERPOD_MODES:
+        _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
+    if spec.hyperpod_cluster is not None and check_cluster_name(spec.hyperpod_cluster):
+        _fail(f"--hyperpod-cluster {_shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
+    _check_count("--max-restarts", spec.max_restarts, 0)
+    _check_count("--spare-nodes", spec.spare_nodes, 0)
+    _check_count("--restarts-in-allocation", spec.restarts_in_allocation, 0)
+    if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
+        _fail(f"after_job must be a Slurm job id, got {_shown(spec.after_job)}")
+    _validate_signal(spec)
+    for arg in spec.trainer_args:
+        if "\x00" in arg:
+            _fail(f"trainer argument {arg!r} contains NUL")
+    _check_text("torchrun", spec.torchrun, allow_newlines=True)
+    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", spec.trainer_module):
+        _fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
+
+
+def _validate_time(time: str | None) -> None:
+    if time is None or time.upper() in _UNLIMITED:
+        return
+    if not _SLURM_TIME.fullmatch(time):
+        _fail(f"--time {_shown(time)} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+    minutes = (_time_limit_seconds(time) or 0) // 60
+    if minutes > _MAX_TIME_MINUTES:
+        _fail(f"--time {_shown(time)} is too long: Slurm takes at most {_MAX_TIME_MINUTES} minutes, or UNLIMITED")
+
+
+def _validate_paths(spec: JobSpec) -> None:
+    for name in ("checkpoint_dir", "log_dir", "run_dir"):
+        _check_path(name, getattr(spec, name))
+    # log_dir lands in #SBATCH --output, a line sbatch parses itself; a backslash there also
+    # switches off Slurm's %j expansion.
+    _check_text("log_dir", spec.log_dir)
+    if "\\" in spec.log_dir:
+        _fail(f"log_dir must not contain a backslash: {_shown(spec.log_dir)}")
+    _check_text("data", spec.data, allow_newlines=True)
+    if spec.data is not None and os.path.isabs(spec.data):
+        _check_path("data", spec.data)
+
+
+def _validate_container(spec: JobSpec) -> None:
+    if spec.container_image is None:
+        if spec.container_name is not None:
+            _fail(f"--container-name {_shown(spec.container_name)} needs --container-image (it names the unpacked image)")
+        return
+    _check_text("container image", spec.container_image)
+    _check_text("container workdir", spec.container_workdir)
+    name = spec.container_name
+    if name is not None and not containers.is_derived_name(name):
+        if not containers.CONTAINER_NAME.fullmatch(name) or len(name) > containers.CONTAINER_NAME_MAX:
+            _fail(
+                f"--container-name {_shown(name)}: use letters, digits, '_', '.', '-' (not first), "
+                f"at most {containers.CONTAINER_NAME_MAX} characters"
+            )
+    # Pyxis splits --container-mounts on ',' and each mount on ':'.
+    for path, _ in containers.job_paths(spec):
+        _check_text("mounted path", path)
+        if "," in path or ":" in path:
+            _fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
+    for mount in spec.container_mounts:
+        _check_text("container mount", mount)
+        if "," in mount:
+            _fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
+
+
+def default_container_mounts(spec: JobSpec) -> list[str]:
+    """Mounts every container job gets (containers.container_mounts): every path the trainer
+    reads or writes, at the same path inside, then the user's."""
+    return containers.container_mounts(spec)
+
+
+def _validate_signal(spec: JobSpec) -> None:
+    if not 1 <= spec.signal_seconds <= _SLURM_SIGNAL_MAX_SECONDS:
+        _fail(f"--signal-seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {_shown(spec.signal_seconds, 40)}")
+    if spec.time is None:
+        return
+    limit = _time_limit_seconds(spec.time)
+    # slurmctld checks warning signals every 30 s and sends them up to that much early, so a
+    # signal time within a minute of the limit can arrive as the job starts, every attempt.
+    if limit is not None and spec.signal_seconds > limit - _SIGNAL_SLACK_SECONDS:
+        _fail(
+            f"--signal-seconds {spec.signal_seconds} leaves no time to train within --time {spec.time} "
+            f"({limit} s): Slurm may send the signal up to 30 s early, so use at most "
+            f"{max(limit - _SIGNAL_SLACK_SECONDS, 0)} s, or a longer --time"
+        )

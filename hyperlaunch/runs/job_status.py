@@ -1,0 +1,573 @@
+"""What happened to a job: Slurm state, attempts, why each restart happened, and the
+trainer's progress (latest checkpoint, last loss and throughput).
+
+Everything here is computed from what Slurm and the trainer already record - sacct's
+attempts (one batched call for all jobs), slurmdbd's node events, the attempt markers the
+rendered script writes into the log, metrics.jsonl and the checkpoint folder - so `status`
+works from any shell, any time after the job ran."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from hyperlaunch.core import checkpoints
+from hyperlaunch.slurm import hostlist
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.core.protocol import (
+    METRICS_FILE,
+    RESTART_CEILING,
+    TRAINER_ERROR_PREFIX,
+    EventRecord,
+    AttemptAction,
+    RestartCause,
+    StepRecord,
+    TrainerEvent,
+    TrainerFailure,
+    cause_text,
+    checkpoint_lock_path,
+    failures_in_a_row,
+    made_progress,
+    parse_attempt_marker,
+    parse_metrics_line,
+    read_regular_file,
+    read_trainer_failure,
+    trainer_failure_path,
+)
+
+ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
+# How long after an attempt ends its node's DOWN event may still be recorded.
+_EVENT_SLACK = timedelta(seconds=120)
+_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Why one attempt ended and the job ran again (or, for the last one, stopped)."""
+
+    attempt: int
+    """Which attempt ended (0 = the first run, = SLURM_RESTART_COUNT of that run)."""
+    cause: str
+    """node failure | preemption | time limit | crash | trainer error | requeued | cancelled |
+    restart limit | checkpoint folder in use."""
+    detail: str = ""
+    """The failed node(s), or the exit code and the error line of a crash, or the trainer's
+    own line for a trainer error."""
+    nodes: tuple[str, ...] = ()
+    """For a node failure: the nodes that went down during the attempt."""
+    kind: str = ""
+    """A FailureKind value when the trainer recorded why it failed, else empty."""
+    round: int = 0
+    """For a restart inside the allocation: the round of trainers it started (1 and on)."""
+
+    def describe(self) -> str:
+        where = " in allocation" if self.round else ""
+        return f"{self.cause}{where} ({self.detail})" if self.detail else f"{self.cause}{where}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The trainer's progress as its metrics.jsonl and checkpoint folder show it."""
+
+    last_step: int | None = None
+    last_loss: float | None = None
+    tokens_per_s: float | None = None
+    checkpoint_step: int | None = None
+    checkpoint: str | None = None
+    resumed_from_steps: tuple[int, ...] = ()
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class RestartBudget:
+    """How much of --max-restarts a job has used: attempts in a row that made no progress (no
+    new complete checkpoint) use it, one that did gives it back (see hyperlaunch.core.protocol)."""
+
+    windows: int
+    """Attempts Slurm ran: time windows and restarts alike."""
+    failures: int
+    """The ended attempts in a row, counted back from the latest, without a new checkpoint."""
+    allowed: int
+    """--max-restarts."""
+
+    @property
+    def left(self) -> int:
+        return max(self.allowed - self.failures, 0)
+
+
+def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last_running: bool) -> RestartBudget:
+    """The budget as the next attempt's script will count it: from the trainer's progress
+    records in the run dir. An attempt under way that has saved already has given it back."""
+    run_dir, job = Path(record.spec.run_dir), record.job_id
+    ended = len(attempts) - 1 if last_running else len(attempts)
+    if attempts and attempts[-1].state == "COMPLETED":
+        failures = 0
+    elif last_running and made_progress(run_dir, job, ended):
+        failures = 0
+    else:
+        failures = failures_in_a_row(run_dir, job, max(ended, 0))
+    return RestartBudget(windows=len(attempts), failures=failures, allowed=record.spec.max_restarts)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    record: JobRecord
+    state: str
+    attempts: tuple[slurm.Attempt, ...]
+    restarts: tuple[Restart, ...]
+    progress: Progress
+    nodes: str = ""
+    elapsed_s: int = 0
+    failure: Restart | None = None
+    steps: tuple[StepRecord, ...] = field(default_factory=tuple)
+    budget: RestartBudget | None = None
+    in_allocation: tuple[Restart, ...] = ()
+    """Restarts of the trainers inside an attempt's allocation (on a spare node, or after a
+    crash or hang on healthy nodes): no trip through the queue, no Slurm attempt of their own."""
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def failed_nodes(self) -> tuple[str, ...]:
+        """Every node that went down under this job, in the order it happened."""
+        ended = [*self.in_allocation, *self.restarts, *([self.failure] if self.failure else [])]
+        return tuple(dict.fromkeys(node for r in ended for node in r.nodes))
+
+    def to_json(self) -> dict[str, Any]:
+        spec = self.record.spec
+        return {
+            "job_id": self.record.job_id,
+            "model": spec.model,
+            "job_name": spec.job_name,
+            "nodes": spec.nodes,
+            "state": self.state,
+            "node_list": self.nodes,
+            "elapsed_s": self.elapsed_s,
+            "restarts": [r.__dict__ for r in self.restarts],
+            "restarts_in_allocation": [r.__dict__ for r in self.in_allocation],
+            "failure": self.failure.__dict__ if self.failure else None,
+            "attempts": [a.__dict__ for a in self.attempts],
+            **self._budget_json(),
+            "last_step": self.progress.last_step,
+            **_finite("last_loss", self.progress.last_loss),
+            **_finite("tokens_per_s", self.progress.tokens_per_s),
+            "checkpoint_step": self.progress.checkpoint_step,
+            "checkpoint": self.progress.checkpoint,
+            "resumed_from_steps": list(self.progress.resumed_from_steps),
+            "checkpoint_dir": spec.checkpoint_dir,
+            "run_dir": spec.run_dir,
+            "log": str(self.record.log_paths[0]),
+            "submitted_at": self.record.submitted_at,
+            "resumed_from_job": self.record.resumed_from,
+        }
+
+
+    def _budget_json(self) -> dict[str, Any]:
+        budget = self.budget or RestartBudget(windows=len(self.attempts), failures=0, allowed=self.record.spec.max_restarts)
+        return {
+            "windows": budget.windows,
+            "failures_counted": budget.failures,
+            "max_restarts": budget.allowed,
+            "restart_budget_left": budget.left,
+        }
+
+
+def _finite(name: str, value: float | None) -> dict[str, Any]:
+    """A number for the JSON document: JSON has no NaN or Infinity, so a diverged loss is null
+    with `<name>_non_finite` saying which ("nan", "inf", "-inf")."""
+    if value is None or math.isfinite(value):
+        return {name: value}
+    return {name: None, f"{name}_non_finite": str(value)}
+
+
+def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = None) -> list[JobStatus]:
+    """Status of each job: one sacct call for all of them (per Slurm config in use), one
+    node-event query only when some attempt ended in NODE_FAIL."""
+    by_conf: dict[str | None, list[JobRecord]] = {}
+    for record in records:
+        by_conf.setdefault(_conf_for(record, env), []).append(record)
+    attempts: dict[str, list[slurm.Attempt]] = {}
+    events: dict[str | None, list[slurm.NodeEvent]] = {}
+    queued: dict[str, str] = {}
+    for conf, group in by_conf.items():
+        slurm_env = _env_with_conf(env, conf)
+        # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
+            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+            queued.update(queue_states.result())
+        attempts.update(found)
+        failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
+        if failed:
+            starts = [a.start for a in failed if a.start and a.start != "Unknown"]
+            if starts:
+                events[conf] = slurm.node_events(min(starts), env=slurm_env)
+    return [
+        summarize(
+            record,
+            attempts.get(record.job_id, []),
+            events.get(_conf_for(record, env), []),
+            queue_state=queued.get(record.job_id),
+        )
+        for record in records
+    ]
+
+
+def _conf_for(record: JobRecord, env: Mapping[str, str] | None) -> str | None:
+    current = (env or {}).get("SLURM_CONF")
+    return current or record.slurm_conf
+
+
+def _env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str] | None:
+    base = dict(env if env is not None else os.environ)
+    if conf:
+        base["SLURM_CONF"] = conf
+    return base
+
+
+def summarize(
+    record: JobRecord,
+    attempts: Sequence[slurm.Attempt],
+    events: Sequence[slurm.NodeEvent],
+    *,
+    queue_state: str | None = None,
+) -> JobStatus:
+    """Pure: the status of one job from its sacct attempts, node events, queue state, log
+    and metrics."""
+    out_log, err_log = record.log_paths
+    out_lines = _read_lines(out_log)
+    markers = _markers_by_restart(out_lines, "end")
+    attempts = _with_logged_attempts(attempts, _markers_by_restart(out_lines, "start"), markers)
+    err_by_attempt = _split_attempts(_read_lines(err_log))
+
+    def cause_of(index: int) -> Restart:
+        following = attempts[index + 1].start if index + 1 < len(attempts) else None
+        marker = markers.get(index)
+        ended = _cause(index, attempts[index], marker, events, err_by_attempt.get(index, []), record, following)
+        return _budget_spent(ended, marker, record)
+
+    restarts = [cause_of(index) for index in range(len(attempts) - 1)]
+    last = attempts[-1] if attempts else None
+    failure = None
+    in_queue = queue_state is not None and queue_state in ACTIVE_STATES
+    if last is not None and last.state not in ACTIVE_STATES:
+        if in_queue:
+            # The last recorded attempt ended and the job is back in the queue: that
+            # attempt is a restart too.
+            restarts.append(cause_of(len(attempts) - 1))
+        elif last.state != "COMPLETED":
+            failure = cause_of(len(attempts) - 1)
+            # An attempt that found the budget spent at its start: the restart before it spent it.
+            if _marker_cause(markers.get(len(attempts) - 1)) is RestartCause.RESTART_LIMIT and restarts:
+                failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
+    progress, steps = read_progress(record)
+    state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
+    budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
+    return JobStatus(
+        in_allocation=tuple(_in_allocation_restarts(out_lines, record)),
+        record=record,
+        state=state,
+        attempts=tuple(attempts),
+        restarts=tuple(restarts),
+        progress=progress,
+        nodes=last.node_list if last and last.node_list != "None assigned" else "",
+        elapsed_s=sum(a.elapsed_s for a in attempts),
+        failure=failure,
+        steps=tuple(steps),
+        budget=budget,
+    )
+
+
+def _cause(
+    index: int,
+    attempt: slurm.Attempt,
+    marker: Mapping[str, str] | None,
+    events: Sequence[slurm.NodeEvent],
+    err_lines: Sequence[str],
+    record: JobRecord,
+    next_start: str | None = None,
+) -> Restart:
+    state = attempt.state
+    reason = _marker_cause(marker)
+    if state == "NODE_FAIL" or reason is RestartCause.NODE_FAILURE:
+        down = tuple(failed_nodes(attempt, events, next_start))
+        if not down and (marker or {}).get("nodes"):
+            down = tuple((marker or {})["nodes"].split(","))
+        return Restart(index, cause_text(RestartCause.NODE_FAILURE.value), ", ".join(down), down)
+    if state == "PREEMPTED":
+        return Restart(index, cause_text("preemption"))
+    if state == "TIMEOUT":
+        return Restart(index, cause_text(RestartCause.TIME_LIMIT.value))
+    if state == "CANCELLED":
+        return Restart(index, cause_text("cancelled"))
+    exit_code = (marker or {}).get("exit", attempt.exit_code.split(":")[0])
+    if reason is RestartCause.RESTART_LIMIT:
+        return Restart(index, cause_text(reason.value), _limit_detail((marker or {}).get("failures"), index, record))
+    if reason is RestartCause.CHECKPOINT_LOCKED:
+        holder = (marker or {}).get("holder", "")
+        lock = checkpoint_lock_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name)
+        return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds its lock, {lock.name}")
+    if reason is RestartCause.TIME_LIMIT:
+        # The save signal reached the batch shell: Slurm's warning before the time limit,
+        # unless the attempt ended well before that limit (someone sent it: preemption).
+        limit = attempt.time_limit_s
+        near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.signal_seconds - 60
+        return Restart(index, cause_text(reason.value if near_limit else "preemption"), "saved and requeued")
+    if reason is RestartCause.REQUEUE_REQUESTED:
+        return Restart(index, cause_text(reason.value), "saved and requeued")
+    if reason in (RestartCause.TRAINER_ERROR, RestartCause.CRASH, RestartCause.HANG) or state == "FAILED":
+        round_text = (marker or {}).get("round", "")
+        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index, int(round_text) if round_text.isdigit() else 0))
+    if state == "REQUEUED":
+        return Restart(index, cause_text("requeued"), "scontrol requeue")
+    return Restart(index, state.lower() or "unknown")
+
+
+def _budget_spent(ended: Restart, marker: Mapping[str, str] | None, record: JobRecord) -> Restart:
+    """`ended` as a restart limit when the script ended the job on it because the budget was
+    spent (its end marker: action exit, more failures in a row than --max-restarts)."""
+    failures = (marker or {}).get("failures", "")
+    spent = failures.isdigit() and int(failures) > record.spec.max_restarts
+    if (marker or {}).get("action") != AttemptAction.EXIT.value or not spent or _marker_cause(marker) is RestartCause.RESTART_LIMIT:
+        return ended
+    limit = _limit_detail(failures, ended.attempt, record)
+    return Restart(ended.attempt, cause_text(RestartCause.RESTART_LIMIT.value), f"{limit}; last: {ended.describe()}", ended.nodes, ended.kind)
+
+
+def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
+    allowed = record.spec.max_restarts
+    if failures is None or not failures.isdigit():  # a marker of an older script
+        return f"{allowed} restart(s) allowed"
+    if int(failures) > allowed:
+        return f"{failures} attempts in a row without a new checkpoint, {allowed} allowed"
+    return f"restart {restart}: the ceiling of {RESTART_CEILING} restarts"
+
+
+def _failed(
+    index: int, reason: RestartCause | None, exit_code: str, err_lines: Sequence[str], trainer: TrainerFailure | None
+) -> Restart:
+    """A step that failed: in the trainer's own words where it recorded them, since srun's
+    lines ("task 0: Terminated") only tell that it ended."""
+    if reason is RestartCause.TRAINER_ERROR:
+        detail = trainer.message if trainer else root_error_line(err_lines)
+        return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
+    task_exit = _task_exit_code(err_lines)
+    error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
+    detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
+    cause = RestartCause.HANG if reason is RestartCause.HANG else RestartCause.CRASH
+    return Restart(index, cause_text(cause.value), detail, kind=trainer.kind if trainer else "")
+
+
+def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerFailure | None:
+    return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index, round_))
+
+
+def _in_allocation_restarts(lines: Iterable[str], record: JobRecord) -> list[Restart]:
+    """The script's `restart` markers: each names the round it starts and why the one before
+    it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words)."""
+    found = []
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if not marker or marker.get("event") != "restart" or not marker.get("round", "").isdigit():
+            continue
+        attempt, round_ = int(marker["restart"]), int(marker["round"])
+        reason = _marker_cause(marker)
+        if reason is RestartCause.NODE_FAILURE:
+            nodes = tuple(filter(None, marker.get("nodes", "").split(",")))
+            detail = ", ".join(nodes) + (f" -> spare {marker['spare']}" if marker.get("spare") else "")
+            found.append(Restart(attempt, cause_text(reason.value), detail, nodes, round=round_))
+            continue
+        trainer = _trainer_failure(record, attempt, round_ - 1)
+        detail = f"exit {marker.get('exit', '?')}" + (f": {trainer.message}" if trainer and trainer.message else "")
+        cause = cause_text(reason.value) if reason else marker.get("cause", "unknown")
+        found.append(Restart(attempt, cause, detail, kind=trainer.kind if trainer else "", round=round_))
+    return found
+
+
+def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:
+    try:
+        return RestartCause((marker or {}).get("cause", ""))
+    except ValueError:
+        return None  # no marker (a killed batch host), or one from another version
+
+
+def failed_nodes(
+    attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent], next_start: str | None = None
+) -> list[str]:
+    """Nodes of the attempt that went down between its start and shortly after its end, but
+    not once the next attempt has started (a node both attempts ran on that fails then is the
+    next attempt's failure)."""
+    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    if start is None:
+        return []
+    end = (end or start) + _EVENT_SLACK
+    following = _parse_time(next_start) if next_start else None
+    if following is not None and following > start:
+        end = min(end, following)
+    nodes = set(hostlist.expand(attempt.node_list))
+    hits = []
+    for event in events:
+        when = _parse_time(event.start)
+        if event.node in nodes and when is not None and start <= when <= end and event.node not in hits:
+            hits.append(event.node)
+    return sorted(hits)
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_lines(path: Path) -> list[str]:
+    raw = read_regular_file(path)  # a folder or FIFO in its place is no file
+    return raw.decode("utf-8", errors="replace").splitlines() if raw else []
+
+
+def _markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, str]]:
+    """The script's `event` markers (start, end) by attempt (restart count); the last one wins."""
+    found: dict[int, dict[str, str]] = {}
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == event and marker.get("restart", "").isdigit():
+            found[int(marker["restart"])] = marker
+    return found
+
+
+def _with_logged_attempts(
+    attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
+) -> list[slurm.Attempt]:
+    """sacct's attempts, with those only the log's start markers know. A job requeued after
+    giving nodes back (a lost node left at once) keeps one accounting record for the run it
+    was resized in and every later run: that record is split at the later runs' markers."""
+    runs = list(attempts)
+    hidden = sorted(r for r in starts if r >= len(runs))
+    if not runs or not hidden:
+        return runs
+    piece = runs.pop()
+    piece = replace(piece, node_list=starts.get(len(runs), {}).get("nodes") or piece.node_list)
+    for restart in hidden:
+        piece_start = _parse_time(piece.start)
+        began = _marker_time(starts[restart].get("time", ""))
+        if began is None or piece_start is None or began < piece_start:
+            return list(attempts)  # markers of an earlier job with this id, or unreadable
+        ended = _marker_time(ends.get(restart - 1, {}).get("time", ""))
+        if ended is None or not piece_start <= ended <= began:
+            ended = began
+        runs.append(replace(piece, state="REQUEUED", end=_sacct_time(ended), exit_code="0:0", elapsed_s=_seconds(piece_start, ended)))
+        piece = replace(
+            piece,
+            start=_sacct_time(began),
+            node_list=starts[restart].get("nodes") or piece.node_list,
+            elapsed_s=max(piece.elapsed_s - _seconds(piece_start, began), 0),
+        )
+    return [*runs, piece]
+
+
+def _seconds(start: datetime, end: datetime) -> int:
+    return int((end - start).total_seconds())
+
+
+def _sacct_time(when: datetime) -> str:
+    return when.isoformat(timespec="seconds")
+
+
+def _marker_time(text: str) -> datetime | None:
+    """A marker's UTC time (`date -u`) as sacct writes times: local, without a zone."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+def _split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
+    """Log lines by attempt (restart count), cut at the script's attempt-start markers."""
+    parts: dict[int, list[str]] = {}
+    current = 0
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
+            current = int(marker["restart"])
+            continue
+        parts.setdefault(current, []).append(line)
+    return parts
+
+
+# Consequences of a failure elsewhere, never its cause.
+_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
+_RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+_EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
+_TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
+
+
+def root_error_line(lines: Sequence[str]) -> str:
+    """The line that names the root cause of a crash: the trainer's own one-line error, else
+    the first exception a rank reported (torch prefixes them with [rankN]), else the first
+    exception that is not a consequence of another rank's failure, else the last line that
+    says error (often srun's, which only tells that a task ended)."""
+    def usable(line: str) -> bool:
+        return not any(word in line for word in _SECONDARY) and not line.startswith("###")
+
+    for line in lines:
+        if TRAINER_ERROR_PREFIX in line:
+            return line.strip()[:200]
+    for pattern in (_RANK_EXCEPTION, _EXCEPTION):
+        for line in lines:
+            if pattern.search(line) and usable(line):
+                return line.strip()[:200]
+    fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
+    return fallback[-1][:200] if fallback else ""
+
+
+def _task_exit_code(lines: Sequence[str]) -> str | None:
+    """The exit code of the first task that failed, as srun reported it."""
+    for line in lines:
+        match = _TASK_EXIT.search(line)
+        if match and match.group(1) != "0":
+            return match.group(1)
+    return None
+
+
+def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
+    steps: list[StepRecord] = []
+    events: list[EventRecord] = []
+    for line in _read_lines(Path(record.spec.run_dir) / METRICS_FILE):
+        item = parse_metrics_line(line)  # None for a line cut by a crash mid-write
+        if isinstance(item, StepRecord):
+            steps.append(item)
+        elif isinstance(item, EventRecord):
+            events.append(item)
+    # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
+    # with its Slurm job id, so each job shows its own part (untagged files: all of it).
+    if any(item.job_id is not None for item in [*steps, *events]):
+        steps = [item for item in steps if item.job_id == record.job_id]
+        events = [item for item in events if item.job_id == record.job_id]
+    model = record.spec.checkpoint_name
+    try:
+        ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model)
+    except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
+        ckpt_name = None
+    ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
+    last = steps[-1] if steps else None
+    resumed = tuple(e.step or 0 for e in events if e.event == TrainerEvent.RESUMED.value)
+    progress = Progress(
+        last_step=last.step if last else None,
+        last_loss=last.loss if last else None,
+        tokens_per_s=last.tokens_per_s if last else None,
+        checkpoint_step=ckpt_step,
+        checkpoint=ckpt_name,
+        resumed_from_steps=resumed,
+        events=tuple(events),
+    )
+    return progress, steps

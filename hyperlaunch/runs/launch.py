@@ -1,0 +1,163 @@
+"""The one way a job reaches Slurm, for `submit` and `resume` alike: plan the JobSpec, render
+it, submit it with the cluster's environment, record it. The CLI only parses and prints."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.core import checkpoints
+from hyperlaunch.aws import hyperpod
+from hyperlaunch.runs import jobs
+from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
+from hyperlaunch.job.spec import JobSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """What launching a spec produced: the script, and the record unless it was a dry run."""
+
+    script: str
+    record: jobs.JobRecord | None
+
+
+def find_record(job_id: str | None, model: str | None) -> jobs.JobRecord:
+    """The recorded job `resume` starts from: the given one, else the newest (of `model`)."""
+    if job_id is not None:
+        return jobs.load(job_id)
+    found = jobs.recent(limit=1, model=model)
+    if not found:
+        raise JobNotFound("no recorded job" + (f" of model {model}" if model else ""), hint="submit one first")
+    return found[0]
+
+
+def plan_resume(
+    record: jobs.JobRecord,
+    *,
+    nodes: int | None = None,
+    max_steps: int | None = None,
+    exclude_failed: bool = False,
+    env: Mapping[str, str] | None = None,
+    notify: Callable[[str], None] | None = None,
+    after_job: str | None = None,
+) -> JobSpec:
+    """The spec of a job that continues `record` from its model's -latest checkpoint: the same
+    job, without the trainer flags that would start it elsewhere (the trainer follows -latest by
+    itself, when it starts), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes
+    that failed it (asked of Slurm with `env`) but for those HyperPod has replaced since (said to
+    `notify`), starting only after `after_job` ends when given (see
+    hyperlaunch.runs.job_guard.resume_dependency). Refused when the checkpoint folder holds no
+    complete checkpoint of the model, unless it waits for a job that may still save one."""
+    spec = record.spec
+    ckpt_dir = Path(spec.checkpoint_dir)
+    if after_job is None and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
+        raise CheckpointError(
+            f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
+            hint="submit it again to start from scratch",
+        )
+    changes: dict[str, object] = {
+        "trainer_args": targs.without(spec.trainer_args, targs.RESUME_OVERRIDES),
+        "after_job": after_job,
+    }
+    if nodes is not None:
+        changes["nodes"] = nodes
+    if max_steps is not None:
+        changes["max_steps"] = max_steps
+    if exclude_failed:
+        from hyperlaunch.runs.job_status import collect
+
+        failed = collect([record], env=env)[0].failed_nodes
+        failed = not_replaced(record, failed, notify or (lambda _: None))
+        changes["exclude"] = tuple(dict.fromkeys([*spec.exclude, *failed]))
+    return spec.replace(**changes)
+
+
+def not_replaced(record: jobs.JobRecord, failed: Sequence[str], notify: Callable[[str], None]) -> tuple[str, ...]:
+    """The failed nodes HyperPod has not replaced since `record` was submitted: a replaced node
+    keeps its Slurm name but has a new instance id (read now, from this node's resource config
+    or the job's --hyperpod-cluster). Where the ids cannot be compared, every failed node."""
+    recorded = dict(record.node_instances)
+    if not failed or not recorded:
+        return tuple(failed)
+    try:
+        current = hyperpod.instance_ids(record.spec.hyperpod_cluster, os.environ, fresh=True)
+    except hyperpod.Unavailable as why:
+        notify(f"cannot tell whether HyperPod replaced {', '.join(failed)} ({why}); excluding them")
+        return tuple(failed)
+    kept = []
+    for node in failed:
+        old, new = recorded.get(node), (current or {}).get(node)
+        if old and new and old != new:
+            notify(f"node {node} was replaced by HyperPod ({old} -> {new}); not excluded")
+        else:
+            kept.append(node)
+    return tuple(kept)
+
+
+def recorded_instance_ids(spec: JobSpec, notify: Callable[[str], None]) -> tuple[tuple[str, str], ...]:
+    """On HyperPod, every cluster node's instance id now (the job's candidates among them), for
+    the record; () elsewhere, or when they cannot be read (said to `notify`)."""
+    try:
+        ids = hyperpod.instance_ids(spec.hyperpod_cluster, os.environ)
+    except hyperpod.Unavailable as why:
+        notify(f"HyperPod instance ids not recorded ({why}): resume --exclude-failed will exclude every failed node, replaced or not")
+        return ()
+    return tuple(sorted((ids or {}).items()))
+
+
+def check_trainer_command(spec: JobSpec) -> None:
+    """Run the trainer's own argument parser and checks (torch-free) on the command line the
+    job would start on every node, so a typo after `--` is one line here, not a job that
+    fails on every attempt."""
+    from hyperlaunch.script.render import trainer_argv
+    from hyperlaunch.train.config import parse_config
+
+    owned = targs.owned_flags_given(spec.trainer_args)
+    if owned:
+        flag = owned[0].split("=", 1)[0]
+        raise InvalidInput(
+            f"{flag} after `--` is set by hyperlaunch from the job's settings; "
+            f"pass it to hyperlaunch, before `--`, as {flag}"
+        )
+    if any(arg in targs.HELP_FLAGS for arg in spec.trainer_args):
+        raise InvalidInput("--help after `--` is not a training argument; see `hyperlaunch-train --help` for the trainer's options")
+    try:
+        parse_config(trainer_argv(spec))
+    except InvalidInput as err:
+        raise InvalidInput(f"trainer arguments: {err}") from None
+
+
+def launch(
+    spec: JobSpec,
+    *,
+    env: Mapping[str, str],
+    resumed_from: str | None = None,
+    dry_run: bool = False,
+    submit: Callable[..., jobs.JobRecord] | None = None,
+    decided: tuple[tuple[str, str], ...] = (),
+    notify: Callable[[str], None] | None = None,
+) -> Launch:
+    """Check the trainer's command line, render the spec and, unless `dry_run`, submit and
+    record it with where its `decided` settings came from (field, source) and, on HyperPod, the
+    nodes' instance ids. `submit` defaults to hyperlaunch.runs.submission.submit (a unit test passes
+    its own)."""
+    from hyperlaunch.script.render import render_sbatch  # Jinja only when a script is rendered
+
+    check_trainer_command(spec)
+    if not dry_run:
+        from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
+        from hyperlaunch.runs.submission import forwarded_names
+
+        forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
+        refuse_shared_checkpoints(spec, env=env)  # never two live jobs on one checkpoint folder and model
+    script = render_sbatch(spec)
+    if dry_run:
+        return Launch(script=script, record=None)
+    if submit is None:
+        from hyperlaunch.runs.submission import submit
+    instances = recorded_instance_ids(spec, notify or (lambda _: None))
+    record = submit(spec, script, env=env, resumed_from=resumed_from, decided=decided, node_instances=instances)
+    return Launch(script=script, record=record)

@@ -1,0 +1,89 @@
+"""Submit a rendered script and record the job: the script goes to Slurm through
+hyperlaunch.slurm.commands (submitit underneath), then the record is written. No record without a job."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import ConfigError, InvalidInput
+from hyperlaunch.job.spec import JobSpec
+
+
+def submit(
+    spec: JobSpec,
+    script: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    resumed_from: str | None = None,
+    decided: tuple[tuple[str, str], ...] = (),
+    node_instances: tuple[tuple[str, str], ...] = (),
+) -> jobs.JobRecord:
+    """sbatch the script with `env` (default: this process's environment), then record the
+    job, with where its decided settings came from and, on HyperPod, its nodes' instance ids
+    (see JobRecord). Slurm's refusal becomes a SlurmError carrying its message, and no record
+    is written."""
+    environ = dict(env if env is not None else os.environ)
+    forward = forwarded_names(spec, environ)
+    submitit_dir = jobs.jobs_dir() / ".submitit"
+    with _removed_unless_submitted(Path(spec.log_dir), submitit_dir):
+        try:
+            Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
+        except OSError as err:
+            raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
+        job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
+    record = jobs.JobRecord(
+        job_id=job_id,
+        spec=spec,
+        submitted_at=time.time(),
+        slurm_conf=environ.get("SLURM_CONF"),
+        resumed_from=resumed_from,
+        decided=decided,
+        node_instances=node_instances,
+    )
+    try:
+        jobs.save(record, script)
+    except OSError as err:
+        # Slurm has the job: say so, or the user would submit it again.
+        raise ConfigError(
+            f"job {job_id} was submitted, but its record could not be written under {jobs.jobs_dir()}: {err.strerror or err}",
+            hint=f"it runs; 'scancel {job_id}' to stop it",
+        ) from None
+    return record
+
+
+@contextlib.contextmanager
+def _removed_unless_submitted(*folders: Path) -> Iterator[None]:
+    """Folders (and missing parents) that did not exist before are removed again, where still
+    empty, when the submission fails: a refused job leaves nothing behind."""
+    created: list[Path] = []
+    for folder in folders:
+        path = folder
+        while not os.path.lexists(path) and path != path.parent:
+            created.append(path)
+            path = path.parent
+    try:
+        yield
+    except BaseException:
+        for path in sorted(set(created), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only when empty
+        raise
+
+
+def forwarded_names(spec: JobSpec, environ: Mapping[str, str]) -> list[str]:
+    """The `--env NAME` variables, each of which must be set where sbatch runs: the job gets its
+    value from there (sbatch --export), and a name that is not set would reach no node."""
+    names = [name for name, value in spec.env if value is None]
+    missing = [name for name in names if name not in environ]
+    if missing:
+        raise InvalidInput(
+            f"--env {missing[0]} forwards {missing[0]} from this environment, where it is not set",
+            hint=f"export {missing[0]} before submitting, or pass --env {missing[0]}=VALUE",
+        )
+    return names

@@ -1,0 +1,1 @@
+"""JobSpec to sbatch text, pure: rendering, shell quoting, the compiled-template cache."""

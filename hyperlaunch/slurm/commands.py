@@ -1,0 +1,432 @@
+"""The only module that runs Slurm commands (sbatch, squeue, sacct, sacctmgr, scancel,
+scontrol, sinfo). Everything else calls these functions, so unit tests can swap in a fake
+runner and integration tests exercise the real binaries."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hyperlaunch.slurm import hostlist
+from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.core.private_files import private_dir, write_private
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a Slurm command printed and returned."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def one_line_error(self) -> str:
+        text = (self.stderr or self.stdout).strip()
+        return " ".join(text.split()) or f"exit code {self.returncode}"
+
+
+def run(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    check: bool = True,
+    stdin: str | None = None,
+) -> Result:
+    """Run one Slurm command. With check=True a non-zero exit raises SlurmError carrying
+    Slurm's own message, so the user sees why Slurm refused."""
+    if shutil.which(args[0], path=(env or os.environ).get("PATH")) is None:
+        raise SlurmError(f"{args[0]} not found on PATH", hint="is this a Slurm login node? try 'hyperlaunch doctor'")
+    try:
+        proc = subprocess.run(
+            list(args),
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise SlurmError(f"{' '.join(args[:2])} did not answer within {timeout:.0f} s") from err
+    except OSError as err:  # found on PATH but not runnable: a broken wrapper, no permission
+        raise SlurmError(f"{args[0]} could not be run: {err.strerror or err}") from None
+    result = Result(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise SlurmError(f"{args[0]} failed: {result.one_line_error()}")
+    return result
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as sinfo reports it."""
+
+    name: str
+    state: str
+    reason: str
+
+
+def node_states(*, env: Mapping[str, str] | None = None) -> list[NodeInfo]:
+    """Every node with its state (idle, alloc, down*, drain, ...) and reason."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], env=env, timeout=15).stdout
+    nodes: dict[str, NodeInfo] = {}
+    for line in out.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        if name:
+            nodes[name] = NodeInfo(name=name, state=state.strip(), reason=reason.strip())
+    return [nodes[name] for name in sorted(nodes, key=_natural_key)]
+
+
+def config_values(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The running configuration (`scontrol show config`) as KEY -> value text.
+    SlurmError when no controller answers."""
+    out = run(["scontrol", "show", "config"], env=env, timeout=15).stdout
+    values = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            values.setdefault(key.strip(), value.strip())
+    return values
+
+
+def gres_types(*, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The generic resources slurm.conf declares (GresTypes of `scontrol show config`), e.g.
+    ('gpu',); () when it declares none. SlurmError when no controller answers."""
+    kinds = config_values(env=env).get("GresTypes", "")
+    return () if kinds in ("", "(null)") else tuple(k.strip() for k in kinds.split(",") if k.strip())
+
+
+def run_on_nodes(
+    command: Sequence[str],
+    *,
+    nodes: Sequence[str],
+    partition: str,
+    env: Mapping[str, str] | None = None,
+    start_within_s: int = 20,
+    timeout_s: float = 90.0,
+) -> Result:
+    """Run `command` once on each of `nodes` (one task per node) in a job of its own that never
+    lingers: srun gives up when the nodes are not free within `start_within_s` (--immediate), the
+    job's time limit is a minute, and when srun has not finished after `timeout_s` the job is
+    cancelled (by its unique name) before SlurmError says so. A non-zero exit is returned."""
+    name = f"hyperlaunch-probe-{uuid.uuid4().hex[:12]}"
+    args = [
+        "srun",
+        f"--job-name={name}",
+        f"--partition={partition}",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}",
+        "--ntasks-per-node=1",
+        # The whole node, as a job gets it: no other job's step on it meanwhile.
+        "--exclusive",
+        "--time=1",
+        f"--immediate={start_within_s}",
+        "--quiet",
+        *command,
+    ]
+    try:
+        return run(args, env=env, timeout=timeout_s, check=False)
+    except SlurmError:
+        try:
+            run(["scancel", f"--name={name}", f"--user={getpass.getuser()}"], env=env, timeout=15, check=False)
+        except SlurmError:
+            pass  # the error below is the one to report
+        raise
+
+
+@dataclass(frozen=True)
+class PartitionNode:
+    """One node of one partition, as sinfo lists it (a node in two partitions appears twice)."""
+
+    name: str
+    state: str = ""
+    """sinfo's long state: idle, mixed, allocated, drained, down*, idle~ (powered down), ..."""
+    partition: str = ""
+    default: bool = False
+    """The partition is the cluster's default (sinfo marks it with `*`)."""
+    gres: str = "(null)"
+    """As sinfo writes it (`gpu:8`), or `(null)`."""
+
+
+def all_partition_nodes(*, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """Every node of every partition with its state and GRES, in one sinfo call."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P|%G"], env=env, timeout=15).stdout
+    rows = []
+    for line in out.splitlines():
+        fields = line.split("|", 3)
+        if len(fields) < 3 or not fields[0].strip() or not fields[2].strip():
+            continue
+        names, state, partition = (field.strip() for field in fields[:3])
+        gres = fields[3].strip() if len(fields) > 3 else "(null)"
+        for name in hostlist.expand(names):  # -N writes one name a line; a list expands too
+            rows.append(PartitionNode(name, state, partition.rstrip("*"), partition.endswith("*"), gres))
+    return sorted(rows, key=lambda row: (row.partition, _natural_key(row.name)))
+
+
+def partition_nodes(partition: str | None, *, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
+    """The nodes of `partition` (None: the cluster's default one, sinfo's `*`), each once.
+    Every partition is listed and filtered here, since `sinfo -p` cannot name the default."""
+    nodes: dict[str, PartitionNode] = {}
+    for row in all_partition_nodes(env=env):
+        if (row.partition == partition) if partition else row.default:
+            nodes.setdefault(row.name, row)
+    return [nodes[name] for name in sorted(nodes, key=_natural_key)]
+
+
+def controller_responds(*, env: Mapping[str, str] | None = None) -> bool:
+    """True when slurmctld answers `scontrol ping`."""
+    result = run(["scontrol", "ping"], env=env, timeout=10, check=False)
+    return result.returncode == 0 and "UP" in result.stdout
+
+
+def ensure_accounting_cluster(name: str, *, env: Mapping[str, str] | None = None) -> None:
+    """Register the cluster with slurmdbd (sacct needs it); a no-op when it exists."""
+    result = run(["sacctmgr", "-i", "add", "cluster", name], env=env, timeout=30, check=False)
+    text = (result.stdout + result.stderr).lower()
+    if result.returncode != 0 and "already exists" not in text and "nothing new added" not in text:
+        raise SlurmError(f"sacctmgr could not register cluster {name}: {result.one_line_error()}")
+
+
+def _natural_key(name: str) -> tuple[str, int]:
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem):]
+    return (stem, int(digits) if digits else -1)
+
+
+def submit_script(script: str, folder: Path, *, env: Mapping[str, str], forward: Sequence[str] = ()) -> str:
+    """sbatch a script we rendered, through submitit's Slurm executor (its submission files
+    and job folders under `folder`, private to the user: the script holds `--env` values), with
+    `env` as sbatch's environment: SLURM_CONF, and what the job inherits. `forward` names
+    variables of `env` the job must receive (`--env NAME`, see export_flag). Returns the job id.
+    A refusal raises SlurmError with sbatch's reason in one line, and a failed submission of
+    any kind leaves no submission file behind."""
+    return _rendered_script_executor()(folder, script, env, forward).submit_rendered()
+
+
+def export_flag(forward: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """sbatch's --export naming `forward` on top of what the job gets anyway: sbatch exports
+    its whole environment (ALL) unless SBATCH_EXPORT says otherwise, and a command-line
+    --export would replace SBATCH_EXPORT, so its list is kept. Names only: sbatch reads each
+    value from `env`, so no value is written on a command line or in a file."""
+    if not forward:
+        return []
+    base = env.get("SBATCH_EXPORT", "").strip() or "ALL"
+    kept = [] if base.upper() in ("NONE", "NIL") else [item for item in base.split(",") if item]
+    names = [name for name in forward if name not in kept]
+    return ["--export=" + ",".join(kept + names)]
+
+
+def _rendered_script_executor() -> type:
+    import submitit  # on the submit path only: rendering and reading need none of it
+    from submitit.core.utils import JobPaths
+
+    class RenderedScriptExecutor(submitit.SlurmExecutor):  # type: ignore[misc]
+        """submitit's SlurmExecutor with our script as the submission file. Its public submit()
+        pickles a Python callable, and _submit_command runs sbatch in os.environ with its
+        stderr echoed; submit_rendered does the same steps with sbatch run here, in `env`."""
+
+        def __init__(self, folder: Path, script: str, env: Mapping[str, str], forward: Sequence[str]) -> None:
+            super().__init__(folder=folder)
+            self._script = script
+            self._env = dict(env)
+            self._forward = tuple(forward)
+
+        @classmethod
+        def affinity(cls) -> int:
+            # submitit looks for srun on this process's PATH; run() checks for sbatch on the
+            # PATH of the environment sbatch will actually get.
+            return 1
+
+        def _make_submission_file_text(self, command: str, uid: str) -> str:
+            return self._script
+
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            command: list[str] = super()._make_submission_command(submission_file_path)
+            return command[:1] + export_flag(self._forward, self._env) + command[1:]
+
+        @staticmethod
+        def _set_job_permissions(folder: Path) -> None:
+            private_dir(folder)  # submitit's hook for a job's folder, a no-op in submitit itself
+
+        def submit_rendered(self) -> str:
+            uid = uuid.uuid4().hex
+            folder = private_dir(JobPaths.get_first_id_independent_folder(self.folder))
+            path = folder / f".submission_file_{uid}.sh"
+            try:
+                write_private(path, self._make_submission_file_text("", uid))
+                result = run(self._make_submission_command(path), env=self._env, timeout=60, check=False)
+                if result.returncode != 0:
+                    raise _refusal(result.stderr)
+                job = self.job_class(folder=self.folder, job_id=_job_id_of(self, result.stdout), tasks=[0])
+                self._set_job_permissions(job.paths.folder)
+                job.paths.move_temporary_file(path, "submission_file")
+            finally:
+                # Whatever went wrong (a refusal, sbatch not executable, an interrupt), the
+                # temporary copy of the script must not outlive this call.
+                path.unlink(missing_ok=True)
+            return str(job.job_id)
+
+    return RenderedScriptExecutor
+
+
+def _job_id_of(executor: object, sbatch_stdout: str) -> str:
+    """The job id in sbatch's answer; a SlurmError when there is none (sbatch exited 0, so the
+    job may exist: say where to look rather than let the user submit it twice)."""
+    try:
+        return str(executor._get_job_id_from_submission_command(sbatch_stdout))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - submitit raises its own FailedSubmissionError
+        answer = " ".join(sbatch_stdout.split())[:200] or "nothing"
+        raise SlurmError(
+            f"sbatch exited 0 but answered with no job id ({answer!r})", hint="check squeue: the job may have been queued"
+        ) from None
+
+
+def _refusal(sbatch_stderr: str) -> SlurmError:
+    """sbatch's own reason, in one line: its fatal line if any, else its last error lines."""
+    lines = [line.strip() for line in sbatch_stderr.splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal" in line]
+    reason = fatal[-1] if fatal else " ".join(lines[-2:]) or "sbatch failed"
+    if "configuration source" in reason:
+        return SlurmError(
+            f"no Slurm cluster configured: {reason}",
+            hint="set SLURM_CONF, or start a local one with 'hyperlaunch dev-cluster up'",
+        )
+    return SlurmError(f"sbatch refused the job: {reason}")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job as sacct records it (a requeued job has several)."""
+
+    job_id: str
+    state: str
+    node_list: str
+    start: str
+    end: str
+    exit_code: str
+    elapsed_s: int = 0
+    time_limit_s: int | None = None
+
+
+def job_attempts_command(job_ids: Sequence[str]) -> list[str]:
+    """The one sacct call job_attempts makes (-D keeps requeued attempts)."""
+    fields = "JobIDRaw,State,NodeList,Start,End,ExitCode,ElapsedRaw,TimelimitRaw"
+    return ["sacct", "-n", "-P", "-D", "-X", "-o", fields, "-j", ",".join(job_ids)]
+
+
+def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, list[Attempt]]:
+    """Every attempt of each job, oldest first, in one sacct call."""
+    if not job_ids:
+        return {}
+    out = run(job_attempts_command(job_ids), env=env, timeout=60).stdout
+    attempts: dict[str, list[Attempt]] = {job: [] for job in job_ids}
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 8:
+            continue
+        job_id, state_text, nodes, start, end, exit_code, elapsed, limit = parts
+        attempt = Attempt(
+            job_id=job_id,
+            state=state_text.split()[0] if state_text else "",
+            node_list=nodes,
+            start=start,
+            end=end,
+            exit_code=exit_code,
+            elapsed_s=int(elapsed) if elapsed.isdigit() else 0,
+            time_limit_s=int(limit) * 60 if limit.isdigit() else None,
+        )
+        runs = attempts.setdefault(job_id, [])
+        if runs and runs[-1].state == "RESIZING":
+            # A node given back (a lost node left for a spare, or before a requeue) closes a
+            # record of the job's earlier size and opens one at the new size: the same run
+            # continues, from the first record's start.
+            earlier = runs.pop()
+            attempt = replace(attempt, start=earlier.start, elapsed_s=earlier.elapsed_s + attempt.elapsed_s)
+        runs.append(attempt)
+    for job_id, runs in attempts.items():
+        if runs and runs[-1].state == "RESIZING":
+            runs[-1] = replace(runs[-1], state="RUNNING")  # the record of its new size is not written yet
+    return attempts
+
+
+def queue_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
+    """The job's state while it is in the queue (PENDING, RUNNING, ...), '' once it left."""
+    return run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, timeout=15, check=False).stdout.strip()
+
+
+def cancel_running_jobs(*, env: Mapping[str, str] | None = None) -> None:
+    """Cancel every running job of the cluster (used before its daemons are stopped, so no
+    job outlives its processes in slurmctld's saved state)."""
+    run(["scancel", "--state=RUNNING", "--full"], env=env, timeout=30, check=False)
+    run(["scancel", "--state=CONFIGURING", "--full"], env=env, timeout=30, check=False)
+
+
+def running_job_count(*, env: Mapping[str, str] | None = None) -> int:
+    out = run(["squeue", "-h", "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%i"], env=env, timeout=15, check=False)
+    return len(out.stdout.split())
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node state change recorded by slurmdbd (e.g. DOWN, "Not responding")."""
+
+    node: str
+    start: str
+    end: str
+    state: str
+    reason: str
+
+
+def node_events(since: str, *, env: Mapping[str, str] | None = None) -> list[NodeEvent]:
+    """Node events since `since` (Slurm time, e.g. 2026-01-01T00:00:00). sacct does not say
+    which node of a NODE_FAIL job died; these events, matched to the attempt's window, do."""
+    result = run(
+        ["sacctmgr", "-n", "-P", "show", "event", f"start={since}", "format=NodeName,TimeStart,TimeEnd,State,Reason"],
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    events = []
+    for line in result.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 5 and parts[0]:
+            events.append(NodeEvent(*parts))
+    return events
+
+
+def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
+    run(["scancel", job_id], env=env, timeout=30)
+
+
+def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """State of each of this user's jobs still in the queue (PENDING, RUNNING, ...), one call.
+    sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in the
+    queue; squeue says what it is now."""
+    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%T"], env=env, timeout=30, check=False).stdout
+    states = {}
+    for line in out.splitlines():
+        job_id, _, state_text = line.partition("|")
+        if job_id.strip():
+            states[job_id.strip()] = state_text.strip()
+    return states
+
+
+def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
+    """Job `job_id`'s state as squeue reports it (PENDING, RUNNING, COMPLETED, ...), any user's
+    job; '' once Slurm no longer knows it. SlurmError when squeue cannot tell (no controller)."""
+    result = run(["squeue", "-h", "-j", job_id, "--states=all", "-o", "%T"], env=env, timeout=15, check=False)
+    if result.returncode != 0:
+        if "invalid job id" in (result.stderr + result.stdout).lower():
+            return ""
+        raise SlurmError(f"squeue could not tell the state of job {job_id}: {result.one_line_error()}")
+    lines = result.stdout.split()
+    return lines[0] if lines else ""
