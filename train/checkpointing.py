@@ -36,15 +36,7 @@ from hyperlaunch.core.protocol import TrainerEvent
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog
-
-
-@dataclass
-class TrainState:
-    """Progress that must survive a restart, in global terms (independent of world size)."""
-
-    step: int = 0
-    tokens_seen: int = 0
-    samples_consumed: int = 0
+from .state import TrainState
 
 
 def architecture(spec: ModelSpec) -> dict[str, object]:

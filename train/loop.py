@@ -13,12 +13,13 @@ from torch import nn
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 
-from .checkpointing import Checkpointer, TrainState
+from .checkpointing import Checkpointer
 from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
 from .signals import StopRequest
+from .state import TrainState
 from .watchdog import NO_WATCHDOG, HangWatchdog, Phase
 
 

@@ -17,7 +17,7 @@ from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 
 from . import STARTED_AT
 from . import data as data_mod
-from .checkpointing import Checkpointer, TrainState
+from .checkpointing import Checkpointer
 from .corpus import agree_everywhere, open_corpus
 from .config import TrainConfig
 from .distributed import Dist, build_mesh, init_distributed, shutdown
@@ -31,6 +31,7 @@ from .optim import build_optimizer, build_scheduler
 from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
 from .signals import StopRequest
+from .state import TrainState
 from .tied_embedding import use_in_place_embedding_grad
 from .watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
