@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -51,6 +52,24 @@ class Trainer:
     mixed_precision: str
     hooks: TrainerHooks = NO_HOOKS
     watchdog: HangWatchdog = NO_WATCHDOG
+
+    # What hooks see (hooks.TrainerView), read-only.
+
+    @property
+    def rank(self) -> int:
+        return self.d.rank
+
+    @property
+    def is_main(self) -> bool:
+        return self.d.is_main
+
+    @property
+    def device(self) -> torch.device:
+        return self.d.device
+
+    @property
+    def run_dir(self) -> Path:
+        return self.metrics.run_dir
 
     def _forward_loss(self, batch: torch.Tensor) -> torch.Tensor:
         batch = batch.to(self.d.device)

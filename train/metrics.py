@@ -58,7 +58,8 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path, enabled: bool) -> None:
         self.enabled = enabled
-        self.path = Path(run_dir) / METRICS_FILE
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / METRICS_FILE
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 

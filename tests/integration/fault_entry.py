@@ -40,8 +40,8 @@ from hyperlaunch.train.hooks import TrainerHooks
 from hyperlaunch.train.train import main
 
 if TYPE_CHECKING:
-    from hyperlaunch.train.checkpointing import TrainState
-    from hyperlaunch.train.loop import Trainer
+    from hyperlaunch.train.hooks import TrainerView
+    from hyperlaunch.train.state import TrainState
 
 MODULE = "tests.integration.fault_entry"
 
@@ -100,17 +100,17 @@ class FaultHooks(TrainerHooks):
         if step == self.kill_after_checkpoint:
             _die()
 
-    def on_start(self, trainer: Trainer, state: TrainState) -> None:
+    def on_start(self, trainer: TrainerView, state: TrainState) -> None:
         if self.fault_keys is None:
-            self.fault_keys = str(trainer.metrics.path.parent)  # the run dir
+            self.fault_keys = str(trainer.run_dir)
         self._probe(trainer, state, "start")
         if self.record_samples:
-            _record_samples(trainer, Path(f"{self.record_samples}.{trainer.d.rank}"))
+            _record_samples(trainer, Path(f"{self.record_samples}.{trainer.rank}"))
 
-    def on_end(self, trainer: Trainer, state: TrainState) -> None:
+    def on_end(self, trainer: TrainerView, state: TrainState) -> None:
         self._probe(trainer, state, "end")
 
-    def _probe(self, trainer: Trainer, state: TrainState, when: str) -> None:
+    def _probe(self, trainer: TrainerView, state: TrainState, when: str) -> None:
         if self.probe is None:
             return
         import torch
@@ -118,9 +118,9 @@ class FaultHooks(TrainerHooks):
 
         trainer.model.eval()
         with torch.no_grad():
-            batch = torch.load(self.probe).to(trainer.d.device)
+            batch = torch.load(self.probe).to(trainer.device)
             out = trainer.model(input_ids=batch, labels=batch)
-        if trainer.d.is_main:
+        if trainer.is_main:
             result_path = Path(self.probe + ".out.pt")
             results = torch.load(result_path) if result_path.exists() else {}
             results[when] = {"loss": float(out.loss), "logits": out.logits.float().cpu(), "step": state.step}
@@ -128,7 +128,7 @@ class FaultHooks(TrainerHooks):
         dist.barrier()
 
 
-def _record_samples(trainer: Trainer, path: Path) -> None:
+def _record_samples(trainer: TrainerView, path: Path) -> None:
     batcher = trainer.batcher
     read_step = batcher.step_batches
 
