@@ -1,13 +1,15 @@
-"""SIGUSR2 (Slurm's warning before the time limit) and SIGTERM (preemption, scancel) ask the
-run to stop cleanly: finish the current step, save, exit with hyperlaunch.core.protocol.REQUEUE_EXIT_CODE."""
+"""hyperlaunch.core.protocol.SAVE_SIGNAL (Slurm's warning before the time limit) and
+SIGTERM (preemption, scancel) ask the run to stop cleanly: finish the current step, save, exit
+with hyperlaunch.core.protocol.REQUEUE_EXIT_CODE."""
 
 from __future__ import annotations
 
 import signal
 from types import FrameType
 
+from hyperlaunch.core.protocol import SAVE_SIGNAL
 
-STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
+STOP_SIGNALS = (signal.Signals["SIG" + SAVE_SIGNAL], signal.SIGTERM)
 
 
 class StopRequest:

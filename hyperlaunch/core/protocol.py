@@ -143,6 +143,9 @@ REQUEUE_EXIT_CODE = 75
 """Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
 and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later)."""
 
+SAVE_SIGNAL = "USR2"
+"""The signal Slurm's --signal sends before the time limit and the script forwards; the trainer saves on it."""
+
 REQUEUE_REQUEST_PREFIX = "requeue-request-"
 """After a stop signal, once its checkpoint is complete, rank 0 creates
 `<run_dir>/requeue-request-<job id>.<restart count>`; the batch script reads it to tell a
