@@ -10,13 +10,12 @@ counting, structured enough that a tiny model's loss falls visibly within a few 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "assets"
+from hyperlaunch.data.tokenizer import EOS_TOKEN, PAD_TOKEN
+from hyperlaunch.data.tokenizer import OFFLINE_TOKENIZER_FILE as TOKENIZER_FILE
+
+DATA_DIR = TOKENIZER_FILE.parent
 CORPUS_FILE = DATA_DIR / "corpus.txt"
-TOKENIZER_FILE = DATA_DIR / "tokenizer.json"
-EOS_TOKEN = "<|endoftext|>"
-PAD_TOKEN = "<|pad|>"
 VOCAB_SIZE = 512  # keep equal to hyperlaunch.core.models.OFFLINE_TOKENIZER_VOCAB
 
 _NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()

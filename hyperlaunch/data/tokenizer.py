@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 OFFLINE = "offline"
 """The byte-level BPE tokenizer shipped in hyperlaunch/data/assets (512 tokens, no download)."""
 
+OFFLINE_TOKENIZER_FILE = Path(__file__).resolve().parent / "assets" / "tokenizer.json"
+"""Where the offline tokenizer is shipped (python -m hyperlaunch.data.offline_assets rewrites it)."""
+
+EOS_TOKEN = "<|endoftext|>"
+"""The offline tokenizer's end-of-sequence token: joins documents."""
+
+PAD_TOKEN = "<|pad|>"
+"""The offline tokenizer's padding token."""
+
 TRAIN_EXTRA_HINT = "pip install 'hyperlaunch[train]'"
 
 
@@ -63,8 +72,6 @@ class LoadedTokenizer:
         wrapper = self.wrapper
         if wrapper is None:
             from transformers import PreTrainedTokenizerFast
-
-            from hyperlaunch.data.offline_assets import EOS_TOKEN, PAD_TOKEN
 
             wrapper = PreTrainedTokenizerFast(tokenizer_object=self.backend, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN)
         wrapper.save_pretrained(str(directory))
@@ -145,9 +152,7 @@ def _require_tokenizers() -> None:
 def _offline() -> LoadedTokenizer:
     from tokenizers import Tokenizer
 
-    from hyperlaunch.data.offline_assets import EOS_TOKEN, TOKENIZER_FILE
-
-    backend = Tokenizer.from_file(str(TOKENIZER_FILE))
+    backend = Tokenizer.from_file(str(OFFLINE_TOKENIZER_FILE))
     eos = int(backend.token_to_id(EOS_TOKEN))
     return LoadedTokenizer(
         name=OFFLINE, backend=backend, eos_id=eos, vocab_size=int(backend.get_vocab_size(with_added_tokens=True)),
