@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, get_args
 
 from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
 
@@ -23,7 +23,7 @@ ArchitectureKind = Literal["qwen3", "llama"]
 Sharding = Literal["full", "grad-op", "hybrid", "none"]
 MixedPrecision = Literal["bf16", "fp32"]
 
-SHARDING_CHOICES: tuple[str, ...] = ("full", "grad-op", "hybrid", "none")
+SHARDING_CHOICES: tuple[str, ...] = get_args(Sharding)
 MIXED_PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp32")
 
 # Size of the offline byte-level tokenizer shipped in hyperlaunch/data/assets/ (256 bytes,
