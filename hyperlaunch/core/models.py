@@ -24,7 +24,7 @@ Sharding = Literal["full", "grad-op", "hybrid", "none"]
 MixedPrecision = Literal["bf16", "fp32"]
 
 SHARDING_CHOICES: tuple[str, ...] = get_args(Sharding)
-MIXED_PRECISION_CHOICES: tuple[str, ...] = ("bf16", "fp32")
+MIXED_PRECISION_CHOICES: tuple[str, ...] = get_args(MixedPrecision)
 
 # Size of the offline byte-level tokenizer shipped in hyperlaunch/data/assets/ (256 bytes,
 # merges and special tokens). Tiny presets use it so they run with no download.
