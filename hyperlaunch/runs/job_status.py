@@ -22,23 +22,27 @@ from hyperlaunch.core import checkpoints
 from hyperlaunch.slurm import hostlist
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.core.protocol import (
+from hyperlaunch.core.metrics_records import (
     METRICS_FILE,
-    RESTART_CEILING,
-    TRAINER_ERROR_PREFIX,
     EventRecord,
-    AttemptAction,
-    RestartCause,
     StepRecord,
     TrainerEvent,
-    TrainerFailure,
+    parse_metrics_line,
+)
+from hyperlaunch.core.protocol import (
+    RESTART_CEILING,
+    AttemptAction,
+    RestartCause,
     cause_text,
     checkpoint_lock_path,
     failures_in_a_row,
     made_progress,
     parse_attempt_marker,
-    parse_metrics_line,
     read_regular_file,
+)
+from hyperlaunch.core.trainer_failures import (
+    TRAINER_ERROR_PREFIX,
+    TrainerFailure,
     read_trainer_failure,
     trainer_failure_path,
 )

@@ -34,13 +34,15 @@ from hyperlaunch.core.protocol import (
     REQUEUE_EXIT_CODE,
     RESTART_CEILING,
     REQUEUE_REQUEST_PREFIX,
-    TRAINER_FAILURE_FILE_ENV,
-    TRAINER_FAILURE_PREFIX,
     AttemptAction,
-    FailureKind,
-    FailureVerdict,
     RestartCause,
     checkpoint_lock_path,
+)
+from hyperlaunch.core.trainer_failures import (
+    TRAINER_FAILURE_FILE_ENV,
+    TRAINER_FAILURE_PREFIX,
+    FailureKind,
+    FailureVerdict,
 )
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
