@@ -27,7 +27,7 @@ import jinja2
 
 from hyperlaunch import __version__
 from hyperlaunch.script import nccl_plugin
-from hyperlaunch.runs.job_status import ACTIVE_STATES
+from hyperlaunch.slurm.states import ACTIVE_STATES
 from hyperlaunch.core.protocol import (
     ATTEMPT_MARKER_PRINTF,
     PROGRESS_PREFIX,
