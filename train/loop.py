@@ -11,7 +11,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, StepRecord, TrainerEvent
+from hyperlaunch.core.metrics_records import StepRecord, TrainerEvent
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.models import ModelSpec
 
 from .checkpointing import Checkpointer

@@ -1,6 +1,6 @@
 """One line per logged step on rank 0's stdout, and the same as JSON in <run_dir>/metrics.jsonl,
 together with events (resumed, checkpoint saved/completed, signal received, exit). The records
-and the file are hyperlaunch.core.protocol's; the CLI's `status` reads them from there."""
+and the file are hyperlaunch.core.metrics_records'; the CLI's `status` reads them from there."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ from typing import Any
 import torch
 
 from hyperlaunch.core.instances import peak_bf16_flops
-from hyperlaunch.core.protocol import (
+from hyperlaunch.core.metrics_records import (
     METRICS_FILE,
     EventRecord,
     StepRecord,
     TrainerEvent,
     metrics_line,
-    requeue_request_path,
-    write_progress,
 )
+from hyperlaunch.core.protocol import requeue_request_path, write_progress
 
 # Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
 # job and attempt that wrote it, so `status` shows each job its own part, and the round of

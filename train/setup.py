@@ -12,7 +12,7 @@ import torch
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import recommend
 from hyperlaunch.core.errors import InvalidInput
-from hyperlaunch.core.protocol import TrainerEvent
+from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 
 from . import STARTED_AT

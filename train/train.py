@@ -6,7 +6,7 @@ problem; 9 this node lacks what the job needs (one line on stderr); 124
 (watchdog.HANG_EXIT_CODE) no step finished within the hang limit (--hang-timeout): the
 rank's Python stacks are on stderr; 1 any other error, or faulthandler's backstop for a hang
 that held the GIL. Under a hyperlaunch job the failing rank also leaves a failure record for
-the batch script (hyperlaunch.core.protocol.TrainerFailure).
+the batch script (hyperlaunch.core.trainer_failures.TrainerFailure).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import DataError, HyperlaunchError
-from hyperlaunch.core.protocol import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
+from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks

@@ -49,7 +49,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hyperlaunch.core.protocol import FailureKind, TrainerEvent, write_trainer_failure
+from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 
 if TYPE_CHECKING:
     from .metrics import MetricsLog

@@ -1,49 +1,37 @@
 """What a SageMaker HyperPod cluster says about its nodes: the instance group (and so the
 instance type) behind each Slurm node, and each node's instance id, which changes when
-HyperPod replaces a node under the same Slurm name.
+HyperPod replaces a node under the same Slurm name; and which instance type a partition's
+nodes give a job.
 
-Two sources, asked only when the user left the instance type to the cluster (or when a job's
-instance ids are recorded):
-
-- `/opt/ml/config/resource_config.json` on a HyperPod node (SAGEMAKER_RESOURCE_CONFIG_PATH
-  overrides the path, as AWS's own tools allow). It is often readable by root alone, so a
-  file that cannot be read is a reason to look elsewhere, never an error.
-- The SageMaker API for a cluster named with `--hyperpod-cluster`: `describe_cluster` for the
-  instance groups, `list_cluster_nodes` + `describe_cluster_node` for each node's address and
-  instance id. Through hyperlaunch.aws.client only; answers are cached for a few minutes per cluster.
+This module reads `/opt/ml/config/resource_config.json` on a HyperPod node
+(SAGEMAKER_RESOURCE_CONFIG_PATH overrides the path, as AWS's own tools allow). It is often
+readable by root alone, so a file that cannot be read is a reason to look elsewhere, never an
+error. The SageMaker API, the other source, is hyperlaunch.aws.hyperpod_api's;
+hyperlaunch.aws.hyperpod_lookup picks between the two.
 
 Slurm names a HyperPod node `ip-` + its address with dashes (`ip-10-1-38-128`): that is how
-a partition's nodes map to their instance group. Torch-free, boto3 only through hyperlaunch.aws.client."""
+a partition's nodes map to their instance group. Torch-free, and no boto3."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
 import re
-import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.aws import client as aws
 from hyperlaunch.core.bounded_read import NotRegularFile, read_regular
-from hyperlaunch.core.errors import AwsError, HyperlaunchError, InvalidInput
-from hyperlaunch.core.instances import canonical_instance_type, get_instance, known_instance_types
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.instances import canonical_instance_type, get_instance
 
+HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
+"""A folder every HyperPod node has: where it exists, srun gets --auto-resume=1."""
 RESOURCE_CONFIG_ENV = "SAGEMAKER_RESOURCE_CONFIG_PATH"
 DEFAULT_RESOURCE_CONFIG = Path("/opt/ml/config/resource_config.json")
 RESOURCE_CONFIG_NAME = "resource_config.json"
-API_SOURCE = "SageMaker API"
-CACHE_TTL_S = 300.0
-"""How long an API answer about a cluster is reused: long enough for render-then-submit, short
-enough that a scaled or repaired cluster is seen again soon."""
 _MAX_CONFIG_BYTES = 16 << 20
-_DESCRIBE_WORKERS = 8
 _CLUSTER_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 _CLUSTER_ARN = re.compile(r"arn:aws[a-z-]*:sagemaker:([a-z0-9-]+):[0-9]{12}:cluster/[a-z0-9]{1,63}")
 _ACCELERATED = re.compile(r"(p|g|trn|inf)[0-9]")
@@ -282,183 +270,3 @@ def _from_groups(view: ClusterView, counts: Mapping[str, int], why: str) -> Choi
     source = f"{view.source}, {_names(types[chosen])}: the GPU group with the most instances ({reason})"
     warning = _mixed_warning(f"cluster {view.cluster or '?'}", types, ranked, "instances") if len(ranked) > 1 else ""
     return Choice(chosen, source, warning)
-
-
-# -- which source -----------------------------------------------------------------------------
-
-
-def cluster_view(
-    cluster: str | None, environ: Mapping[str, str], *, nodes_matter: Callable[[], bool] = lambda: False
-) -> tuple[ClusterView | None, list[str]]:
-    """What the cluster a job here runs on says, and why sources were passed over: this node's
-    resource config (when it is `cluster`'s, or none is named), else the SageMaker API for
-    `cluster` (its AwsErrors raised: the user named that cluster), each node described too
-    when the groups have several GPU types and `nodes_matter()` (the partition's nodes are
-    known). (None, reasons) when neither applies."""
-    path = resource_config_path(environ)
-    passed_over: list[str] = []
-    try:
-        view = read_resource_config(path)
-        if cluster is None or view.is_cluster(cluster):
-            return view, passed_over
-        passed_over.append(f"{path} describes cluster {view.cluster or '?'}, not {cluster}")
-    except Unavailable as why:
-        passed_over.append(str(why))
-    if cluster is None:
-        return None, passed_over
-    view = describe_cluster(cluster)
-    if len(view.gpu_types()) > 1 and nodes_matter():
-        view = describe_cluster(cluster, with_nodes=True)
-    return view, passed_over
-
-
-# -- the SageMaker API, cached ---------------------------------------------------------------
-
-
-def describe_cluster(cluster: str, *, with_nodes: bool = False, fresh: bool = False) -> ClusterView:
-    """The cluster as the SageMaker API describes it (groups; with `with_nodes`, every node's
-    Slurm name and instance id too), from the cache when an answer younger than CACHE_TTL_S
-    holds what is asked and `fresh` is not set. AwsError (exit 10) for AWS's refusals."""
-    cache = _cache_path(cluster)
-    if not fresh:
-        cached = _read_cache(cache)
-        if cached is not None and (cached.nodes is not None or not with_nodes):
-            return cached
-    what = f"hyperpod cluster {cluster!r}"
-    client = aws.client("sagemaker", region=region_of(cluster))
-    answer = aws.call(what, client.describe_cluster, ClusterName=cluster)
-    nodes = _describe_nodes(what, client, cluster) if with_nodes else None
-    view = view_from_api(answer, nodes)
-    _write_cache(cache, view)
-    return view
-
-
-def view_from_api(answer: Mapping[str, Any], node_details: Sequence[Mapping[str, Any]] | None) -> ClusterView:
-    """The view in describe_cluster's answer and describe_cluster_node's NodeDetails; a node
-    without PrivatePrimaryIp (still starting) has no Slurm name yet and is left out."""
-    groups = tuple(
-        Group(
-            str(group.get("InstanceGroupName", "")),
-            str(group.get("InstanceType", "")),
-            int(group.get("CurrentCount", group.get("TargetCount", 0)) or 0),
-        )
-        for group in answer.get("InstanceGroups", [])
-    )
-    nodes = None
-    if node_details is not None:
-        nodes = tuple(
-            Node(node_name(str(d["PrivatePrimaryIp"])), str(d.get("InstanceId", "")), str(d.get("InstanceGroupName", "")))
-            for d in node_details
-            if d.get("PrivatePrimaryIp")
-        )
-    name = str(answer.get("ClusterName", ""))
-    return ClusterView(name, str(answer.get("ClusterArn", "")), f"cluster {name} ({API_SOURCE})", groups, nodes)
-
-
-def _describe_nodes(what: str, client: Any, cluster: str) -> list[Mapping[str, Any]]:
-    summaries = aws.paginate(what, client, "list_cluster_nodes", "ClusterNodeSummaries", ClusterName=cluster)
-
-    def describe(summary: Mapping[str, Any]) -> Mapping[str, Any]:
-        node = summary["InstanceId"]
-        answer = aws.call(f"{what} node {node}", client.describe_cluster_node, ClusterName=cluster, NodeId=node)
-        return dict(answer.get("NodeDetails", {}))
-
-    with ThreadPoolExecutor(max_workers=_DESCRIBE_WORKERS) as pool:  # one call per node
-        return list(pool.map(describe, summaries))
-
-
-def _cache_path(cluster: str) -> Path | None:
-    """One file per cluster and AWS identity in use (a profile, region or endpoint of its own
-    is another answer). None when the hyperlaunch home cannot hold one."""
-    from hyperlaunch.core.paths import hyperlaunch_home
-
-    key = "\0".join([cluster, *(os.environ.get(name, "") for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"))])
-    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    try:
-        return hyperlaunch_home() / "cache" / f"hyperpod-cluster-{digest}.json"
-    except HyperlaunchError:
-        return None
-
-
-def _read_cache(path: Path | None, now: float | None = None) -> ClusterView | None:
-    if path is None:
-        return None
-    try:
-        data = json.loads(read_regular(path, _MAX_CONFIG_BYTES))
-        age = (time.time() if now is None else now) - float(data["written_at"])
-        if not 0 <= age < CACHE_TTL_S:
-            return None
-        view = data["view"]
-        nodes = view["nodes"]
-        return ClusterView(
-            cluster=str(view["cluster"]),
-            arn=str(view["arn"]),
-            source=str(view["source"]),
-            groups=tuple(Group(str(g["name"]), str(g["instance_type"]), int(g["count"])) for g in view["groups"]),
-            nodes=None if nodes is None else tuple(Node(str(n["name"]), str(n["instance_id"]), str(n["group"])) for n in nodes),
-        )
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None  # none, stale, or not ours: ask AWS again
-
-
-def _write_cache(path: Path | None, view: ClusterView) -> None:
-    """Written whole or not at all (a temporary file renamed into place), private to the user;
-    a cache that cannot be written only costs the next call a request."""
-    if path is None:
-        return
-    from hyperlaunch.core.atomic_file import write_atomically
-    from hyperlaunch.core.private_files import FILE_MODE, private_dir
-
-    with contextlib.suppress(OSError):
-        private_dir(path.parent)
-        document = json.dumps({"written_at": time.time(), "view": asdict(view)}) + "\n"
-        write_atomically(path, document.encode("utf-8"), mode=FILE_MODE)
-
-
-# -- instance ids, for nodes HyperPod replaced ------------------------------------------------
-
-
-def instance_ids(cluster: str | None, environ: Mapping[str, str], *, fresh: bool = False) -> dict[str, str] | None:
-    """Every cluster node's instance id by Slurm name: from this node's resource config, else
-    the API for `cluster`. None when nothing says this is HyperPod (no resource config, no
-    cluster named); Unavailable (with the reason) when it is but the ids cannot be read."""
-    path = resource_config_path(environ)
-    try:
-        view: ClusterView | None = read_resource_config(path)
-    except Unavailable:
-        if cluster is None and os.path.lexists(path):
-            raise  # a HyperPod node whose config this user cannot read
-        view = None
-    if view is not None and (cluster is None or view.is_cluster(cluster)):
-        return {node.name: node.instance_id for node in view.nodes or ()}
-    if cluster is None:
-        return None
-    try:
-        view = describe_cluster(cluster, with_nodes=True, fresh=fresh)
-    except AwsError as err:
-        raise Unavailable(err.one_line()) from None
-    return {node.name: node.instance_id for node in view.nodes or ()}
-
-
-def describe_instance_source(
-    *,
-    cluster: str | None = None,
-    partition_nodes: Sequence[str] | None = None,
-    where: str = "the default partition",
-    environ: Mapping[str, str] | None = None,
-) -> str:
-    """One line for `doctor`: the instance type a job here gets from the HyperPod cluster, and
-    where it comes from, or why none does (jobs then render for cpu unless --instance-type
-    says otherwise). `partition_nodes`: the Slurm names of `where`'s nodes, when the caller
-    has asked Slurm. Never raises a HyperlaunchError."""
-    try:
-        view, passed_over = cluster_view(cluster, os.environ if environ is None else environ, nodes_matter=lambda: partition_nodes is not None)
-    except HyperlaunchError as err:
-        return f"cannot tell: {err.one_line()}"
-    if view is None:
-        return f"none from the cluster ({'; '.join(passed_over)}): cpu unless --instance-type or --hyperpod-cluster"
-    choice = choose_instance_type(view, partition_nodes, where, "" if partition_nodes is not None else f"{where}'s nodes not asked")
-    text = f"{canonical_instance_type(choice.instance_type)} ({choice.source})"
-    if choice.instance_type != "cpu" and canonical_instance_type(choice.instance_type) not in known_instance_types():
-        text += "; hyperlaunch has no preset for it: pass --instance-type"
-    return f"{text}; warning: {choice.warning}" if choice.warning else text

@@ -122,7 +122,7 @@ def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: 
     from hyperlaunch.slurm import commands as slurm
     from hyperlaunch.doctor.checks import check_instance_type
     from hyperlaunch.core.errors import SlurmError
-    from hyperlaunch.aws.hyperpod import describe_instance_source
+    from hyperlaunch.aws.hyperpod_lookup import describe_instance_source
 
     def from_cluster() -> str:
         partition = launch["partition"]

@@ -12,7 +12,7 @@ presets' NCCL/EFA variables are not reserved: overriding them with `--env` is th
 
 from __future__ import annotations
 
-from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
 
 TORCHRUN_SIGNALS_ENV = "PET_SIGNALS_TO_HANDLE"
 """torchrun's list of signals it forwards to its workers (the script adds the save signal)."""

@@ -22,7 +22,7 @@ from typing import Literal
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.core.mounts import LOCAL_FS_TYPES, is_shared, mount_of
-from hyperlaunch.script.render import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
+from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -259,7 +259,7 @@ def check_instance_type(
     configured: str | None, configured_source: str | None, from_cluster: Callable[[], str]
 ) -> CheckResult:
     """Which instance type jobs render for, and what decided it: a flag or config layer, else
-    the HyperPod cluster (`from_cluster`: hyperpod.describe_instance_source), else cpu."""
+    the HyperPod cluster (`from_cluster`: hyperpod_lookup.describe_instance_source), else cpu."""
     name = "instance type"
     if configured is not None:
         return passed(name, f"{configured} (from {configured_source})")

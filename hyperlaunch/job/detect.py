@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hyperlaunch.aws import hyperpod
+from hyperlaunch.aws import hyperpod, hyperpod_lookup
+from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import InvalidInput, SlurmError
 from hyperlaunch.core.instances import canonical_instance_type, get_instance, known_instance_types
@@ -84,7 +85,7 @@ def instance_type(
     Nothing: `cpu`, with a warning when the partition's nodes have GPU GRES."""
     where = f"partition {partition}" if partition else "the default partition"
     nodes = _partition_nodes(partition, slurm_env, where)
-    view, passed_over = hyperpod.cluster_view(hyperpod_cluster, environ, nodes_matter=lambda: nodes()[0] is not None)
+    view, passed_over = hyperpod_lookup.cluster_view(hyperpod_cluster, environ, nodes_matter=lambda: nodes()[0] is not None)
     if view is None:
         return _cpu([*passed_over, "no --hyperpod-cluster"], nodes, where)
     found, why = nodes()
@@ -142,7 +143,6 @@ def hyperpod_mode(*, hyperpod_cluster: str | None, environ: Mapping[str, str], m
     resource_config.json) or the user named one (--hyperpod-cluster); else left to each node
     when the job starts (`auto`: the script looks for the marker there)."""
     from hyperlaunch.core import paths
-    from hyperlaunch.script.render import HYPERPOD_MARKER_DIR
 
     marker = marker or HYPERPOD_MARKER_DIR
     if hyperpod_cluster:

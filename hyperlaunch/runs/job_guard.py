@@ -12,7 +12,7 @@ from pathlib import Path
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import JobConflict
-from hyperlaunch.runs.job_status import ACTIVE_STATES
+from hyperlaunch.slurm.states import ACTIVE_STATES
 from hyperlaunch.core.protocol import checkpoint_lock_path, read_checkpoint_lock
 from hyperlaunch.job.spec import JobSpec
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.core import checkpoints
-from hyperlaunch.aws import hyperpod
+from hyperlaunch.aws import hyperpod, hyperpod_lookup
 from hyperlaunch.runs import jobs
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
@@ -83,7 +83,7 @@ def not_replaced(record: jobs.JobRecord, failed: Sequence[str], notify: Callable
     if not failed or not recorded:
         return tuple(failed)
     try:
-        current = hyperpod.instance_ids(record.spec.hyperpod_cluster, os.environ, fresh=True)
+        current = hyperpod_lookup.instance_ids(record.spec.hyperpod_cluster, os.environ, fresh=True)
     except hyperpod.Unavailable as why:
         notify(f"cannot tell whether HyperPod replaced {', '.join(failed)} ({why}); excluding them")
         return tuple(failed)
@@ -101,7 +101,7 @@ def recorded_instance_ids(spec: JobSpec, notify: Callable[[str], None]) -> tuple
     """On HyperPod, every cluster node's instance id now (the job's candidates among them), for
     the record; () elsewhere, or when they cannot be read (said to `notify`)."""
     try:
-        ids = hyperpod.instance_ids(spec.hyperpod_cluster, os.environ)
+        ids = hyperpod_lookup.instance_ids(spec.hyperpod_cluster, os.environ)
     except hyperpod.Unavailable as why:
         notify(f"HyperPod instance ids not recorded ({why}): resume --exclude-failed will exclude every failed node, replaced or not")
         return ()

@@ -26,21 +26,25 @@ from importlib import resources
 import jinja2
 
 from hyperlaunch import __version__
+from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
 from hyperlaunch.script import nccl_plugin
-from hyperlaunch.runs.job_status import ACTIVE_STATES
+from hyperlaunch.slurm.states import ACTIVE_STATES
 from hyperlaunch.core.protocol import (
     ATTEMPT_MARKER_PRINTF,
     PROGRESS_PREFIX,
     REQUEUE_EXIT_CODE,
     RESTART_CEILING,
     REQUEUE_REQUEST_PREFIX,
-    TRAINER_FAILURE_FILE_ENV,
-    TRAINER_FAILURE_PREFIX,
+    SAVE_SIGNAL,
     AttemptAction,
-    FailureKind,
-    FailureVerdict,
     RestartCause,
     checkpoint_lock_path,
+)
+from hyperlaunch.core.trainer_failures import (
+    TRAINER_FAILURE_FILE_ENV,
+    TRAINER_FAILURE_PREFIX,
+    FailureKind,
+    FailureVerdict,
 )
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
@@ -48,8 +52,6 @@ from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_
 from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec, default_container_mounts
 from hyperlaunch.script.template_cache import template_cache
 
-HYPERPOD_MARKER_DIR = "/opt/sagemaker_cluster"
-SAVE_SIGNAL = "USR2"
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).

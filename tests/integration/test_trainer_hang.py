@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV, read_trainer_failure
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure
 from tests.integration import fault_entry
 
 from .train_helpers import launch, tiny_args

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.core.protocol import PROGRESS_PREFIX, TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.core.protocol import PROGRESS_PREFIX
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.aws import hyperpod
+from hyperlaunch.aws import hyperpod_lookup
 from hyperlaunch.doctor.checks import check_instance_type
 from tests.moto_aws import LocalAws
 from tests.unit.hyperpod_cluster import create_cluster, no_resource_config, resource_config, write_resource_config
 
 
 def _from_cluster(**kwargs: object):
-    return lambda: hyperpod.describe_instance_source(**kwargs)  # type: ignore[arg-type]
+    return lambda: hyperpod_lookup.describe_instance_source(**kwargs)  # type: ignore[arg-type]
 
 
 def test_a_configured_type_is_reported_with_its_layer() -> None:

@@ -1,6 +1,6 @@
-"""hyperlaunch.aws.hyperpod: Slurm names of HyperPod nodes, the resource config read without
-trusting it, sinfo's partition nodes, and the SageMaker API's answers (a local moto server)
-cached briefly per cluster, in a private file written whole."""
+"""hyperlaunch.aws.hyperpod, hyperpod_api and hyperpod_lookup: Slurm names of HyperPod nodes,
+the resource config read without trusting it, sinfo's partition nodes, and the SageMaker API's
+answers (a local moto server) cached briefly per cluster, in a private file written whole."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.aws import hyperpod
+from hyperlaunch.aws import hyperpod, hyperpod_api, hyperpod_lookup
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import AwsError
 from tests.moto_aws import LocalAws
@@ -78,66 +78,66 @@ def test_the_api_view_maps_nodes_that_have_an_address() -> None:
         {"InstanceId": "i-1", "InstanceGroupName": "worker-group-1", "PrivatePrimaryIp": "10.1.38.128"},
         {"InstanceId": "i-2", "InstanceGroupName": "worker-group-1"},  # still starting: no address yet
     ]
-    view = hyperpod.view_from_api(answer, details)
+    view = hyperpod_api.view_from_api(answer, details)
     assert view.source == "cluster demo (SageMaker API)" and view.groups == (hyperpod.Group("worker-group-1", "ml.p5.48xlarge", 2),)
     assert view.nodes == (hyperpod.Node("ip-10-1-38-128", "i-1", "worker-group-1"),)
-    assert hyperpod.view_from_api(answer, None).nodes is None
+    assert hyperpod_api.view_from_api(answer, None).nodes is None
 
 
 def test_the_api_answer_is_cached_briefly_in_a_private_file(aws: LocalAws) -> None:
     create_cluster(aws, P5_CLUSTER)
-    first = hyperpod.describe_cluster("demo")
+    first = hyperpod_api.describe_cluster("demo")
     assert [(g.instance_type, g.count) for g in first.groups] == [("ml.m5.xlarge", 1), ("ml.p5.48xlarge", 2)]
-    [cache] = list((hyperpod._cache_path("demo") or Path("/")).parent.glob("hyperpod-cluster-*.json"))
+    [cache] = list((hyperpod_api._cache_path("demo") or Path("/")).parent.glob("hyperpod-cluster-*.json"))
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600 and stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
     assert not list(cache.parent.glob(".*")), "no temporary file left behind"
     aws.reset()  # AWS forgets the cluster: only the cache can still answer
-    assert hyperpod.describe_cluster("demo") == first
+    assert hyperpod_api.describe_cluster("demo") == first
     with pytest.raises(AwsError, match="Could not find cluster 'demo'"):
-        hyperpod.describe_cluster("demo", fresh=True)
+        hyperpod_api.describe_cluster("demo", fresh=True)
     with pytest.raises(AwsError):
-        hyperpod.describe_cluster("demo", with_nodes=True)  # the cache holds no nodes: AWS is asked
+        hyperpod_api.describe_cluster("demo", with_nodes=True)  # the cache holds no nodes: AWS is asked
 
 
 def test_the_cache_expires(aws: LocalAws) -> None:
     create_cluster(aws, P5_CLUSTER)
-    hyperpod.describe_cluster("demo")
-    cache = hyperpod._cache_path("demo")
+    hyperpod_api.describe_cluster("demo")
+    cache = hyperpod_api._cache_path("demo")
     assert cache is not None
     data = json.loads(cache.read_text())
-    data["written_at"] -= hyperpod.CACHE_TTL_S + 1
+    data["written_at"] -= hyperpod_api.CACHE_TTL_S + 1
     cache.write_text(json.dumps(data))
     aws.reset()
     with pytest.raises(AwsError, match="hyperpod cluster 'demo': ValidationException"):
-        hyperpod.describe_cluster("demo")
+        hyperpod_api.describe_cluster("demo")
 
 
 def test_a_broken_cache_is_asked_again(aws: LocalAws) -> None:
     create_cluster(aws, P5_CLUSTER)
-    cache = hyperpod._cache_path("demo")
+    cache = hyperpod_api._cache_path("demo")
     assert cache is not None
     cache.parent.mkdir(parents=True)
     cache.write_text('{"written_at": "soon", "view": []}')
-    assert hyperpod.describe_cluster("demo").cluster == "demo"
+    assert hyperpod_api.describe_cluster("demo").cluster == "demo"
     assert json.loads(cache.read_text())["view"]["cluster"] == "demo"
 
 
 def test_nodes_from_the_api_are_listed_across_pages_and_described(aws: LocalAws) -> None:
     create_cluster(aws, [("worker-group-1", "ml.p5.48xlarge", 2), ("small", "ml.g5.48xlarge", 1)])
-    view = hyperpod.describe_cluster("demo", with_nodes=True)
+    view = hyperpod_api.describe_cluster("demo", with_nodes=True)
     # moto's describe_cluster_node gives no PrivatePrimaryIp: no node has a Slurm name yet
     assert view.nodes == () and view.gpu_types() == ["ml.g5.48xlarge", "ml.p5.48xlarge"]
     aws.reset()
-    assert hyperpod.describe_cluster("demo", with_nodes=True) == view  # cached, nodes and all
+    assert hyperpod_api.describe_cluster("demo", with_nodes=True) == view  # cached, nodes and all
 
 
 def test_describe_instance_source_says_where_the_type_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws: LocalAws) -> None:
     path = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())
     environ = {"SAGEMAKER_RESOURCE_CONFIG_PATH": str(path)}
-    line = hyperpod.describe_instance_source(environ=environ)
+    line = hyperpod_lookup.describe_instance_source(environ=environ)
     assert line == "p5.48xlarge (rc.json, worker-group-1: the GPU group with the most instances (2; the default partition's nodes not asked))"
-    line = hyperpod.describe_instance_source(environ=environ, partition_nodes=["ip-10-1-38-128"], where="partition gpu")
+    line = hyperpod_lookup.describe_instance_source(environ=environ, partition_nodes=["ip-10-1-38-128"], where="partition gpu")
     assert line == "p5.48xlarge (rc.json, worker-group-1: 1 of partition gpu's 1 node(s))"
-    line = hyperpod.describe_instance_source(environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(tmp_path)})
+    line = hyperpod_lookup.describe_instance_source(environ={"SAGEMAKER_RESOURCE_CONFIG_PATH": str(tmp_path)})
     assert line.startswith("none from the cluster (") and "is a folder" in line
-    assert hyperpod.describe_instance_source(environ={}, cluster="nope").startswith("cannot tell: hyperpod cluster 'nope': ")
+    assert hyperpod_lookup.describe_instance_source(environ={}, cluster="nope").startswith("cannot tell: hyperpod cluster 'nope': ")

@@ -13,7 +13,7 @@ from hyperlaunch.core import checkpoints
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
 from hyperlaunch.slurm.commands import Attempt, NodeEvent
 from hyperlaunch.job.spec import JobSpec
 

@@ -1,6 +1,6 @@
-"""The protocol between the batch script, the trainer and `status` (hyperlaunch.core.protocol):
-each vocabulary is the one the template is rendered with, and each record reads back what
-its writer wrote."""
+"""The protocol between the batch script, the trainer and `status` (hyperlaunch.core.protocol,
+trainer_failures and metrics_records): each vocabulary is the one the template is rendered
+with, and each record reads back what its writer wrote."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core import metrics_records as mr
 from hyperlaunch.core import protocol as p
+from hyperlaunch.core import trainer_failures as tf
 from hyperlaunch.core.errors import (
     EXIT_CODES,
     CheckpointError,
@@ -32,8 +34,8 @@ def _script(tmp_path: Path) -> str:
 
 def test_the_script_writes_exactly_the_causes_and_actions_of_the_enums(tmp_path: Path) -> None:
     script = _script(tmp_path)
-    assert f"export {p.TRAINER_FAILURE_FILE_ENV}=" in script
-    assert f'= {p.FailureVerdict.FINAL.value} ]' in script
+    assert f"export {tf.TRAINER_FAILURE_FILE_ENV}=" in script
+    assert f'= {tf.FailureVerdict.FINAL.value} ]' in script
     written_causes = set(re.findall(r"cause=([a-z-]+)", script)) | set(re.findall(r"requeue_within_budget ([a-z-]+)", script))
     written_actions = set(re.findall(r"action=([a-z-]+)", script))
     assert written_causes == {cause.value for cause in p.RestartCause}
@@ -59,15 +61,15 @@ def test_an_attempt_marker_reads_back_what_was_written() -> None:
 
 
 def test_metrics_records_round_trip_and_tolerate_extra_fields_and_cut_lines() -> None:
-    step = p.StepRecord(step=3, loss=2.5, mfu=None, peak_memory_bytes_per_rank=(1, 2), job_id="7", restart=1)
-    assert p.parse_metrics_line(p.metrics_line(step)) == step
-    event = p.EventRecord(event=p.TrainerEvent.RESUMED.value, message="m", step=4, details={"path": "/c/x-4steps"})
-    back = p.parse_metrics_line(p.metrics_line(event))
-    assert back == event and isinstance(back, p.EventRecord) and back.get("path") == "/c/x-4steps"
+    step = mr.StepRecord(step=3, loss=2.5, mfu=None, peak_memory_bytes_per_rank=(1, 2), job_id="7", restart=1)
+    assert mr.parse_metrics_line(mr.metrics_line(step)) == step
+    event = mr.EventRecord(event=mr.TrainerEvent.RESUMED.value, message="m", step=4, details={"path": "/c/x-4steps"})
+    back = mr.parse_metrics_line(mr.metrics_line(event))
+    assert back == event and isinstance(back, mr.EventRecord) and back.get("path") == "/c/x-4steps"
     newer = '{"type": "step", "step": 5, "loss": 1.0, "a_field_from_a_newer_trainer": 1}'
-    assert p.parse_metrics_line(newer) == p.StepRecord(step=5, loss=1.0)
-    assert p.parse_metrics_line(p.metrics_line(step)[:20]) is None
-    assert p.parse_metrics_line('{"type": "step"}') is None and p.parse_metrics_line("[1]") is None
+    assert mr.parse_metrics_line(newer) == mr.StepRecord(step=5, loss=1.0)
+    assert mr.parse_metrics_line(mr.metrics_line(step)[:20]) is None
+    assert mr.parse_metrics_line('{"type": "step"}') is None and mr.parse_metrics_line("[1]") is None
 
 
 def test_a_metrics_line_of_the_previous_format_still_reads() -> None:
@@ -77,8 +79,8 @@ def test_a_metrics_line_of_the_previous_format_still_reads() -> None:
         '"tflops_per_device": 0.1, "time": 1.0, "tokens_per_s": 100.0, "tokens_per_s_per_device": 50.0, '
         '"tokens_seen": 256, "type": "step", "world_size": 2, "job_id": "12", "restart": 0}'
     )
-    record = p.parse_metrics_line(line)
-    assert isinstance(record, p.StepRecord) and (record.step, record.job_id, record.peak_memory_bytes_per_rank) == (2, "12", (10, 9))
+    record = mr.parse_metrics_line(line)
+    assert isinstance(record, mr.StepRecord) and (record.step, record.job_id, record.peak_memory_bytes_per_rank) == (2, "12", (10, 9))
 
 
 def test_the_requeue_exit_code_and_request_file() -> None:
@@ -87,38 +89,38 @@ def test_the_requeue_exit_code_and_request_file() -> None:
 
 
 # Each kind: errors the trainer may stop on that stand for it, and whether it ends the job.
-FAILURE_KINDS: dict[p.FailureKind, tuple[list[BaseException], bool]] = {
-    p.FailureKind.INVALID_ARGUMENTS: ([InvalidInput("--lr must be > 0"), ConfigError("bad toml")], True),
-    p.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
-    p.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
-    p.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
-    p.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
-    p.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
-    p.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (train/watchdog.py)
+FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
+    tf.FailureKind.INVALID_ARGUMENTS: ([InvalidInput("--lr must be > 0"), ConfigError("bad toml")], True),
+    tf.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
+    tf.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
+    tf.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
+    tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
+    tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
+    tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (train/watchdog.py)
 }
 
 
-@pytest.mark.parametrize("kind", list(p.FailureKind), ids=lambda kind: kind.value)
-def test_each_failure_kind_has_its_errors_and_its_verdict(kind: p.FailureKind) -> None:
+@pytest.mark.parametrize("kind", list(tf.FailureKind), ids=lambda kind: kind.value)
+def test_each_failure_kind_has_its_errors_and_its_verdict(kind: tf.FailureKind) -> None:
     errors, final = FAILURE_KINDS[kind]  # a KeyError: a new kind without its line above
     for err in errors:
-        assert p.failure_kind(err) is kind, err
-    assert (kind in p.FINAL_FAILURE_KINDS) is final
-    record = p.parse_trainer_failure(p.format_trainer_failure(kind, "m", 3))
-    assert record == p.TrainerFailure(kind=kind.value, final=final, rank=3, message="m")
+        assert tf.failure_kind(err) is kind, err
+    assert (kind in tf.FINAL_FAILURE_KINDS) is final
+    record = tf.parse_trainer_failure(tf.format_trainer_failure(kind, "m", 3))
+    assert record == tf.TrainerFailure(kind=kind.value, final=final, rank=3, message="m")
     assert shlex.quote(kind.value) == kind.value, "the script reads the kind as one word"
 
 
 def test_the_trainers_failure_record_reads_back_and_the_first_writer_wins(tmp_path: Path) -> None:
-    target = p.trainer_failure_path(tmp_path, "12", 0)
+    target = tf.trainer_failure_path(tmp_path, "12", 0)
     assert target == tmp_path / "trainer-failure-12.0"
-    env = {p.TRAINER_FAILURE_FILE_ENV: str(target)}
+    env = {tf.TRAINER_FAILURE_FILE_ENV: str(target)}
     message = "--data /x/bad.jsonl:2: not\nvalid   JSON"
-    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, message, 1, env) == target
+    assert tf.write_trainer_failure(tf.FailureKind.INVALID_DATA, message, 1, env) == target
     assert target.read_text().splitlines() == ["final invalid-data rank=1", "--data /x/bad.jsonl:2: not valid JSON"]
-    later = p.write_trainer_failure(p.FailureKind.UNEXPECTED, "RuntimeError: peer gone (rank 0)", 0, env)
+    later = tf.write_trainer_failure(tf.FailureKind.UNEXPECTED, "RuntimeError: peer gone (rank 0)", 0, env)
     assert later is None
-    assert p.read_trainer_failure(target) == p.TrainerFailure(
+    assert tf.read_trainer_failure(target) == tf.TrainerFailure(
         kind="invalid-data", final=True, rank=1, message="--data /x/bad.jsonl:2: not valid JSON"
     )
     assert list(tmp_path.iterdir()) == [target], "no temporary file is left behind"
@@ -128,20 +130,20 @@ def test_without_hard_links_the_first_writer_still_wins(tmp_path: Path, monkeypa
     def no_links(src: str, dst: str) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(p.os, "link", no_links)
+    monkeypatch.setattr(tf.os, "link", no_links)
     target = tmp_path / "f"
-    env = {p.TRAINER_FAILURE_FILE_ENV: str(target)}
-    assert p.write_trainer_failure(p.FailureKind.NODE_PROBLEM, "no GPU", 2, env) == target
-    assert p.write_trainer_failure(p.FailureKind.UNEXPECTED, "later", 0, env) is None
-    record = p.read_trainer_failure(target)
+    env = {tf.TRAINER_FAILURE_FILE_ENV: str(target)}
+    assert tf.write_trainer_failure(tf.FailureKind.NODE_PROBLEM, "no GPU", 2, env) == target
+    assert tf.write_trainer_failure(tf.FailureKind.UNEXPECTED, "later", 0, env) is None
+    record = tf.read_trainer_failure(target)
     assert record is not None and (record.kind, record.final, record.rank) == ("node-problem", False, 2)
     assert list(tmp_path.iterdir()) == [target]
 
 
 def test_no_failure_record_without_the_variable_and_writing_one_never_raises(tmp_path: Path) -> None:
-    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, "m", 0, {}) is None
+    assert tf.write_trainer_failure(tf.FailureKind.INVALID_DATA, "m", 0, {}) is None
     assert list(tmp_path.iterdir()) == []
-    unwritable = {p.TRAINER_FAILURE_FILE_ENV: str(tmp_path / "no-such-dir" / "f")}
-    assert p.write_trainer_failure(p.FailureKind.INVALID_DATA, "m", 0, unwritable) is None
-    assert p.read_trainer_failure(tmp_path / "absent") is None
-    assert p.parse_trainer_failure("") is None and p.parse_trainer_failure("maybe x rank=0\nm") is None
+    unwritable = {tf.TRAINER_FAILURE_FILE_ENV: str(tmp_path / "no-such-dir" / "f")}
+    assert tf.write_trainer_failure(tf.FailureKind.INVALID_DATA, "m", 0, unwritable) is None
+    assert tf.read_trainer_failure(tmp_path / "absent") is None
+    assert tf.parse_trainer_failure("") is None and tf.parse_trainer_failure("maybe x rank=0\nm") is None

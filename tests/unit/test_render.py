@@ -20,12 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperlaunch.core.protocol import (
-    REQUEUE_EXIT_CODE,
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, parse_attempt_marker
+from hyperlaunch.core.trainer_failures import (
     TRAINER_FAILURE_FILE_ENV,
     FailureKind,
     format_trainer_failure,
-    parse_attempt_marker,
     trainer_failure_path,
 )
 from hyperlaunch.script.render import launch_command, render_sbatch

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import protocol as p
+from hyperlaunch.core import trainer_failures as tf
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.script.render import render_sbatch
@@ -177,7 +178,7 @@ def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tm
     Path(record.spec.log_dir).mkdir(parents=True)
     run_dir = Path(record.spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    p.trainer_failure_path(run_dir, JOB_ID, 0, 1).write_text(p.format_trainer_failure(p.FailureKind.HANG, "hang: no step for 42 s after step 17", 1))
+    tf.trainer_failure_path(run_dir, JOB_ID, 0, 1).write_text(tf.format_trainer_failure(tf.FailureKind.HANG, "hang: no step for 42 s after step 17", 1))
     lines = [
         p.format_attempt_marker("start", 0, JOB_ID, "nodes=n[1-3] host=n1 spares=n3", "t"),
         p.format_attempt_marker("restart", 0, JOB_ID, "round=1 cause=node-failure exit=1 nodes=n2 spare=n3 action=restart-in-allocation", "t"),

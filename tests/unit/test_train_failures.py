@@ -1,5 +1,5 @@
 """The trainer names why it stopped: typed errors at the places input is read, and a failure
-record (hyperlaunch.core.protocol) for the batch script, written by main() on any rank."""
+record (hyperlaunch.core.trainer_failures) for the batch script, written by main() on any rank."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from hyperlaunch.data.sources import find_sources, plan_units, read_unit
 from hyperlaunch.core.errors import DataError, ModelUnavailable, NodeProblem
-from hyperlaunch.core.protocol import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
 from hyperlaunch.train import train as train_main
 
 
@@ -98,7 +98,7 @@ def test_a_failing_rank_records_before_closing_the_process_group(
     tmp_path: Path, record_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Closing fails the other ranks' collectives; their errors must not be recorded first."""
-    from hyperlaunch.core.protocol import FailureKind, write_trainer_failure
+    from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
     from hyperlaunch.train import setup
 
     class Job:

@@ -1,0 +1,179 @@
+"""Metrics records: rank 0's step and event records in `<run_dir>/metrics.jsonl`, one JSON
+object a line; the trainer writes them, `status` reads them. Part of the script/trainer
+protocol (hyperlaunch.core.protocol).
+
+Torch-free (the CLI reads metrics on a login node), Python 3.10."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+METRICS_FILE = "metrics.jsonl"
+"""Rank 0's step records and events in the run dir, one JSON object a line."""
+
+
+class TrainerEvent(str, enum.Enum):
+    """The events the trainer records (EventRecord.event)."""
+
+    STARTED = "started"
+    PRETRAINED_LOADED = "pretrained_loaded"
+    RESUMED = "resumed"
+    VALIDATION = "validation"
+    NON_FINITE_LOSS = "non_finite_loss"
+    CHECKPOINT_SAVING = "checkpoint_saving"
+    CHECKPOINT_COMPLETED = "checkpoint_completed"
+    CHECKPOINT_PRUNED = "checkpoint_pruned"
+    SIGNAL_RECEIVED = "signal_received"
+    HANG = "hang"
+    EXPORTED = "exported"
+    EXIT = "exit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRecord:
+    """One logged optimizer step (`"type": "step"`)."""
+
+    step: int
+    loss: float
+    lr: float = 0.0
+    grad_norm: float = 0.0
+    tokens_per_s: float = 0.0
+    tokens_per_s_per_device: float = 0.0
+    tflops_per_device: float = 0.0
+    mfu: float | None = None
+    """Model FLOPs utilisation; None where the device's peak is unknown (CPU, fp32)."""
+    peak_memory_bytes: int = 0
+    """The largest of every rank's peak: device memory on GPU, resident set on CPU."""
+    peak_memory_bytes_per_rank: tuple[int, ...] = ()
+    step_time_s: float = 0.0
+    tokens_seen: int = 0
+    samples_consumed: int = 0
+    world_size: int = 1
+    time: float = 0.0
+    job_id: str | None = None
+    """The Slurm job that wrote it: a run dir is shared by a job and the jobs resuming it."""
+    restart: int | None = None
+    round: int | None = None
+    """The round of trainers within the attempt (restarts inside the allocation), 0 for the first."""
+
+    def to_json(self) -> dict[str, Any]:
+        return _without_none({"type": "step", **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}, keep=("mfu",))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StepRecord | None:
+        return _build(cls, data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventRecord:
+    """Something the trainer did or saw (`"type": "event"`), with the event's own fields."""
+
+    event: str
+    """A TrainerEvent value."""
+    message: str = ""
+    time: float = 0.0
+    step: int | None = None
+    job_id: str | None = None
+    restart: int | None = None
+    round: int | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """The event's own fields (exit_code, val_loss, path, ...), stored at the record's top level."""
+
+    def to_json(self) -> dict[str, Any]:
+        known = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
+        return _without_none({"type": "event", **dict(self.details), **known})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EventRecord | None:
+        names = {f.name for f in fields(cls)} | {"type"}
+        record = _build(cls, data)
+        if record is None:
+            return None
+        return cls(**{**record.__dict__, "details": {k: v for k, v in data.items() if k not in names}})
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A detail field (or a known one) by name."""
+        return getattr(self, name) if name in self.__dataclass_fields__ and name != "details" else self.details.get(name, default)
+
+
+MetricsRecord = StepRecord | EventRecord
+
+
+def metrics_line(record: MetricsRecord) -> str:
+    """The record as one metrics.jsonl line (keys sorted, as readers diff them)."""
+    return json.dumps(record.to_json(), sort_keys=True) + "\n"
+
+
+def parse_metrics_line(line: str) -> MetricsRecord | None:
+    """The record on one metrics.jsonl line; None for a line cut mid-write by a crash, or any
+    other line (readers skip those)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("type") == "step":
+        return StepRecord.from_json(data)
+    if data.get("type") == "event":
+        return EventRecord.from_json(data)
+    return None
+
+
+def _build(cls: Any, data: Mapping[str, Any]) -> Any:
+    """A record from a metrics line, None when it is not one: a required field missing, or a
+    field of the wrong type (`"loss": "abc"`, `"step": true`). A null where the field has a
+    default counts as absent; another version's extra fields are kept by the caller."""
+    kinds = _field_kinds(cls)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in kinds or (value is None and not _accepts(kinds[name], None)):
+            continue
+        value = tuple(value) if isinstance(value, list) else value
+        if not _accepts(kinds[name], value):
+            return None
+        values[name] = value
+    try:
+        return cls(**values)
+    except TypeError:  # a required field missing: not a record of this kind
+        return None
+
+
+@functools.cache
+def _field_kinds(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _accepts(kind: Any, value: Any) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return True
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_accepts(args[0], item) for item in value)
+    if origin in (typing.Union, types.UnionType):  # X | None
+        return any(_accepts(arg, value) for arg in args)
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    if origin is not None:  # Mapping[str, Any]
+        return isinstance(value, Mapping)
+    return isinstance(value, kind)
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _without_none(data: dict[str, Any], keep: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None or k in keep}

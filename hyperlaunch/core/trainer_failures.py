@@ -1,0 +1,167 @@
+"""Trainer failure records: why the trainer stopped on an error, and whether another attempt
+can help. Rank 0 (or whichever rank failed first) writes one per attempt into the file the
+batch script names in TRAINER_FAILURE_FILE_ENV; the script reads its verdict, `status` its
+message. Part of the script/trainer protocol (hyperlaunch.core.protocol).
+
+Torch-free (the CLI reads these on a login node), Python 3.10."""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.core.errors import CheckpointError, ConfigError, DataError, InvalidInput, ModelUnavailable, NodeProblem
+from hyperlaunch.core.protocol import read_regular_file
+
+_COUNT = re.compile(r"[0-9]{1,10}")
+
+
+class FailureKind(str, enum.Enum):
+    """Why the trainer stopped on an error, as its failure record names it."""
+
+    INVALID_ARGUMENTS = "invalid-arguments"
+    """A flag or value the trainer refuses (InvalidInput, ConfigError, argparse's errors)."""
+    INVALID_DATA = "invalid-data"
+    """--data cannot be read or holds something malformed (DataError)."""
+    MODEL_UNAVAILABLE = "model-unavailable"
+    """The model or its tokenizer cannot be loaded (ModelUnavailable)."""
+    CHECKPOINT_UNUSABLE = "checkpoint-unusable"
+    """The checkpoint folder or its pointer cannot be used (CheckpointError)."""
+    NODE_PROBLEM = "node-problem"
+    """The node lacks what the job needs, e.g. no GPU for --device cuda (NodeProblem): another
+    attempt may land on other nodes, so it is retried."""
+    UNEXPECTED = "unexpected"
+    """Any other exception: retried like any crash."""
+    HANG = "hang"
+    """No step (or checkpoint save, or validation pass) finished within the trainer's hang
+    limit (train/watchdog.py): every rank dumped its Python stacks into the log and exited;
+    retried like any crash (RestartCause.HANG in the batch script's markers)."""
+
+
+FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
+    {FailureKind.INVALID_ARGUMENTS, FailureKind.INVALID_DATA, FailureKind.MODEL_UNAVAILABLE, FailureKind.CHECKPOINT_UNUSABLE}
+)
+"""Failures of the job's own input: every attempt would meet them again, so none is made."""
+
+# First match wins: the subclasses of InvalidInput come before it.
+_KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
+    (DataError, FailureKind.INVALID_DATA),
+    (ModelUnavailable, FailureKind.MODEL_UNAVAILABLE),
+    (CheckpointError, FailureKind.CHECKPOINT_UNUSABLE),
+    (NodeProblem, FailureKind.NODE_PROBLEM),
+    (InvalidInput, FailureKind.INVALID_ARGUMENTS),
+    (ConfigError, FailureKind.INVALID_ARGUMENTS),
+)
+
+
+def failure_kind(err: BaseException) -> FailureKind:
+    """The kind of failure an exception the trainer stopped on stands for."""
+    return next((kind for error_class, kind in _KIND_OF_ERROR if isinstance(err, error_class)), FailureKind.UNEXPECTED)
+
+
+class FailureVerdict(str, enum.Enum):
+    """The first word of a failure record: what the batch script should do about it."""
+
+    FINAL = "final"
+    """End the job now (cause trainer-error), whatever max_restarts allows."""
+    RETRY = "retry"
+    """A crash like any other: requeue within max_restarts."""
+
+
+TRAINER_FAILURE_FILE_ENV = "HYPERLAUNCH_TRAINER_FAILURE_FILE"
+"""Set by the batch script for each attempt to `<run_dir>/trainer-failure-<job id>.<restart
+count>`; a trainer run without it (plain torchrun, tests) records nothing."""
+TRAINER_FAILURE_PREFIX = "trainer-failure-"
+TRAINER_ERROR_PREFIX = "hyperlaunch.train: error: "
+"""How rank 0 starts the one line it prints on stderr when it stops on a typed error."""
+_FAILURE_MESSAGE_MAX = 500
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerFailure:
+    """A failure record: why the trainer stopped, written once per attempt by the rank that
+    failed first. Two lines: `final|retry <kind> rank=<r>` (bash reads it with
+    `read -r verdict kind rest`), then the one-line message."""
+
+    kind: str
+    """A FailureKind value (kept as text: a newer trainer may write a kind this reader lacks)."""
+    final: bool
+    """The verdict: True for `final`."""
+    rank: int | None
+    message: str
+
+
+def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_: int = 0) -> Path:
+    """The record of one round of trainers: `<prefix><job>.<restart>`, and `.<round>` after it
+    for the rounds the script started inside the same allocation (round 1 and on)."""
+    suffix = f".{round_}" if round_ else ""
+    return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
+
+
+def format_trainer_failure(kind: FailureKind, message: str, rank: int) -> str:
+    verdict = FailureVerdict.FINAL if kind in FINAL_FAILURE_KINDS else FailureVerdict.RETRY
+    one_line = " ".join(message.split())[:_FAILURE_MESSAGE_MAX]
+    return f"{verdict.value} {kind.value} rank={rank}\n{one_line}\n"
+
+
+def parse_trainer_failure(text: str) -> TrainerFailure | None:
+    """The record in a failure file's text; None for anything else."""
+    head, _, rest = text.partition("\n")
+    words = head.split()
+    if len(words) < 2 or words[0] not in {v.value for v in FailureVerdict}:
+        return None
+    rank = next((int(w[5:]) for w in words[2:] if w.startswith("rank=") and _COUNT.fullmatch(w[5:])), None)
+    return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip())
+
+
+def write_trainer_failure(kind: FailureKind, message: str, rank: int, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Record why this rank stops, unless another rank did first; the file named by
+    TRAINER_FAILURE_FILE_ENV, None when unset or when another rank's record is there. Never
+    raises: a failure to record must not hide the failure itself."""
+    target = (os.environ if environ is None else environ).get(TRAINER_FAILURE_FILE_ENV, "")
+    if not target:
+        return None
+    data = format_trainer_failure(kind, message, rank).encode("utf-8", "replace")
+    # Ranks on different nodes share the run dir, and containers can give them the same pid.
+    temp = f"{target}.{os.uname().nodename}.{os.getpid()}.tmp"
+    try:
+        Path(temp).write_bytes(data)
+        # link() fails if the record exists (first writer wins) and shows readers the whole
+        # file at once; rename() would replace an earlier rank's record.
+        os.link(temp, target)
+        return Path(target)
+    except FileExistsError:
+        return None
+    except OSError:
+        return _write_exclusive(target, data)
+    finally:
+        _remove(temp)
+
+
+def _write_exclusive(target: str, data: bytes) -> Path | None:
+    # For file systems without hard links: still first writer wins, though a reader could see
+    # a half-written file for a moment (the script reads only after every rank has exited).
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return Path(target)
+    except OSError:
+        return None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def read_trainer_failure(path: Path) -> TrainerFailure | None:
+    """The record at `path`, None when there is none (no failure, or an older script)."""
+    raw = read_regular_file(Path(path), limit=_FAILURE_MESSAGE_MAX + 1024)
+    return parse_trainer_failure(raw.decode("utf-8", errors="replace")) if raw is not None else None

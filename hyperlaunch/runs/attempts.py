@@ -1,0 +1,159 @@
+"""What the records of a job's attempts say: sacct's rows (with the runs only the log's
+attempt markers know), the log split at those markers, the nodes that went down during an
+attempt (slurmdbd's node events), and the line that names a crash's root cause. Read by
+hyperlaunch.runs.job_status, which sums them up."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hyperlaunch.core.protocol import parse_attempt_marker, read_regular_file
+from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
+from hyperlaunch.slurm import hostlist
+from hyperlaunch.slurm import commands as slurm
+
+# How long after an attempt ends its node's DOWN event may still be recorded.
+_EVENT_SLACK = timedelta(seconds=120)
+_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
+
+
+def failed_nodes(
+    attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent], next_start: str | None = None
+) -> list[str]:
+    """Nodes of the attempt that went down between its start and shortly after its end, but
+    not once the next attempt has started (a node both attempts ran on that fails then is the
+    next attempt's failure)."""
+    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    if start is None:
+        return []
+    end = (end or start) + _EVENT_SLACK
+    following = _parse_time(next_start) if next_start else None
+    if following is not None and following > start:
+        end = min(end, following)
+    nodes = set(hostlist.expand(attempt.node_list))
+    hits = []
+    for event in events:
+        when = _parse_time(event.start)
+        if event.node in nodes and when is not None and start <= when <= end and event.node not in hits:
+            hits.append(event.node)
+    return sorted(hits)
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_lines(path: Path) -> list[str]:
+    raw = read_regular_file(path)  # a folder or FIFO in its place is no file
+    return raw.decode("utf-8", errors="replace").splitlines() if raw else []
+
+
+def markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, str]]:
+    """The script's `event` markers (start, end) by attempt (restart count); the last one wins."""
+    found: dict[int, dict[str, str]] = {}
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == event and marker.get("restart", "").isdigit():
+            found[int(marker["restart"])] = marker
+    return found
+
+
+def with_logged_attempts(
+    attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
+) -> list[slurm.Attempt]:
+    """sacct's attempts, with those only the log's start markers know. A job requeued after
+    giving nodes back (a lost node left at once) keeps one accounting record for the run it
+    was resized in and every later run: that record is split at the later runs' markers."""
+    runs = list(attempts)
+    hidden = sorted(r for r in starts if r >= len(runs))
+    if not runs or not hidden:
+        return runs
+    piece = runs.pop()
+    piece = replace(piece, node_list=starts.get(len(runs), {}).get("nodes") or piece.node_list)
+    for restart in hidden:
+        piece_start = _parse_time(piece.start)
+        began = _marker_time(starts[restart].get("time", ""))
+        if began is None or piece_start is None or began < piece_start:
+            return list(attempts)  # markers of an earlier job with this id, or unreadable
+        ended = _marker_time(ends.get(restart - 1, {}).get("time", ""))
+        if ended is None or not piece_start <= ended <= began:
+            ended = began
+        runs.append(replace(piece, state="REQUEUED", end=_sacct_time(ended), exit_code="0:0", elapsed_s=_seconds(piece_start, ended)))
+        piece = replace(
+            piece,
+            start=_sacct_time(began),
+            node_list=starts[restart].get("nodes") or piece.node_list,
+            elapsed_s=max(piece.elapsed_s - _seconds(piece_start, began), 0),
+        )
+    return [*runs, piece]
+
+
+def _seconds(start: datetime, end: datetime) -> int:
+    return int((end - start).total_seconds())
+
+
+def _sacct_time(when: datetime) -> str:
+    return when.isoformat(timespec="seconds")
+
+
+def _marker_time(text: str) -> datetime | None:
+    """A marker's UTC time (`date -u`) as sacct writes times: local, without a zone."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
+    """Log lines by attempt (restart count), cut at the script's attempt-start markers."""
+    parts: dict[int, list[str]] = {}
+    current = 0
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
+            current = int(marker["restart"])
+            continue
+        parts.setdefault(current, []).append(line)
+    return parts
+
+
+# Consequences of a failure elsewhere, never its cause.
+_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
+_RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
+_EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
+_TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
+
+
+def root_error_line(lines: Sequence[str]) -> str:
+    """The line that names the root cause of a crash: the trainer's own one-line error, else
+    the first exception a rank reported (torch prefixes them with [rankN]), else the first
+    exception that is not a consequence of another rank's failure, else the last line that
+    says error (often srun's, which only tells that a task ended)."""
+    def usable(line: str) -> bool:
+        return not any(word in line for word in _SECONDARY) and not line.startswith("###")
+
+    for line in lines:
+        if TRAINER_ERROR_PREFIX in line:
+            return line.strip()[:200]
+    for pattern in (_RANK_EXCEPTION, _EXCEPTION):
+        for line in lines:
+            if pattern.search(line) and usable(line):
+                return line.strip()[:200]
+    fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
+    return fallback[-1][:200] if fallback else ""
+
+
+def task_exit_code(lines: Sequence[str]) -> str | None:
+    """The exit code of the first task that failed, as srun reported it."""
+    for line in lines:
+        match = _TASK_EXIT.search(line)
+        if match and match.group(1) != "0":
+            return match.group(1)
+    return None
