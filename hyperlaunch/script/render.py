@@ -18,10 +18,13 @@ failure (hyperlaunch.core.protocol.TrainerFailure) is never requeued.
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from importlib import resources
+from types import MappingProxyType
 
 import jinja2
 
@@ -75,45 +78,136 @@ class EnvGroup:
     """(NAME, VALUE) pairs; VALUE None exports NAME as the job received it."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ScriptValues:
+    """What templates/sbatch.sh.j2 and its partials are rendered with, all computed in Python:
+    the template only lays these out. Every name the template reads is a field (StrictUndefined)."""
+
+    version: str
+    """The hyperlaunch version, named in the script's first comment."""
+    model: str
+    """The model, named in the script's first comment."""
+    nodes: int
+    """The training nodes (spares not counted), named in the script's first comment."""
+    instance_type: str
+    """The instance type, named in the script's first comment."""
+    sbatch_flags: tuple[tuple[str, str | None], ...]
+    """The `#SBATCH` header: (flag, value), or (flag, None) for a flag without a value."""
+    env_groups: tuple[EnvGroup, ...]
+    """Exported before anything runs, one commented block per origin (templates/partials/env.sh.j2)."""
+    make_dirs: tuple[str, ...]
+    """Folders created (mkdir -p) before the lock is taken: the checkpoint folder and the run folder."""
+    max_restarts: int
+    """Attempts in a row without a new checkpoint after which the job ends instead of requeueing."""
+    restart_ceiling: int
+    """Restarts in all after which the job ends, whatever its progress."""
+    requeue_exit_code: int
+    """A step exit status that asks for a requeue (a trainer that saved and wants to go on)."""
+    progress_prefix: str
+    """Path of the progress records, less `<job>.<restart>`: an attempt's record means it completed a checkpoint."""
+    requeue_request_prefix: str
+    """Path of the requeue requests, less `<job>.<restart>`: rank 0 writes one after saving on a stop signal."""
+    trainer_failure_env: str
+    """The variable that tells the trainers where to write their failure record."""
+    trainer_failure_prefix: str
+    """Path of the failure records, less `<job>.<restart>`: read when a round fails, to decide on a restart."""
+    attempt_marker_printf: str
+    """printf format of the attempt start/end/restart lines that `hyperlaunch logs` and `status` parse."""
+    cause: Mapping[str, str]
+    """RestartCause's values by name: why an attempt ended, written into its end marker."""
+    action: Mapping[str, str]
+    """AttemptAction's values by name: what the script did next, written into the end marker."""
+    verdict: Mapping[str, str]
+    """FailureVerdict's values by name: a `final` failure record ends the job without a requeue."""
+    hang_kind: str
+    """The failure kind that makes a retried round's cause a hang rather than a crash."""
+    checkpoint_lock: str
+    """The lock file that keeps a second job from training into the same checkpoint folder and model."""
+    lock_live_states: str
+    """Slurm states (space-separated) of a lock holder that still counts: the lock is not taken from it."""
+    lock_wait_seconds: int
+    """How long a COMPLETING lock holder is waited for before its lock is taken as stale."""
+    srun_flags: tuple[str, ...]
+    """Flags of every round's srun step (the round's own node flags are added on the node)."""
+    hyperpod_on: bool
+    """HyperPod auto-resume is on: srun has --auto-resume=1 and the script probes no lost nodes itself."""
+    hyperpod_auto: bool
+    """HyperPod is detected on the batch host: auto-resume and no lost-node probes where its folder exists."""
+    hyperpod_marker_dir: str
+    """The folder whose presence on the batch host means a HyperPod cluster (`hyperpod_auto`)."""
+    launch_command: tuple[str, ...]
+    """torchrun and the trainer's arguments, passed to the step script, which adds the rendezvous."""
+    save_signal: str
+    """Slurm's warning signal before the time limit, passed to the step and on to the trainers to save."""
+    nccl_check: bool
+    """Each node logs which NCCL network plugin it finds before training (GPU jobs)."""
+    nccl_plugin_dirs: tuple[str, ...]
+    """Folders searched for the aws-ofi-nccl plugin after LD_LIBRARY_PATH's (hyperlaunch.script.nccl_plugin)."""
+    nccl_plugin_names: tuple[str, ...]
+    """File names the aws-ofi-nccl plugin goes by (hyperlaunch.script.nccl_plugin)."""
+    spare_nodes: int
+    """Allocated nodes that wait idle and take a lost node's place in the next round."""
+    restarts_in_allocation: int
+    """Rounds in a row without a new checkpoint restarted inside the allocation before a requeue."""
+    user_excluded: str
+    """The user's --exclude nodes (comma-separated), never dropped from the job's excluded nodes."""
+    probe_interval_seconds: int
+    """Seconds between probes of the round's nodes once a rank recorded a failure."""
+
+
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for `spec`."""
-    return _template().render(
+    values = script_values(spec)
+    # Shallow on purpose: dataclasses.asdict would deep-copy, and turn each EnvGroup into a dict.
+    return _template().render({field.name: getattr(values, field.name) for field in fields(values)})
+
+
+def script_values(spec: JobSpec) -> ScriptValues:
+    """Everything the batch script is rendered with, computed from `spec` alone."""
+    run_dir = spec.run_dir.rstrip("/")
+    return ScriptValues(
         version=__version__,
         model=spec.model,
         nodes=spec.nodes,
         instance_type=spec.instance_type,
-        sbatch_flags=sbatch_flags(spec),
-        env_groups=env_groups(spec),
-        make_dirs=[spec.checkpoint_dir, spec.run_dir],
+        sbatch_flags=tuple(sbatch_flags(spec)),
+        env_groups=tuple(env_groups(spec)),
+        make_dirs=(spec.checkpoint_dir, spec.run_dir),
         max_restarts=spec.max_restarts,
-        spare_nodes=spec.spare_nodes,
-        restarts_in_allocation=spec.restarts_in_allocation,
-        user_excluded=",".join(spec.exclude),
-        hyperpod_on=spec.hyperpod == "on",
-        hang_kind=FailureKind.HANG.value,
-        probe_interval_seconds=PROBE_INTERVAL_S,
         restart_ceiling=RESTART_CEILING,
-        progress_prefix=f"{spec.run_dir.rstrip('/')}/{PROGRESS_PREFIX}",
+        requeue_exit_code=REQUEUE_EXIT_CODE,
+        progress_prefix=f"{run_dir}/{PROGRESS_PREFIX}",
+        requeue_request_prefix=f"{run_dir}/{REQUEUE_REQUEST_PREFIX}",
+        trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
+        trainer_failure_prefix=f"{run_dir}/{TRAINER_FAILURE_PREFIX}",
+        attempt_marker_printf=ATTEMPT_MARKER_PRINTF,
+        cause=_values_by_name(RestartCause),
+        action=_values_by_name(AttemptAction),
+        verdict=_values_by_name(FailureVerdict),
+        hang_kind=FailureKind.HANG.value,
         checkpoint_lock=str(checkpoint_lock_path(spec.checkpoint_dir, spec.checkpoint_name)),
         lock_live_states=" ".join(sorted(ACTIVE_STATES - {"COMPLETING"})),
         lock_wait_seconds=LOCK_COMPLETING_WAIT_S,
-        requeue_exit_code=REQUEUE_EXIT_CODE,
-        requeue_request_prefix=f"{spec.run_dir.rstrip('/')}/{REQUEUE_REQUEST_PREFIX}",
-        trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
-        trainer_failure_prefix=f"{spec.run_dir.rstrip('/')}/{TRAINER_FAILURE_PREFIX}",
-        verdict={member.name: member.value for member in FailureVerdict},
-        save_signal=SAVE_SIGNAL,
-        srun_flags=srun_flags(spec),
+        srun_flags=tuple(srun_flags(spec)),
+        hyperpod_on=spec.hyperpod == "on",
         hyperpod_auto=spec.hyperpod == "auto",
         hyperpod_marker_dir=HYPERPOD_MARKER_DIR,
-        attempt_marker_printf=ATTEMPT_MARKER_PRINTF,
-        cause={member.name: member.value for member in RestartCause},
-        action={member.name: member.value for member in AttemptAction},
-        launch_command=launch_command(spec),
+        launch_command=tuple(launch_command(spec)),
+        save_signal=SAVE_SIGNAL,
         # GPU jobs log which NCCL network plugin each node finds (templates/partials/step.sh.j2).
         nccl_check=bool(spec.gpus_per_node),
-        **nccl_plugin.template_values(),
+        nccl_plugin_dirs=nccl_plugin.PLUGIN_DIRS,
+        nccl_plugin_names=nccl_plugin.PLUGIN_NAMES,
+        spare_nodes=spec.spare_nodes,
+        restarts_in_allocation=spec.restarts_in_allocation,
+        user_excluded=",".join(spec.exclude),
+        probe_interval_seconds=PROBE_INTERVAL_S,
     )
+
+
+def _values_by_name(members: type[enum.Enum]) -> Mapping[str, str]:
+    """An enum's values by member name, read-only (`cause.CRASH` in the template)."""
+    return MappingProxyType({member.name: member.value for member in members})
 
 
 def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:

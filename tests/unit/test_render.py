@@ -8,6 +8,7 @@ Regenerate the golden files after an intended change with ONE command, then revi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -16,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import jinja2.meta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,7 +29,8 @@ from hyperlaunch.core.trainer_failures import (
     format_trainer_failure,
     trainer_failure_path,
 )
-from hyperlaunch.script.render import launch_command, render_sbatch
+from hyperlaunch.script import render
+from hyperlaunch.script.render import ScriptValues, launch_command, render_sbatch
 from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
@@ -77,6 +80,19 @@ def test_golden(variant: str) -> None:
         golden.write_text(rendered)
     assert golden.exists(), f"missing {golden}; run: UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden"
     assert rendered == golden.read_text(), f"{variant} changed; if intended: UPDATE_GOLDEN=1 .venv/bin/pytest {__file__} -k golden"
+
+
+def test_the_script_values_are_exactly_the_names_the_templates_read() -> None:
+    # StrictUndefined catches a missing name only in a branch a variant takes; this catches all,
+    # and a field no template reads.
+    environment = render._environment()
+    read: set[str] = set()
+    pending = ["sbatch.sh.j2"]
+    while pending:
+        tree = environment.parse(render._load_template(pending.pop()))
+        read |= jinja2.meta.find_undeclared_variables(tree)
+        pending += [name for name in jinja2.meta.find_referenced_templates(tree) if name is not None]
+    assert read == {field.name for field in dataclasses.fields(ScriptValues)}
 
 
 def test_rendered_scripts_pass_bash_n_and_shellcheck(tmp_path: Path) -> None:
