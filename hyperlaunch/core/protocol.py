@@ -137,9 +137,6 @@ REQUEUE_EXIT_CODE = 75
 """Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
 and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later)."""
 SAVE_SIGNAL = "USR2"
-"""The signal Slurm's --signal sends before the time limit; the trainer saves on it."""
-
-SAVE_SIGNAL = "USR2"
 """The signal Slurm's --signal sends before the time limit and the script forwards; the trainer saves on it."""
 
 REQUEUE_REQUEST_PREFIX = "requeue-request-"
