@@ -1,4 +1,4 @@
-"""The one description of a training job: built once per invocation (see hyperlaunch.job.config),
+"""The one description of a training job: built once per invocation (see hyperlaunch.job.plan),
 validated here before anything is rendered or submitted, then passed down unchanged."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class JobSpec:
     time: str | None = None
     """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
     exclusive: bool = False
-    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.config turns it on for GPU instance types
+    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.plan turns it on for GPU instance types
     unless a layer sets it."""
     gres_gpus: GresMode = "auto"
     """Request the GPUs as Slurm GRES (`--gpus-per-node`): `on` or `off`, decided before

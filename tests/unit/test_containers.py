@@ -216,7 +216,7 @@ def test_a_mounted_path_pyxis_would_split_is_refused(changes: dict[str, object])
 
 
 def test_a_relative_sqsh_path_becomes_absolute(tmp_path: Path) -> None:
-    from hyperlaunch.job.config import build_spec
+    from hyperlaunch.job.plan import build_spec
 
     for given in ("images/train.sqsh", "./images/train.sqsh"):
         spec = build_spec({"model": "qwen3_tiny", "container_image": given}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
