@@ -291,4 +291,4 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
         settings["container_image"] = absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = layered.default_torchrun()
-    return JobSpec(**settings)  # type: ignore[arg-type]
+    return JobSpec(**settings).settled()  # type: ignore[arg-type]

@@ -12,14 +12,20 @@ import pytest
 from hyperlaunch.job import containers
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.script.render import srun_flags
-from hyperlaunch.job.spec import JobSpec, default_container_mounts
+from hyperlaunch.job.spec import JobSpec
+
+def default_container_mounts(spec: JobSpec) -> list[str]:
+    """The mounts the rendered script passes Pyxis for `spec`."""
+    assert spec.container is not None
+    return containers.container_mounts(spec.container, spec.mounted_paths)
+
 
 PATHS = {"checkpoint_dir": "/fsx/ck", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/a"}
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 
 
 def make(**changes: object) -> JobSpec:
-    return JobSpec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes})  # type: ignore[arg-type]
+    return JobSpec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes}).settled()  # type: ignore[arg-type]
 
 
 # -- image references ------------------------------------------------------------------------
