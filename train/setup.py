@@ -13,6 +13,7 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import recommend
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 
 from . import STARTED_AT
@@ -72,7 +73,7 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
     settings = recommend.recommended(
         source.spec, origin=model_origin(source), gpu=gpu, hardware="GPU nodes" if gpu else "CPU nodes",
         data_given=cfg.data is not None, model_tokenizer=str(pretrained) if own_tokenizer else None,
-        data_tokenizer=recommend.prepared_data_tokenizer(cfg.data),
+        data_tokenizer=None if cfg.data is None else manifest_tokenizer(Path(cfg.data)),
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
 

@@ -15,7 +15,7 @@ import typer
 from hyperlaunch.core.script_env import RESERVED_ENV_RULE
 
 if TYPE_CHECKING:
-    from hyperlaunch.job.config import Plan
+    from hyperlaunch.job.plan import Plan
     from hyperlaunch.job.detect import Decision
     from hyperlaunch.core.recommend import Setting
 
@@ -111,7 +111,7 @@ class JobFlags:
         """The invocation's JobSpec and training settings: preset < config files <
         HYPERLAUNCH_* < these flags; what is left to the cluster is asked of the one
         `slurm_env()` names (the CLI's usual cluster when None), only when needed."""
-        from hyperlaunch.job.config import plan_job
+        from hyperlaunch.job.plan import plan_job
 
         if slurm_env is None:
             from hyperlaunch.cli._cluster import slurm_env as cluster_env

@@ -57,7 +57,7 @@ def checkpoints(
       hyperlaunch checkpoints --json | jq '.models[].latest'
     """
     from hyperlaunch.core.checkpoints import list_models
-    from hyperlaunch.job.config import resolve_checkpoint_dir
+    from hyperlaunch.job.settings import resolve_checkpoint_dir
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     if model is not None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from hyperlaunch.doctor.checks import CheckResult
     from hyperlaunch.doctor.node_probe import ProbeResult
+    from hyperlaunch.job.settings import LaunchSettings
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -72,7 +73,7 @@ def doctor(
       hyperlaunch doctor --json | jq '.checks[] | select(.status != "pass")'
       hyperlaunch doctor --json | jq '.node_probe.nodes[] | {node, python, hyperlaunch}'
     """
-    from hyperlaunch.job.config import resolve_checkpoint_dir, resolve_job_launch
+    from hyperlaunch.job.settings import resolve_checkpoint_dir, resolve_job_launch
     from hyperlaunch.doctor.checks import run_checks, system_probes
     from hyperlaunch.cli._cluster import slurm_env
 
@@ -80,7 +81,7 @@ def doctor(
     launch = resolve_job_launch(partition, profile=profile)
     env = slurm_env()
     probes = system_probes(env)
-    data_path = data if data is not None else launch["data"]
+    data_path = data if data is not None else launch.data
     results = run_checks(probes, checkpoint_dir=root, data=None if data_path is None else Path(data_path).absolute())
     answers = next(r.status == "pass" for r in results if r.name == "sbatch")
     results.append(_instance_type(launch, env, answers))
@@ -117,7 +118,7 @@ def doctor(
         raise ChecksFailed(f"{len(failed)} of {len(results)} checks failed: {', '.join(failed)}")
 
 
-def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: bool) -> CheckResult:
+def _instance_type(launch: LaunchSettings, env: dict[str, str], answers: bool) -> CheckResult:
     """The instance type jobs here render for, and its source, as submit decides it."""
     from hyperlaunch.slurm import commands as slurm
     from hyperlaunch.doctor.checks import check_instance_type
@@ -125,7 +126,7 @@ def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: 
     from hyperlaunch.aws.hyperpod_lookup import describe_instance_source
 
     def from_cluster() -> str:
-        partition = launch["partition"]
+        partition = launch.partition
         where = f"partition {partition}" if partition else "the default partition"
         names = None
         if answers:
@@ -133,16 +134,16 @@ def _instance_type(launch: dict[str, str | None], env: dict[str, str], answers: 
                 names = [node.name for node in slurm.partition_nodes(partition, env=env)]
             except SlurmError:
                 names = None
-        return describe_instance_source(cluster=launch["hyperpod_cluster"], partition_nodes=names, where=where)
+        return describe_instance_source(cluster=launch.hyperpod_cluster, partition_nodes=names, where=where)
 
-    return check_instance_type(launch["instance_type"], launch["instance_type_source"], from_cluster)
+    return check_instance_type(launch.instance_type, launch.instance_type_source, from_cluster)
 
 
-def _probe_nodes(env: dict[str, str], launch: dict[str, str | None], local_names: frozenset[str]) -> ProbeResult:
+def _probe_nodes(env: dict[str, str], launch: LaunchSettings, local_names: frozenset[str]) -> ProbeResult:
     from hyperlaunch.doctor.node_probe import JobSide, probe_partition
 
-    job = JobSide(torchrun=launch["torchrun"] or "", container_image=launch["container_image"], local_names=local_names)
-    return probe_partition(env, partition=launch["partition"], job=job, progress=out.note)
+    job = JobSide(torchrun=launch.torchrun or "", container_image=launch.container_image, local_names=local_names)
+    return probe_partition(env, partition=launch.partition, job=job, progress=out.note)
 
 
 def _node_table(probed: ProbeResult) -> Table:

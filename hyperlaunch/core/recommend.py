@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from hyperlaunch.core.models import ModelSpec
 
@@ -91,23 +90,6 @@ def given_names(trainer_args: Sequence[str]) -> set[str]:
             if flag.startswith("no-"):
                 names.add(flag[3:].replace("-", "_"))
     return names
-
-
-def prepared_data_tokenizer(data: str | None) -> str | None:
-    """The tokenizer a prepared --data folder (hyperlaunch prepare-data) was made with; None
-    for raw data, a folder not prepared (yet), or a manifest that cannot be read (the trainer
-    says why)."""
-    if data is None:
-        return None
-    from hyperlaunch.core.errors import DataError
-    from hyperlaunch.data.prepared_data import read_manifest
-
-    try:
-        manifest = read_manifest(Path(data))
-    except (DataError, OSError, ValueError):
-        return None
-    name = manifest.tokenizer.get("name") if manifest is not None else None
-    return name if isinstance(name, str) and name else None
 
 
 def sequence_warning(spec: ModelSpec, seq_len: int) -> str | None:

@@ -168,6 +168,17 @@ def read_manifest(folder: Path) -> Manifest | None:
     return Manifest.from_json(text, path)
 
 
+def manifest_tokenizer(folder: Path) -> str | None:
+    """The tokenizer a prepared folder (hyperlaunch prepare-data) was made with; None for raw
+    data, a folder not prepared (yet), or a manifest that cannot be read (the trainer says why)."""
+    try:
+        manifest = read_manifest(folder)
+    except (DataError, OSError, ValueError):
+        return None
+    name = manifest.tokenizer.get("name") if manifest is not None else None
+    return name if isinstance(name, str) and name else None
+
+
 def is_prepared(folder: Path) -> bool:
     return (Path(folder) / MANIFEST_FILE).is_file()
 

@@ -1,8 +1,9 @@
 """What a Pyxis/enroot container job needs decided before rendering: the image reference as
 Pyxis reads it, a container name that carries the image's identity, and mounts that cover
-every path the job reads or writes. JobSpec calls the first two once (spec.__post_init__);
-render.srun_flags lays out the third. Only container_name reads the file system (a .sqsh
-file's size and mtime), so rendering stays pure."""
+every path the job reads or writes, as one frozen ContainerSettings that checks itself.
+JobSpec normalizes the image when it is built; the name is derived where a job is planned
+(JobSpec.settled), since only that reads the file system (a .sqsh file's size and mtime);
+render.srun_flags lays out the mounts, so rendering stays pure."""
 
 from __future__ import annotations
 
@@ -10,14 +11,10 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from hyperlaunch.job import trainer_args as targs
-
-if TYPE_CHECKING:
-    from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.text_checks import check_text, fail, shown
 
 DERIVED_NAME_PREFIX = "hl-"
 """Names hyperlaunch derives from the image start with this; a name of that form is derived
@@ -86,6 +83,49 @@ def derived_name(image: str) -> str | None:
     return f"{DERIVED_NAME_PREFIX}{label}-{digest}" if label else f"{DERIVED_NAME_PREFIX}{digest}"
 
 
+def settled_name(image: str | None, name: str | None) -> str | None:
+    """The container name a job runs with: the user's own, else one derived from the image as
+    it is now (derived_name; a derived name is derived again, so it never outlives its image)."""
+    if image is None:
+        return None if is_derived_name(name) else name
+    return derived_name(image) if name is None or is_derived_name(name) else name
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerSettings:
+    """How a job's trainers run in a Pyxis/enroot container: one value, checked when built."""
+
+    image: str
+    """As Pyxis reads it (pyxis_image): a .sqsh file, or `REGISTRY#IMAGE[:TAG]`."""
+    mounts: tuple[str, ...] = ()
+    """The user's extra mounts `SRC[:DST[:FLAGS]]`; the job's own paths come from job_paths."""
+    workdir: str | None = None
+    """Working directory inside the container; None uses the run dir."""
+    name: str | None = None
+    """Pyxis container name (settled_name), or None: unpacked afresh each time."""
+
+    def check(self, paths: Iterable[tuple[str, bool]]) -> None:
+        """What Pyxis could not read: a bad name, or a ',' or ':' in a path it mounts (Pyxis
+        splits --container-mounts on ',' and each mount on ':')."""
+        check_text("container image", self.image)
+        check_text("container workdir", self.workdir)
+        name = self.name
+        if name is not None and not is_derived_name(name):
+            if not CONTAINER_NAME.fullmatch(name) or len(name) > CONTAINER_NAME_MAX:
+                fail(
+                    f"--container-name {shown(name)}: use letters, digits, '_', '.', '-' (not first), "
+                    f"at most {CONTAINER_NAME_MAX} characters"
+                )
+        for path, _ in paths:
+            check_text("mounted path", path)
+            if "," in path or ":" in path:
+                fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
+        for mount in self.mounts:
+            check_text("container mount", mount)
+            if "," in mount:
+                fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
+
+
 @dataclass(frozen=True)
 class _Mount:
     path: str
@@ -97,21 +137,22 @@ class _Mount:
     """SRC == DST: the mount shows the host's tree at the same place, so it covers what lies under it."""
 
 
-def job_paths(spec: JobSpec) -> list[tuple[str, bool]]:
-    """(path, read only) for everything the trainer touches outside the image: checkpoint, log
-    and run folders read-write; a local model directory, a `--tokenizer` directory and the data
-    read-only. A --data path whose last part has a file extension is taken as a file and mounts
-    its folder; anything else mounts itself (a folder, or a file Pyxis binds alone). Deciding
-    by the name keeps rendering pure, and is never wrong about reach: a folder named like a
-    file mounts its parent, which holds it."""
-    paths = [(spec.checkpoint_dir, False), (spec.log_dir, False), (spec.run_dir, False)]
-    if os.path.isabs(spec.model):
-        paths.append((spec.model, True))
-    tokenizer = targs.value_of(spec.trainer_args, targs.TOKENIZER)
+def job_paths(
+    *, writable: Sequence[str], model: str, tokenizer: str | None = None, data: str | None = None
+) -> list[tuple[str, bool]]:
+    """(path, read only) for everything the trainer touches outside the image: the `writable`
+    folders (checkpoint, log and run) read-write; a local model directory, a `--tokenizer`
+    directory and the data read-only. A --data path whose last part has a file extension is
+    taken as a file and mounts its folder; anything else mounts itself (a folder, or a file
+    Pyxis binds alone). Deciding by the name keeps rendering pure, and is never wrong about
+    reach: a folder named like a file mounts its parent, which holds it."""
+    paths = [(path, False) for path in writable]
+    if os.path.isabs(model):
+        paths.append((model, True))
     if tokenizer is not None and os.path.isabs(tokenizer):
         paths.append((tokenizer, True))
-    if spec.data is not None and os.path.isabs(spec.data):
-        paths.append((_data_mount_path(spec.data), True))
+    if data is not None and os.path.isabs(data):
+        paths.append((_data_mount_path(data), True))
     return [(os.path.normpath(path), read_only) for path, read_only in paths]
 
 
@@ -122,14 +163,14 @@ def _data_mount_path(data: str) -> str:
     return folder if looks_like_file and folder != "/" else path
 
 
-def container_mounts(spec: JobSpec) -> list[str]:
-    """--container-mounts for `spec`: the job's paths (job_paths), each at the same place and
-    only once, dropped when a mount above it already gives the access it needs (a read-write
-    one, or a read-only one for a read-only path), then the user's `--container-mounts` as
-    given. Ordered parents first, since a later mount hides what an earlier one put under it:
-    a read-write checkpoint folder inside a read-only data folder must come after it."""
-    own = [_Mount(path, read_only, f"{path}:{path}:ro" if read_only else f"{path}:{path}") for path, read_only in _merged(job_paths(spec))]
-    users = [_user_mount(text) for text in dict.fromkeys(spec.container_mounts)]
+def container_mounts(settings: ContainerSettings, paths: Iterable[tuple[str, bool]]) -> list[str]:
+    """--container-mounts: the job's `paths` (job_paths), each at the same place and only once,
+    dropped when a mount above it already gives the access it needs (a read-write one, or a
+    read-only one for a read-only path), then the user's `--container-mounts` as given.
+    Ordered parents first, since a later mount hides what an earlier one put under it: a
+    read-write checkpoint folder inside a read-only data folder must come after it."""
+    own = [_Mount(path, read_only, f"{path}:{path}:ro" if read_only else f"{path}:{path}") for path, read_only in _merged(paths)]
+    users = [_user_mount(text) for text in dict.fromkeys(settings.mounts)]
     kept = [mount for mount in own if not any(_covers(other, mount) for other in [*own, *users] if other is not mount)]
     ordered = sorted([*kept, *users], key=lambda mount: _depth(mount.path))
     return [mount.text for mount in ordered]

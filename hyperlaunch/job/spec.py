@@ -1,4 +1,4 @@
-"""The one description of a training job: built once per invocation (see hyperlaunch.job.config),
+"""The one description of a training job: built once per invocation (see hyperlaunch.job.plan),
 validated here before anything is rendered or submitted, then passed down unchanged."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Literal
 from hyperlaunch.core import checkpoints
 from hyperlaunch.job import containers
 from hyperlaunch.job import trainer_args as targs
-from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.aws.hyperpod import check_cluster_name
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.models import PRESETS
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+from hyperlaunch.job.text_checks import check_text, fail, shown
 
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
@@ -43,7 +43,6 @@ NAME_MAX_BYTES = 255
 """Linux's limits on a path and on one of its components (ENAMETOOLONG beyond them)."""
 # `<job name>_<job id>.out` must fit in one path component: room for an array job id.
 _JOB_NAME_MAX_BYTES = NAME_MAX_BYTES - len("_4294967295_4294967295.out")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
 _SIGNAL_SLACK_SECONDS = 60
 
@@ -79,7 +78,7 @@ class JobSpec:
     time: str | None = None
     """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
     exclusive: bool = False
-    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.config turns it on for GPU instance types
+    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.plan turns it on for GPU instance types
     unless a layer sets it."""
     gres_gpus: GresMode = "auto"
     """Request the GPUs as Slurm GRES (`--gpus-per-node`): `on` or `off`, decided before
@@ -96,8 +95,9 @@ class JobSpec:
     """Working directory inside the container; None uses run_dir."""
     container_name: str | None = None
     """Pyxis container name, so an attempt on a node that unpacked the image before reuses it.
-    None (or an `hl-` name, derived before) is derived from the image's identity again
-    (containers.derived_name); None after that when a .sqsh file cannot be read here."""
+    None (or an `hl-` name, derived before) is derived from the image's identity again where
+    the job is planned (`settled`, containers.derived_name); None after that when a .sqsh file
+    cannot be read here."""
     data: str | None = None
     """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
     max_steps: int | None = None
@@ -151,9 +151,8 @@ class JobSpec:
             object.__setattr__(self, "nccl_debug", self.nccl_debug.upper())
         if self.container_image is not None:
             object.__setattr__(self, "container_image", containers.pyxis_image(self.container_image))
-        if self.container_name is None or containers.is_derived_name(self.container_name):
-            image = self.container_image
-            object.__setattr__(self, "container_name", None if image is None else containers.derived_name(image))
+        if self.container_image is None and containers.is_derived_name(self.container_name):
+            object.__setattr__(self, "container_name", None)  # a derived name goes with its image
         # Fill the two derived defaults once, so every later reader sees concrete values.
         if self.gpus_per_node is None:
             object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
@@ -174,19 +173,35 @@ class JobSpec:
         """The job's size as people read it: `2 node(s)`, `2 node(s) + 1 spare`."""
         return f"{self.nodes} node(s)" + (f" + {self.spare_nodes} spare" if self.spare_nodes else "")
 
+    @property
+    def container(self) -> containers.ContainerSettings | None:
+        """The container settings as one value; None for a job on the host."""
+        if self.container_image is None:
+            return None
+        return containers.ContainerSettings(
+            image=self.container_image, mounts=self.container_mounts, workdir=self.container_workdir, name=self.container_name
+        )
+
+    @property
+    def mounted_paths(self) -> list[tuple[str, bool]]:
+        """(path, read only) for what the trainer reads or writes outside a container image."""
+        return containers.job_paths(
+            writable=(self.checkpoint_dir, self.log_dir, self.run_dir),
+            model=self.model,
+            tokenizer=targs.value_of(self.trainer_args, targs.TOKENIZER),
+            data=self.data,
+        )
+
+    def settled(self) -> JobSpec:
+        """This job with its container name derived from the image as it is now
+        (containers.settled_name reads a .sqsh file's size and mtime): done where a job is
+        planned, so that building a JobSpec, from a record say, reads no file."""
+        name = containers.settled_name(self.container_image, self.container_name)
+        return self if name == self.container_name else dataclasses.replace(self, container_name=name)
+
     def replace(self, **changes: object) -> JobSpec:
-        """A copy with some fields changed, validated again."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
-
-def _fail(message: str) -> None:
-    raise InvalidInput(message)
-
-
-def _shown(value: object, limit: int = 80) -> str:
-    """A value for an error message: repr, cut so that a hostile value keeps it one short line."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 5] + "...'"
+        """A copy with some fields changed, validated again, its container name settled again."""
+        return dataclasses.replace(self, **changes).settled()  # type: ignore[arg-type]
 
 
 @functools.cache
@@ -201,12 +216,12 @@ def _check_types(spec: JobSpec) -> None:
     for name, kind in _field_types().items():
         value = getattr(spec, name)
         if not _is_a(value, kind):
-            _fail(f"{name} must be {_type_name(kind)}, got {_shown(value)}")
+            fail(f"{name} must be {_type_name(kind)}, got {shown(value)}")
         for text in _texts(value):
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                _fail(f"{name} is not valid UTF-8 text: {_shown(text)}")
+                fail(f"{name} is not valid UTF-8 text: {shown(text)}")
 
 
 def _is_a(value: object, kind: object) -> bool:
@@ -241,23 +256,10 @@ def _texts(value: object) -> list[str]:
     return []
 
 
-def _check_text(name: str, value: str | None, *, allow_newlines: bool = False) -> None:
-    """Values may hold quotes, spaces and `$(...)` (rendering quotes them); what no quoting can
-    carry is NUL anywhere, or a newline in a value that ends up on an #SBATCH line."""
-    if value is None:
-        return
-    if value == "":
-        _fail(f"{name} must not be empty")
-    if "\x00" in value:
-        _fail(f"{name} must not contain NUL: {_shown(value)}")
-    if not allow_newlines and _CONTROL.search(value):
-        _fail(f"{name} must not contain control characters (newlines, tabs): {_shown(value)}")
-
-
 def _check_count(flag: str, value: int | None, low: int, high: int = INT32_MAX) -> None:
     """A count within what Slurm and bash arithmetic take, the bound stated."""
     if value is not None and not low <= value <= high:
-        _fail(f"{flag} must be between {low} and {high}, got {_shown(value, 40)}")
+        fail(f"{flag} must be between {low} and {high}, got {shown(value, 40)}")
 
 
 def _check_path(name: str, value: str | None) -> None:
@@ -265,15 +267,15 @@ def _check_path(name: str, value: str | None) -> None:
     PATH_MAX in all (beyond them every open fails with ENAMETOOLONG, here or on the nodes)."""
     if value is None:
         return
-    _check_text(name, value, allow_newlines=True)
+    check_text(name, value, allow_newlines=True)
     if not os.path.isabs(value):
-        _fail(f"{name} must be an absolute path (the script runs elsewhere), got {_shown(value)}")
+        fail(f"{name} must be an absolute path (the script runs elsewhere), got {shown(value)}")
     encoded = value.encode("utf-8")
     if len(encoded) > PATH_MAX_BYTES:
-        _fail(f"{name} is {len(encoded)} bytes long; a path can be at most {PATH_MAX_BYTES}: {_shown(value)}")
+        fail(f"{name} is {len(encoded)} bytes long; a path can be at most {PATH_MAX_BYTES}: {shown(value)}")
     longest = max(encoded.split(b"/"), key=len)
     if len(longest) > NAME_MAX_BYTES:
-        _fail(f"{name} has a component of {len(longest)} bytes; at most {NAME_MAX_BYTES} fit in a file name: {_shown(value)}")
+        fail(f"{name} has a component of {len(longest)} bytes; at most {NAME_MAX_BYTES} fit in a file name: {shown(value)}")
 
 
 def _time_limit_seconds(value: str) -> int | None:
@@ -292,34 +294,34 @@ def _time_limit_seconds(value: str) -> int | None:
 
 
 def _validate(spec: JobSpec, instance_gpus: int) -> None:
-    _check_text("model", spec.model)
+    check_text("model", spec.model)
     if checkpoints.is_model_directory(spec.model):
         if not os.path.isabs(spec.model):
-            _fail(f"model directory {_shown(spec.model)} must be an absolute path")
+            fail(f"model directory {shown(spec.model)} must be an absolute path")
         _check_path("model directory", spec.model)
     elif spec.model not in PRESETS:
-        _fail(f"unknown model {_shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+        fail(f"unknown model {shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
     _check_count("--nodes", spec.nodes, 1)
     gpus = spec.gpus_per_node
     assert gpus is not None
     if instance_gpus == 0 and gpus != 0:
-        _fail(f"instance type {spec.instance_type!r} has no GPUs; --gpus-per-node must be 0, got {gpus}")
+        fail(f"instance type {spec.instance_type!r} has no GPUs; --gpus-per-node must be 0, got {gpus}")
     if instance_gpus > 0 and not 1 <= gpus <= instance_gpus:
-        _fail(f"--gpus-per-node must be between 1 and {instance_gpus} on {spec.instance_type}, got {gpus}")
+        fail(f"--gpus-per-node must be between 1 and {instance_gpus} on {spec.instance_type}, got {gpus}")
 
     # job_name ends up in #SBATCH lines and in %x log names, so it cannot hold a newline or a slash.
-    _check_text("job name", spec.job_name)
+    check_text("job name", spec.job_name)
     if spec.job_name and "/" in spec.job_name:
-        _fail(f"job name must not contain '/': {_shown(spec.job_name)}")
+        fail(f"job name must not contain '/': {shown(spec.job_name)}")
     if spec.job_name and len(spec.job_name.encode("utf-8")) > _JOB_NAME_MAX_BYTES:
-        _fail(f"job name must be at most {_JOB_NAME_MAX_BYTES} bytes (it names the log files), got {_shown(spec.job_name)}")
+        fail(f"job name must be at most {_JOB_NAME_MAX_BYTES} bytes (it names the log files), got {shown(spec.job_name)}")
     for name in ("partition", "account", "qos"):
         value = getattr(spec, name)
-        _check_text(name, value)
+        check_text(name, value)
         if value is not None and " " in value:
-            _fail(f"{name} must not contain spaces: {_shown(value)}")
+            fail(f"{name} must not contain spaces: {shown(value)}")
     for node in spec.exclude:
-        _check_text("excluded node", node)
+        check_text("excluded node", node)
     _validate_time(spec.time)
 
     _validate_paths(spec)
@@ -328,41 +330,41 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     _check_count("--max-steps", spec.max_steps, 1)
     for key, value in spec.env:
         if not _ENV_NAME.fullmatch(key):
-            _fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
+            fail(f"--env name {key!r} is not a valid variable name (letters, digits, _; not starting with a digit)")
         if key in RESERVED_ENV_NAMES:
-            _fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
+            fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
         if value is not None and "\x00" in value:
-            _fail(f"--env {key} value must not contain NUL")
+            fail(f"--env {key} value must not contain NUL")
     if spec.gres_gpus not in GRES_MODES:
-        _fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {_shown(spec.gres_gpus)}")
+        fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {shown(spec.gres_gpus)}")
     if spec.nccl_debug is not None and spec.nccl_debug not in NCCL_DEBUG_LEVELS:
-        _fail(f"--nccl-debug must be one of: {', '.join(NCCL_DEBUG_LEVELS)}; got {_shown(spec.nccl_debug)}")
+        fail(f"--nccl-debug must be one of: {', '.join(NCCL_DEBUG_LEVELS)}; got {shown(spec.nccl_debug)}")
     if spec.hyperpod not in HYPERPOD_MODES:
-        _fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
+        fail(f"hyperpod must be one of: {', '.join(HYPERPOD_MODES)}; got {spec.hyperpod!r}")
     if spec.hyperpod_cluster is not None and check_cluster_name(spec.hyperpod_cluster):
-        _fail(f"--hyperpod-cluster {_shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
+        fail(f"--hyperpod-cluster {shown(spec.hyperpod_cluster)}: {check_cluster_name(spec.hyperpod_cluster)}")
     _check_count("--max-restarts", spec.max_restarts, 0)
     _check_count("--spare-nodes", spec.spare_nodes, 0)
     _check_count("--restarts-in-allocation", spec.restarts_in_allocation, 0)
     if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
-        _fail(f"after_job must be a Slurm job id, got {_shown(spec.after_job)}")
+        fail(f"after_job must be a Slurm job id, got {shown(spec.after_job)}")
     _validate_signal(spec)
     for arg in spec.trainer_args:
         if "\x00" in arg:
-            _fail(f"trainer argument {arg!r} contains NUL")
-    _check_text("torchrun", spec.torchrun, allow_newlines=True)
+            fail(f"trainer argument {arg!r} contains NUL")
+    check_text("torchrun", spec.torchrun, allow_newlines=True)
     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", spec.trainer_module):
-        _fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
+        fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
 
 
 def _validate_time(time: str | None) -> None:
     if time is None or time.upper() in _UNLIMITED:
         return
     if not _SLURM_TIME.fullmatch(time):
-        _fail(f"--time {_shown(time)} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+        fail(f"--time {shown(time)} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
     minutes = (_time_limit_seconds(time) or 0) // 60
     if minutes > _MAX_TIME_MINUTES:
-        _fail(f"--time {_shown(time)} is too long: Slurm takes at most {_MAX_TIME_MINUTES} minutes, or UNLIMITED")
+        fail(f"--time {shown(time)} is too long: Slurm takes at most {_MAX_TIME_MINUTES} minutes, or UNLIMITED")
 
 
 def _validate_paths(spec: JobSpec) -> None:
@@ -370,55 +372,33 @@ def _validate_paths(spec: JobSpec) -> None:
         _check_path(name, getattr(spec, name))
     # log_dir lands in #SBATCH --output, a line sbatch parses itself; a backslash there also
     # switches off Slurm's %j expansion.
-    _check_text("log_dir", spec.log_dir)
+    check_text("log_dir", spec.log_dir)
     if "\\" in spec.log_dir:
-        _fail(f"log_dir must not contain a backslash: {_shown(spec.log_dir)}")
-    _check_text("data", spec.data, allow_newlines=True)
+        fail(f"log_dir must not contain a backslash: {shown(spec.log_dir)}")
+    check_text("data", spec.data, allow_newlines=True)
     if spec.data is not None and os.path.isabs(spec.data):
         _check_path("data", spec.data)
 
 
 def _validate_container(spec: JobSpec) -> None:
-    if spec.container_image is None:
+    container = spec.container
+    if container is None:
         if spec.container_name is not None:
-            _fail(f"--container-name {_shown(spec.container_name)} needs --container-image (it names the unpacked image)")
+            fail(f"--container-name {shown(spec.container_name)} needs --container-image (it names the unpacked image)")
         return
-    _check_text("container image", spec.container_image)
-    _check_text("container workdir", spec.container_workdir)
-    name = spec.container_name
-    if name is not None and not containers.is_derived_name(name):
-        if not containers.CONTAINER_NAME.fullmatch(name) or len(name) > containers.CONTAINER_NAME_MAX:
-            _fail(
-                f"--container-name {_shown(name)}: use letters, digits, '_', '.', '-' (not first), "
-                f"at most {containers.CONTAINER_NAME_MAX} characters"
-            )
-    # Pyxis splits --container-mounts on ',' and each mount on ':'.
-    for path, _ in containers.job_paths(spec):
-        _check_text("mounted path", path)
-        if "," in path or ":" in path:
-            _fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
-    for mount in spec.container_mounts:
-        _check_text("container mount", mount)
-        if "," in mount:
-            _fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
-
-
-def default_container_mounts(spec: JobSpec) -> list[str]:
-    """Mounts every container job gets (containers.container_mounts): every path the trainer
-    reads or writes, at the same path inside, then the user's."""
-    return containers.container_mounts(spec)
+    container.check(spec.mounted_paths)
 
 
 def _validate_signal(spec: JobSpec) -> None:
     if not 1 <= spec.signal_seconds <= _SLURM_SIGNAL_MAX_SECONDS:
-        _fail(f"--signal-seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {_shown(spec.signal_seconds, 40)}")
+        fail(f"--signal-seconds must be between 1 and {_SLURM_SIGNAL_MAX_SECONDS}, got {shown(spec.signal_seconds, 40)}")
     if spec.time is None:
         return
     limit = _time_limit_seconds(spec.time)
     # slurmctld checks warning signals every 30 s and sends them up to that much early, so a
     # signal time within a minute of the limit can arrive as the job starts, every attempt.
     if limit is not None and spec.signal_seconds > limit - _SIGNAL_SLACK_SECONDS:
-        _fail(
+        fail(
             f"--signal-seconds {spec.signal_seconds} leaves no time to train within --time {spec.time} "
             f"({limit} s): Slurm may send the signal up to 30 s early, so use at most "
             f"{max(limit - _SIGNAL_SLACK_SECONDS, 0)} s, or a longer --time"

@@ -52,7 +52,8 @@ from hyperlaunch.core.trainer_failures import (
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
-from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec, default_container_mounts
+from hyperlaunch.job.containers import container_mounts
+from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
 from hyperlaunch.script.template_cache import template_cache
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
@@ -289,17 +290,18 @@ def srun_flags(spec: JobSpec) -> list[str]:
     ]
     if spec.hyperpod == "on":
         flags.append("--auto-resume=1")
-    if spec.container_image is not None:
+    container = spec.container
+    if container is not None:
         flags += [
-            f"--container-image={spec.container_image}",
-            f"--container-mounts={','.join(default_container_mounts(spec))}",
-            f"--container-workdir={spec.container_workdir or spec.run_dir}",
+            f"--container-image={container.image}",
+            f"--container-mounts={','.join(container_mounts(container, spec.mounted_paths))}",
+            f"--container-workdir={container.workdir or spec.run_dir}",
             "--no-container-mount-home",
         ]
-        if spec.container_name is not None:
+        if container.name is not None:
             # A named container outlives the step: a requeued attempt (or, with Pyxis's default
             # container_scope=global, a later job) on the same node skips the import and unpack.
-            flags.append(f"--container-name={spec.container_name}")
+            flags.append(f"--container-name={container.name}")
     return flags
 
 

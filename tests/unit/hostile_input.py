@@ -487,7 +487,7 @@ def run_case(case: Case, *, refuse: bool = False, mp: pytest.MonkeyPatch, sandbo
         mp.setenv(name, sandbox.sub(value))
     mp.chdir(sandbox.work)
     # The venv's real torchrun would start real training; the harness stubs `torchrun`.
-    mp.setattr("hyperlaunch.job.config._default_torchrun", lambda: "torchrun")
+    mp.setattr("hyperlaunch.job.settings.default_torchrun", lambda: "torchrun")
     fake = FakeSbatch(refuse)
     mp.setattr("hyperlaunch.slurm.commands.run", fake)
     args = [command or case.command, *map(sandbox.sub, case.args)]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 from hyperlaunch.script.render import render_sbatch
 
 HEAVY = ("torch", "transformers")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 
 

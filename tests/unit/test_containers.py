@@ -12,14 +12,20 @@ import pytest
 from hyperlaunch.job import containers
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.script.render import srun_flags
-from hyperlaunch.job.spec import JobSpec, default_container_mounts
+from hyperlaunch.job.spec import JobSpec
+
+def default_container_mounts(spec: JobSpec) -> list[str]:
+    """The mounts the rendered script passes Pyxis for `spec`."""
+    assert spec.container is not None
+    return containers.container_mounts(spec.container, spec.mounted_paths)
+
 
 PATHS = {"checkpoint_dir": "/fsx/ck", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/a"}
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 
 
 def make(**changes: object) -> JobSpec:
-    return JobSpec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes})  # type: ignore[arg-type]
+    return JobSpec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes}).settled()  # type: ignore[arg-type]
 
 
 # -- image references ------------------------------------------------------------------------
@@ -216,7 +222,7 @@ def test_a_mounted_path_pyxis_would_split_is_refused(changes: dict[str, object])
 
 
 def test_a_relative_sqsh_path_becomes_absolute(tmp_path: Path) -> None:
-    from hyperlaunch.job.config import build_spec
+    from hyperlaunch.job.plan import build_spec
 
     for given in ("images/train.sqsh", "./images/train.sqsh"):
         spec = build_spec({"model": "qwen3_tiny", "container_image": given}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")

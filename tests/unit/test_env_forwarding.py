@@ -13,7 +13,7 @@ import pytest
 
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.sbatch_harness import run_script

@@ -12,7 +12,7 @@ import pytest
 
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.job.config import plan_job
+from hyperlaunch.job.plan import plan_job
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.script.render import render_sbatch, sbatch_flags
 from tests.unit.cli_runner import run_cli

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.job.config import plan_job
+from hyperlaunch.job.plan import plan_job
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.script.render import render_sbatch
 from tests.moto_aws import LocalAws

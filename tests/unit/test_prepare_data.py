@@ -267,7 +267,7 @@ def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_pa
     """qwen3_0_6b's own tokenizer would fail the trainer's manifest check on data prepared with
     another one: submit and the trainer both default to the manifest's."""
     from hyperlaunch.job import trainer_args as targs
-    from hyperlaunch.job.config import plan_job
+    from hyperlaunch.job.plan import plan_job
 
     prepare([_write_jsonl(tmp_path / "a.jsonl", _docs(20))], tmp_path / "out", offline, workers=1)
     plan = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "out")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")

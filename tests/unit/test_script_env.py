@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.core.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE

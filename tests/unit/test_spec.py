@@ -8,7 +8,14 @@ import pytest
 
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.instances import get_instance, known_instance_types
-from hyperlaunch.job.spec import JobSpec, default_container_mounts
+from hyperlaunch.job import containers
+from hyperlaunch.job.spec import JobSpec
+
+def default_container_mounts(spec: JobSpec) -> list[str]:
+    """The mounts the rendered script passes Pyxis for `spec`."""
+    assert spec.container is not None
+    return containers.container_mounts(spec.container, spec.mounted_paths)
+
 
 PATHS = {"checkpoint_dir": "/shared/ckpt", "log_dir": "/shared/logs", "run_dir": "/shared/runs/a"}
 

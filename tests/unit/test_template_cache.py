@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.script import render
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 
 
 def _script(tmp_path: Path) -> str:

@@ -12,7 +12,7 @@ import jinja2.bccache
 import pytest
 
 from hyperlaunch.script import render
-from hyperlaunch.job.config import build_spec
+from hyperlaunch.job.plan import build_spec
 
 
 class _Planted:

@@ -1,0 +1,294 @@
+"""The plan of one invocation: the validated JobSpec, built from the layered settings
+(hyperlaunch.job.settings) over the model preset's recommendations, with every setting the
+user left out decided here and said with its source.
+
+Each decision is a function that returns what it decided (the settings it fills, and the
+lines `submit` prints); `plan_job` applies them in order. The order matters: the instance
+type drives whole nodes, the preset's nodes and GPUs, and the recommendations.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.aws.hyperpod import check_cluster_name
+from hyperlaunch.core import recommend
+from hyperlaunch.core.checkpoints import is_model_directory
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.instances import canonical_instance_type, get_instance
+from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
+from hyperlaunch.core.paths import is_dir, is_file
+from hyperlaunch.core.recommend import Setting
+from hyperlaunch.job import containers, detect
+from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.settings import (
+    DEFAULT_CHECKPOINT_DIR,
+    PATH_FIELDS,
+    PROJECT_CONFIG_NAME,
+    Layer,
+    Settings,
+    absolute,
+    merge,
+    read_layers,
+    source,
+)
+from hyperlaunch.job import settings as layered
+from hyperlaunch.job.spec import JobSpec
+
+Decided = tuple[Settings, tuple[detect.Decision, ...]]
+"""What one decision fills in (JobSpec fields and values) and the lines it shows."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The JobSpec of an invocation and the training settings it runs with, each with where it
+    came from (the model's recommendation for this hardware, or the user)."""
+
+    spec: JobSpec
+    settings: tuple[Setting, ...]
+    decided: tuple[detect.Decision, ...] = ()
+    """Job settings decided for the cluster (instance type, GPUs as GRES, whole nodes), with their sources."""
+
+
+def build_spec(
+    flags: Mapping[str, object],
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+) -> JobSpec:
+    """The validated JobSpec for this invocation (see plan_job)."""
+    return plan_job(flags, profile=profile, cwd=cwd, environ=environ, user_config=user_config).spec
+
+
+def plan_job(
+    flags: Mapping[str, object],
+    *,
+    profile: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    user_config: Path | None = None,
+    slurm_env: Callable[[], Mapping[str, str]] | None = None,
+) -> Plan:
+    """The validated JobSpec for this invocation and its settings. `flags` holds JobSpec field
+    names with the values the user typed (None or absent: not given); `env` may be a list of
+    KEY=VALUE. Every training setting the user left out is written into the trainer's
+    arguments as the model recommends it (hyperlaunch.core.recommend), and every job setting left
+    to the cluster is decided here (hyperlaunch.job.detect, asking the Slurm cluster of
+    `slurm_env()` when it must; None: no cluster to ask), so the job record says what the job
+    runs with and `resume` renders the same job."""
+    cwd = cwd or Path.cwd()
+    environ = os.environ if environ is None else environ
+    layers = read_layers(flags, profile=profile, cwd=cwd, environ=environ, user_config=user_config)
+    cluster_env = None if slurm_env is None else functools.cache(slurm_env)  # asked once at most
+
+    settings = merge([values for _, values in layers])
+    filled, instance = _instance_type(settings, layers, cluster_env, environ)
+    settings = {**settings, **filled}
+    filled, exclusive = _whole_nodes(settings, layers)
+    settings = {**settings, **filled}
+    settings = merge([_preset_defaults(settings), settings])
+    settings = {**settings, **_resolved_model(settings, cwd)}
+    filled, training = _recommended(settings, layers)
+    settings = {**settings, **filled}
+    filled, gpus = _gpus(settings, layers, cluster_env)
+    settings = {**settings, **filled}
+    filled, hyperpod = _hyperpod(settings, layers, environ)
+    settings = {**settings, **filled}
+    decided = instance + gpus + exclusive + hyperpod
+    return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided)
+
+
+def _preset_defaults(settings: Settings) -> Settings:
+    """Nodes and GPUs per node recommended by the model preset, within what the instance has;
+    on whole nodes (--exclusive) every GPU of the instance, since no other job can use the rest."""
+    model = settings.get("model")
+    if not isinstance(model, str) or model not in PRESETS:
+        return {}
+    preset = get_preset(model)
+    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    gpus = instance.gpus_per_node if settings.get("exclusive") else min(preset.gpus_per_node, instance.gpus_per_node)
+    return {"nodes": preset.nodes, "gpus_per_node": gpus}
+
+
+def _instance_type(
+    settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mapping[str, str]] | None, environ: Mapping[str, str]
+) -> Decided:
+    """The instance type: a layer's value wins; else the HyperPod cluster's (asked only then,
+    see detect.instance_type); else cpu."""
+    given = source(layers, "instance_type")
+    if given is not None:
+        name = canonical_instance_type(str(settings["instance_type"]))
+        return {"instance_type": name}, (detect.Decision("instance_type", name, given),)
+    cluster = settings.get("hyperpod_cluster")
+    if isinstance(cluster, str):
+        problem = check_cluster_name(cluster)
+        if problem is not None:
+            raise InvalidInput(f"--hyperpod-cluster {cluster[:80]!r}: {problem}")
+    decision = detect.instance_type(
+        partition=typing.cast("str | None", settings.get("partition")),
+        hyperpod_cluster=typing.cast("str | None", cluster),
+        slurm_env=slurm_env,
+        environ=environ,
+    )
+    return {"instance_type": decision.value}, (decision,)
+
+
+def _hyperpod(settings: Settings, layers: list[Layer], environ: Mapping[str, str]) -> Decided:
+    """HyperPod auto-resume: a layer's on/off wins; else what this host and --hyperpod-cluster
+    show (detect.hyperpod_mode)."""
+    given = source(layers, "hyperpod")
+    mode = str(settings.get("hyperpod", "auto"))
+    if given is not None and mode != "auto":
+        decision = detect.Decision("hyperpod", mode, given)
+    else:
+        cluster = settings.get("hyperpod_cluster")
+        decision = detect.hyperpod_mode(hyperpod_cluster=cluster if isinstance(cluster, str) else None, environ=environ)
+    filled: Settings = {"hyperpod": decision.value}
+    if decision.value == "auto" and get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+        return filled, ()  # a CPU job nobody said anything about (the dev cluster): nothing worth a line
+    return filled, (decision,)
+
+
+def _whole_nodes(settings: Settings, layers: list[Layer]) -> Decided:
+    """--exclusive for GPU instance types unless a layer sets it. AWS's reference scripts and
+    the guide take whole nodes: without GRES nothing else keeps two GPU jobs off the same node.
+    CPU jobs (the dev cluster) keep Slurm's default."""
+    if get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+        return {}, ()
+    given = source(layers, "exclusive")
+    if given is None:
+        return {"exclusive": True}, (detect.Decision("exclusive", True, "default for GPU instance types (whole nodes)"),)
+    return {}, (detect.Decision("exclusive", bool(settings["exclusive"]), given),)
+
+
+def _gpus(settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mapping[str, str]] | None) -> Decided:
+    """GPUs per node and whether Slurm sees them as GRES: a layer's value wins; else GRES
+    where the cluster has it (asked only then)."""
+    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    if instance.gpus_per_node == 0:
+        return {}, ()
+    gpus = settings.get("gpus_per_node", instance.gpus_per_node)
+    gpus_source = source(layers, "gpus_per_node")
+    if gpus_source is None:
+        model = str(settings["model"])
+        gpus_source = (
+            f"whole nodes: every GPU of {instance.name}" if settings.get("exclusive")
+            else f"preset {model}" if model in PRESETS else f"every GPU of {instance.name}"
+        )
+    per_node = detect.Decision("gpus_per_node", str(gpus), gpus_source)
+
+    gres_source = source(layers, "gres_gpus")
+    mode = str(settings.get("gres_gpus", "auto"))
+    if gres_source is not None and mode != "auto":
+        gres = detect.Decision("gres_gpus", mode, gres_source)
+    else:
+        gres = detect.gres_gpus(
+            gpus=gpus if isinstance(gpus, int) else instance.gpus_per_node,
+            partition=typing.cast("str | None", settings.get("partition")),
+            slurm_env=None if slurm_env is None else slurm_env(),
+        )
+    return {"gres_gpus": gres.value}, (per_node, gres)
+
+
+def _resolved_model(settings: Settings, cwd: Path) -> Settings:
+    """A model that is no preset but a folder here, as an absolute path."""
+    if "model" not in settings:
+        raise InvalidInput(
+            f"no model given; pass --model or set model in {PROJECT_CONFIG_NAME}; presets: {', '.join(PRESETS)}"
+        )
+    model = str(settings["model"])
+    if model not in PRESETS:
+        local_model = absolute(model, cwd)
+        if is_dir(local_model):
+            return {"model": local_model}
+        if is_model_directory(model):
+            raise InvalidInput(f"--model {model}: no such model directory; presets: {', '.join(PRESETS)}")
+    return {}
+
+
+def _model_spec(model: str) -> tuple[ModelSpec, str]:
+    """The model's numbers and where they come from: a preset, or the directory's config.json."""
+    if model in PRESETS:
+        return get_preset(model), f"preset {model}"
+    return spec_from_model_directory(model, os.path.basename(model.rstrip("/"))), f"{model}/config.json"
+
+
+def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tuple[Setting, ...]]:
+    """max_steps and the trainer arguments the user left out, as the model recommends them for
+    the instance type's hardware; and every training setting with its source."""
+    model = str(settings["model"])
+    if model not in PRESETS and not is_model_directory(model):
+        return {}, ()  # an unknown name: JobSpec's validation says which models exist
+    spec, origin = _model_spec(model)
+    instance_type = str(settings.get("instance_type", "cpu"))
+    gpu = get_instance(instance_type).gpus_per_node > 0
+    user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
+    own_tokenizer = model not in PRESETS and is_file(Path(model) / "tokenizer_config.json")
+    chosen = recommend.recommended(
+        spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
+        data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
+        data_tokenizer=_prepared_data_tokenizer(typing.cast("str | None", settings.get("data"))),
+    )
+    given = recommend.given_names(user_args)
+    filled: Settings = {}
+    added: list[str] = []
+    shown: list[Setting] = []
+    for setting in chosen:
+        if setting.name == "max_steps":
+            if settings.get("max_steps") is None:
+                filled["max_steps"] = setting.value
+            else:
+                setting = recommend.Setting("max_steps", int(str(settings["max_steps"])), source(layers, "max_steps") or "you")
+        elif setting.name in given:
+            setting = recommend.Setting(setting.name, _given_value(user_args, setting), "you (after --)")
+        else:
+            added += setting.as_args()
+        shown.append(setting)
+    filled["trainer_args"] = (*added, *user_args)
+    return filled, tuple(shown)
+
+
+def _prepared_data_tokenizer(data: str | None) -> str | None:
+    """The tokenizer a prepared --data folder was made with (hyperlaunch.data.prepared_data)."""
+    if data is None:
+        return None
+    from hyperlaunch.data.prepared_data import manifest_tokenizer
+
+    return manifest_tokenizer(Path(data))
+
+
+def _given_value(args: tuple[str, ...], setting: Setting) -> int | bool | str:
+    if isinstance(setting.value, bool):
+        return setting.flag in args  # else its --no- form
+    return targs.value_of(args, setting.flag) or ""
+
+
+def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
+    """The JobSpec: defaults for the folders, every path absolute (the job runs elsewhere),
+    the torchrun next to this Python, and the container's name derived from its image here."""
+    settings = dict(settings)
+    job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
+    settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
+    settings.setdefault("log_dir", "logs")
+    settings.setdefault("run_dir", os.path.join("runs", job_name))
+    for key in PATH_FIELDS:
+        if settings.get(key) is not None:
+            settings[key] = absolute(str(settings[key]), cwd)
+    data = settings.get("data")
+    # The job runs elsewhere (another node, a container): a path that exists here, or is
+    # spelled as one, goes absolute; anything else stays a name (a dataset on a hub).
+    if isinstance(data, str) and (data.startswith((".", "~", "/")) or os.path.lexists(os.path.join(cwd, data))):
+        settings["data"] = absolute(data, cwd)
+    image = settings.get("container_image")
+    if isinstance(image, str) and containers.is_image_file(image) and not os.path.isabs(image):
+        settings["container_image"] = absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
+    if "torchrun" not in settings and settings.get("container_image") is None:
+        settings["torchrun"] = layered.default_torchrun()
+    return JobSpec(**settings).settled()  # type: ignore[arg-type]
