@@ -8,23 +8,19 @@ import functools
 import os
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from hyperlaunch.core import checkpoints
 from hyperlaunch.job import containers
 from hyperlaunch.job import trainer_args as targs
-from hyperlaunch.aws.hyperpod import check_cluster_name
-from hyperlaunch.core.instances import get_instance
-from hyperlaunch.core.models import PRESETS
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job.text_checks import check_text, fail, shown
 
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
-HYPERPOD_MODES: tuple[str, ...] = ("auto", "on", "off")
+HYPERPOD_MODES: tuple[str, ...] = typing.get_args(HyperpodMode)
 GresMode = Literal["auto", "on", "off"]
-GRES_MODES: tuple[str, ...] = ("auto", "on", "off")
+GRES_MODES: tuple[str, ...] = typing.get_args(GresMode)
 NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")
 """NCCL_DEBUG's levels (NCCL's environment-variable guide)."""
 
@@ -47,93 +43,98 @@ _SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
 _SIGNAL_SLACK_SECONDS = 60
 
 
+FLAG = "flag"
+"""The key of a field's metadata that holds its command-line flag (cli/_job_flags.py reads it)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A JobSpec field's command-line option: its names, help and placeholder. The option's
+    type is the field's (an `auto`/`on`/`off` field is an on/off switch, a tuple a repeatable
+    option)."""
+
+    names: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+
+
+def flag(*names: str, help: str, metavar: str | None = None) -> dict[str, Flag]:
+    """Field metadata declaring the field's flag, e.g. `field(default=1, metadata=flag("--nodes", "-N", help=...))`."""
+    return {FLAG: Flag(names, help, metavar)}
+
+
+_ENV_HELP = (
+    "KEY=VALUE exported on every node, written into the job script (private to you); KEY alone "
+    "forwards KEY from this environment without writing its value (repeatable). "
+    f"PATH and LD_* are allowed; {RESERVED_ENV_RULE}."
+)
+_HYPERPOD_CLUSTER_HELP = (
+    "SageMaker HyperPod cluster (name or ARN) to ask for the instance type when --instance-type and "
+    "the configs name none: first this node's /opt/ml/config/resource_config.json (often root-only; "
+    "SAGEMAKER_RESOURCE_CONFIG_PATH moves it), else this cluster's SageMaker API (describe_cluster, "
+    "with your AWS credentials and region), mapping the partition's Slurm nodes (ip-10-1-38-128) to "
+    "their instance group; else cpu. Also lets resume --exclude-failed keep nodes HyperPod replaced. "
+    "Not Slurm's --cluster."
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
-    """Everything needed to render and submit one training job. Paths are absolute because
-    the script runs on other machines (and maybe inside a container)."""
+    """Everything needed to render and submit one training job. Each field a user sets is
+    declared once, with its flag and help (`flag`): the CLI's job options, the config keys and
+    the HYPERLAUNCH_* variables are all derived from these fields, in this order."""
 
-    model: str
-    """Model preset name (hyperlaunch.core.models), or an absolute path to a Hugging Face model directory."""
-    checkpoint_dir: str
-    """Absolute checkpoint folder shared by all nodes (`<model>-<N>steps/`, `<model>-latest`)."""
-    log_dir: str
-    """Absolute folder for Slurm's `%x_%j.out` / `.err` logs; must exist before sbatch runs."""
-    run_dir: str
-    """Absolute folder where the trainer writes metrics.jsonl and per-run files."""
-    nodes: int = 1
-    """Number of nodes; one srun task (one torchrun agent) per node."""
-    instance_type: str = "cpu"
-    """Instance type whose EFA/NCCL preset is exported (env/*.toml); `cpu` on the dev cluster.
-    SageMaker's `ml.p5.48xlarge` is taken as `p5.48xlarge`, the name kept here."""
-    gpus_per_node: int | None = None
-    """GPUs (= torchrun processes) per node; None takes all of the instance type's GPUs."""
-    job_name: str | None = None
-    """Slurm job name (`%x` in log names); None uses the model name."""
-    partition: str | None = None
-    """Slurm partition, or None for the cluster default."""
-    account: str | None = None
-    """Slurm account to charge, or None."""
-    qos: str | None = None
-    """Slurm quality of service, or None."""
-    time: str | None = None
-    """Slurm time limit (e.g. `4:00:00`, `2-00:00:00`), or None for the partition default."""
-    exclusive: bool = False
-    """Ask for whole nodes (`--exclusive`); hyperlaunch.job.plan turns it on for GPU instance types
-    unless a layer sets it."""
-    gres_gpus: GresMode = "auto"
-    """Request the GPUs as Slurm GRES (`--gpus-per-node`): `on` or `off`, decided before
-    rendering (hyperlaunch.job.detect: the flag or a config, else whether the partition's nodes
-    have GPU GRES). `auto`, a choice nobody made, renders as `off`."""
-    exclude: tuple[str, ...] = ()
-    """Nodes Slurm must not use (`--exclude`), e.g. the ones that failed a previous attempt."""
-    container_image: str | None = None
-    """Pyxis/enroot image (`.sqsh` path or registry URI, a `REGISTRY/repo:tag` one taken as
-    Pyxis's `REGISTRY#repo:tag`); None runs on the host."""
-    container_mounts: tuple[str, ...] = ()
-    """Extra Pyxis mounts `SRC[:DST[:FLAGS]]`; the job's own paths are always mounted (containers.job_paths)."""
-    container_workdir: str | None = None
-    """Working directory inside the container; None uses run_dir."""
-    container_name: str | None = None
-    """Pyxis container name, so an attempt on a node that unpacked the image before reuses it.
-    None (or an `hl-` name, derived before) is derived from the image's identity again where
-    the job is planned (`settled`, containers.derived_name); None after that when a .sqsh file
-    cannot be read here."""
-    data: str | None = None
-    """Training data: a path or dataset name passed to the trainer as `--data`; None for its default."""
-    max_steps: int | None = None
-    """Optimizer steps to train to; None lets the trainer use its default."""
-    env: tuple[tuple[str, str | None], ...] = ()
-    """User environment exports (KEY, VALUE), applied after the instance preset's; VALUE None
-    forwards KEY from the submitting environment (sbatch --export), never written anywhere."""
-    nccl_debug: str | None = None
-    """NCCL_DEBUG exported on every node (VERSION, WARN, INFO, ABORT, TRACE), or None to leave it unset."""
-    hyperpod: HyperpodMode = "auto"
-    """HyperPod auto-resume: `auto` (when /opt/sagemaker_cluster exists on the node), `on` or `off`."""
-    hyperpod_cluster: str | None = None
-    """SageMaker HyperPod cluster (name or ARN) whose API says the instance type when no layer
-    and no resource_config.json on this node does, and the nodes' instance ids for `resume
-    --exclude-failed` (hyperlaunch.aws.hyperpod); None: this node's resource_config.json only."""
-    max_restarts: int = 3
-    """The restart budget: how many attempts in a row may end without a new complete checkpoint
-    (a crash, a lost node, a stop without a save) and still be requeued. Requeues after a save
-    (time limit, preemption) do not use it; hyperlaunch.core.protocol.RESTART_CEILING bounds all."""
-    spare_nodes: int = 0
-    """Extra nodes the job allocates beyond `nodes` and keeps idle: when a node is lost, the
-    batch script restarts the trainers on a spare inside the same allocation, with no trip
-    through the queue (templates/partials/supervise.sh.j2)."""
-    restarts_in_allocation: int = 2
-    """How many times in a row (without a new checkpoint between them) a crash or hang on
-    healthy nodes restarts the trainers inside the allocation; after that the job is
-    requeued within the restart budget. Never for failures no attempt can fix."""
-    signal_seconds: int = 120
-    """Seconds before the time limit at which Slurm sends USR2 so the trainer saves."""
+    # Paths are absolute because the script runs on other machines (and maybe inside a container).
+    model: str = field(metadata=flag("--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory."))
+    nodes: int = field(default=1, metadata=flag("--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."))
+    # GPUs = torchrun processes per node; None takes all of the instance type's GPUs.
+    gpus_per_node: int | None = field(default=None, metadata=flag("--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."))
+    # The preset's name (env/*.toml): SageMaker's `ml.p5.48xlarge` is kept as `p5.48xlarge`; `cpu` on the dev cluster.
+    instance_type: str = field(default="cpu", metadata=flag("--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: the HyperPod cluster's (see --hyperpod-cluster), else cpu]."))
+    partition: str | None = field(default=None, metadata=flag("--partition", "-p", help="Slurm partition."))
+    account: str | None = field(default=None, metadata=flag("--account", "-A", help="Slurm account."))
+    qos: str | None = field(default=None, metadata=flag("--qos", help="Slurm QOS."))
+    time: str | None = field(default=None, metadata=flag("--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00:00."))
+    exclusive: bool = field(default=False, metadata=flag("--exclusive/--no-exclusive", help="Whole nodes only [default: on for GPU instance types]."))
+    # `on`/`off`, decided before rendering (hyperlaunch.job.detect); `auto`, a choice nobody made, renders as off.
+    gres_gpus: GresMode = field(default="auto", metadata=flag("--gres-gpus/--no-gres-gpus", help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."))
+    exclude: tuple[str, ...] = field(default=(), metadata=flag("--exclude", help="A node Slurm must not use (repeatable).", metavar="NODE"))
+    # As Pyxis reads it (containers.pyxis_image); None runs on the host.
+    container_image: str | None = field(default=None, metadata=flag("--container-image", help="Run the trainer in a Pyxis/enroot container: a .sqsh file on storage every node reads (see setup-pyxis.sh), "
+        "or a registry image such as 123456789012.dkr.ecr.us-west-2.amazonaws.com/repo:tag (sent to Pyxis as REGISTRY#repo:tag; "
+        "for ECR run `hyperlaunch ecr-login` first)."))
+    container_mounts: tuple[str, ...] = field(default=(), metadata=flag("--container-mounts", help="Extra container mount SRC[:DST[:FLAGS]], FLAGS joined by '+' such as ro (repeatable). Already mounted at the same path: "
+        "checkpoint, log and run dirs (read-write); a local --model dir, a --tokenizer dir after `--` and the --data folder (read-only).", metavar="MOUNT"))
+    container_workdir: str | None = field(default=None, metadata=flag("--container-workdir", help="Working directory in the container [default: the run dir]."))
+    # None or an `hl-` name is derived again where the job is planned (JobSpec.settled).
+    container_name: str | None = field(default=None, metadata=flag("--container-name", help="Pyxis container name: a node that unpacked the image under this name before (a requeued attempt, a later job) "
+        "reuses it instead of importing it again. [default: hl-<image>-<hash> of the image's identity: a .sqsh file's path, "
+        "size and mtime, so a rebuilt file gets a new name; a registry image's reference, so a tag pushed again is NOT "
+        "re-pulled where the old one is unpacked: use a digest (@sha256:...) or a new tag]. Letters, digits, _ . -", metavar="NAME"))
+    checkpoint_dir: str = field(metadata=flag("--checkpoint-dir", help="Checkpoint folder shared by all nodes [default: ./checkpoints]."))
+    data: str | None = field(default=None, metadata=flag("--data", help="Training data path or dataset name, passed to the trainer."))
+    max_steps: int | None = field(default=None, metadata=flag("--max-steps", help="Train to this many optimizer steps."))
+    # (KEY, VALUE) after the instance preset's exports; VALUE None forwards KEY by name (sbatch --export).
+    env: tuple[tuple[str, str | None], ...] = field(default=(), metadata=flag("--env", "-e", help=_ENV_HELP, metavar="KEY[=VALUE]"))
+    nccl_debug: str | None = field(default=None, metadata=flag("--nccl-debug", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket).", metavar="LEVEL"))
+    # `auto`: decided on the node (/opt/sagemaker_cluster), unless the plan decided it.
+    hyperpod: HyperpodMode = field(default="auto", metadata=flag("--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."))
+    hyperpod_cluster: str | None = field(default=None, metadata=flag("--hyperpod-cluster", help=_HYPERPOD_CLUSTER_HELP, metavar="NAME"))
+    # hyperlaunch.core.protocol.RESTART_CEILING bounds all requeues.
+    max_restarts: int = field(default=3, metadata=flag("--max-restarts", help="Restart budget: how many attempts in a row may end without a new checkpoint (a crash, a lost node) and still be requeued; an attempt that saved resets it, so time-limit and preemption requeues after a save never use it (at most 1000 requeues in all) [default: 3]."))
+    job_name: str | None = field(default=None, metadata=flag("--job-name", "-J", help="Slurm job name [default: the model name]."))
+    log_dir: str = field(metadata=flag("--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."))
+    run_dir: str = field(metadata=flag("--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."))
+    # Used by the batch script's rounds (templates/partials/supervise.sh.j2).
+    spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
+    restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
+    signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."))
+    torchrun: str = field(default="torchrun", metadata=flag("--torchrun", help="torchrun command on the nodes [default: the one next to this Python, else torchrun]."))
     after_job: str | None = None
     """A Slurm job this one starts after, however it ends (`--dependency=afterany:<id>`): set by
     `resume --after-end` while the resumed job still runs, never by a flag or config."""
     trainer_args: tuple[str, ...] = ()
-    """Extra arguments appended to the trainer's command line, verbatim."""
-    torchrun: str = "torchrun"
-    """torchrun command on the nodes (a path when it is not on PATH there)."""
+    """Extra arguments appended to the trainer's command line, verbatim (after `--`)."""
     trainer_module: str = DEFAULT_TRAINER_MODULE
     """Internal, never set by the user: the Python module torchrun runs on every node (the
     default one through its console script, see render.trainer_program). Tests run the
@@ -143,6 +144,11 @@ class JobSpec:
     hyperlaunch.core.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
 
     def __post_init__(self) -> None:
+        # The rules' modules are imported here, not above: the CLI reads the fields' flags for
+        # `--help`, which must not pay for loading the presets (hyperlaunch.cli._job_flags).
+        from hyperlaunch.core import checkpoints
+        from hyperlaunch.core.instances import get_instance
+
         _check_types(self)
         instance = get_instance(self.instance_type)
         # One name for the type (the preset's), whether the user typed SageMaker's `ml.` form or not.
@@ -294,6 +300,10 @@ def _time_limit_seconds(value: str) -> int | None:
 
 
 def _validate(spec: JobSpec, instance_gpus: int) -> None:
+    from hyperlaunch.aws.hyperpod import check_cluster_name
+    from hyperlaunch.core import checkpoints
+    from hyperlaunch.core.models import PRESETS
+
     check_text("model", spec.model)
     if checkpoints.is_model_directory(spec.model):
         if not os.path.isabs(spec.model):
