@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hyperlaunch import __version__
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.doctor.checks import CheckResult, Status, failed, passed, warned
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.doctor.checks import CheckResult, Status, passed, warned
+from hyperlaunch.slurm import commands as slurm
 
 PROBE_FORMAT = 1
 """The `probe` field of the script's lines; a line without it is not a report."""

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job import containers
 from hyperlaunch.core.errors import InvalidInput
-from hyperlaunch.script.render import srun_flags
+from hyperlaunch.job import containers
 from hyperlaunch.job.spec import JobSpec, default_container_mounts
+from hyperlaunch.script.render import srun_flags
 
 PATHS = {"checkpoint_dir": "/fsx/ck", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/a"}
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"

@@ -28,8 +28,8 @@ from hyperlaunch.core.protocol import (
     parse_attempt_marker,
     trainer_failure_path,
 )
-from hyperlaunch.script.render import launch_command, render_sbatch
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.script.render import launch_command, render_sbatch
 from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
