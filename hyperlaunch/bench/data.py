@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hyperlaunch-bench-data-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        corpora = {}
+        corpora: dict[str, Path] = {}
         for name, mb in (("throughput", args.throughput_mb), ("small", args.small_mb), ("large", args.large_mb)):
             path = work / f"{name}-{mb:g}MB.jsonl"
             if not path.exists():
