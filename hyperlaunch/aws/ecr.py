@@ -17,7 +17,7 @@ import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse

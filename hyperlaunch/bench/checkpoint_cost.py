@@ -26,6 +26,7 @@ import tempfile
 import time
 from multiprocessing import Process
 from pathlib import Path
+from typing import Any
 
 from hyperlaunch.bench.report import header, spread
 from hyperlaunch.bench.runs import parser, records, torchrun
@@ -42,7 +43,7 @@ def make_model(directory: Path, layers: int) -> int:
 
     from hyperlaunch.core.models import get_preset
 
-    kwargs = {**get_preset("qwen3_0_6b").hf_config_kwargs(), "num_hidden_layers": layers}
+    kwargs: dict[str, Any] = {**get_preset("qwen3_0_6b").hf_config_kwargs(), "num_hidden_layers": layers}
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen3Config(**kwargs))
     model.save_pretrained(directory, safe_serialization=True)

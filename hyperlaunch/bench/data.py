@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hyperlaunch-bench-data-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        corpora = {}
+        corpora: dict[str, Path] = {}
         for name, mb in (("throughput", args.throughput_mb), ("small", args.small_mb), ("large", args.large_mb)):
             path = work / f"{name}-{mb:g}MB.jsonl"
             if not path.exists():
@@ -156,12 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             rate, tokens = prepare_tokens_per_s(corpora[name], prepared, args.tokenizer)
             print(f"\n  prepared {corpora[name].name}: {tokens:,} tokens in {time.perf_counter() - started:.1f} s ({rate:,.0f} tokens/s)")
             starts[name] = []
-            for run in range(args.runs):
+            for _ in range(args.runs):
                 with tempfile.TemporaryDirectory(dir=work) as run_dir:
                     starts[name].append(trainer_start(prepared, args.model, args.tokenizer, Path(run_dir)))
         print()
         for name in ("small", "large"):
-            seconds, peaks, data_s = zip(*starts[name])
+            seconds, peaks, data_s = zip(*starts[name], strict=True)
             print(f"  {corpora[name].name:<22} start to exit {spread(seconds, '.2f')} s  peak {spread(peaks, '.3f')} GiB  "
                   f"data phase {spread(data_s, '.3f')} s")
         t_ratio = min(s for s, _, _ in starts["large"]) / min(s for s, _, _ in starts["small"])

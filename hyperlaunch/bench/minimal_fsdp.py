@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -49,7 +50,8 @@ def main() -> None:
     torch.manual_seed(rank)
     spec = get_preset(args.model)
     config_class = Qwen3Config if spec.kind == "qwen3" else LlamaConfig
-    model = AutoModelForCausalLM.from_config(config_class(**spec.hf_config_kwargs()), attn_implementation="sdpa")
+    config_kwargs: dict[str, Any] = spec.hf_config_kwargs()
+    model = AutoModelForCausalLM.from_config(config_class(**config_kwargs), attn_implementation="sdpa")
     if args.shard:
         for block in model.model.layers:
             fully_shard(block)

@@ -88,7 +88,7 @@ def one_run(model: str, work: Path, data: Path | None = None, spare_nodes: int =
     last_step = steps(("restart", 0))[-1]["step"]
     killed_at = time.time()
     _hl("dev-cluster", "kill-node", victim, cwd=work)
-    first = _wait(lambda: (steps(key) or [None])[0], 600, "the first resumed step")
+    first = _wait(lambda: next(iter(steps(key)), None), 600, "the first resumed step")
     resumed = next(r for r in _records(run_dir, job) if r.get("event") == "resumed" and r.get(key[0], 0) == key[1])
     attempts = json.loads(_hl("status", job, "--json", cwd=work))["attempts"]
     _hl("cancel", job, cwd=work)

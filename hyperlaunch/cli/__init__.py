@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
 
@@ -30,7 +31,8 @@ _COMMANDS = {
 }
 
 
-def _load(target: tuple[str, str]) -> object:
+def _load(target: tuple[str, str]) -> Any:
+    """The object target names: a Typer app for a group, a command's function otherwise."""
     module, attribute = target
     return getattr(importlib.import_module(module), attribute)
 
@@ -57,10 +59,10 @@ def build_app(only: str | None = None) -> typer.Typer:
     app.callback()(_no_options)
     for name, target in _GROUPS.items():
         if only in (None, name):
-            app.add_typer(_load(target), name=name)  # type: ignore[arg-type]
+            app.add_typer(_load(target), name=name)
     for name, target in _COMMANDS.items():
         if only in (None, name):
-            app.command(name=name)(_load(target))  # type: ignore[arg-type]
+            app.command(name=name)(_load(target))
     return app
 
 

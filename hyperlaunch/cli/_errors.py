@@ -55,6 +55,9 @@ def _usage_error_class() -> type[Exception]:
     own copy of Click's ClickException since Typer 0.26, Click's before."""
     try:
         from typer._click.exceptions import ClickException
+
+        return ClickException
     except ImportError:
-        from click import ClickException
-    return ClickException
+        from click import ClickException as ClicksOwn
+
+        return ClicksOwn

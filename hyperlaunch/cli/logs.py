@@ -60,11 +60,11 @@ def logs(
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
 ) -> None:
     """Print a job's log, every attempt of it, each under a header naming the attempt."""
-    from hyperlaunch.runs import jobs
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import JobNotFound
     from hyperlaunch.core.protocol import read_regular_file
-    from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.slurm import commands as slurm
 
     record = jobs.load(job_id)
     out_path, err_path = record.log_paths
@@ -103,9 +103,9 @@ def logs(
 
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
     """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it."""
+    from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs import jobs
     from hyperlaunch.slurm import commands as slurm
-    from hyperlaunch.cli._cluster import slurm_env
 
     record = jobs.load(job_id)
     slurm.cancel(job_id, env=slurm_env(record.slurm_conf))

@@ -79,7 +79,7 @@ def _table(statuses: list[JobStatus]) -> str:
             _elapsed(s.elapsed_s),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def _detail(status: JobStatus) -> list[Any]:
@@ -155,10 +155,10 @@ def status(
 
     Examples: hyperlaunch status | hyperlaunch status 42 | hyperlaunch status --json
     """
-    from hyperlaunch.runs import jobs
-    from hyperlaunch.core.errors import InvalidInput
-    from hyperlaunch.runs.job_status import collect
     from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.runs.job_status import collect
 
     if limit < 1:
         raise InvalidInput(f"--limit must be at least 1, got {limit}")

@@ -24,9 +24,10 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol
 
+from hyperlaunch.core.atomic_file import write_atomically
+from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.data.sources import Source, Unit, find_sources, plan_units, read_unit
-from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.data.tokenizer import TRAIN_EXTRA_HINT, LoadedTokenizer
 
 DEFAULT_SHARD_MB = 32.0
@@ -209,7 +210,7 @@ class _Plan:
     """Time spent by earlier attempts."""
 
     def write(self, folder: Path) -> None:
-        fmt.write_atomically(folder / fmt.PLAN_FILE, json.dumps({"format": fmt.FORMAT, **asdict(self)}).encode())
+        write_atomically(folder / fmt.PLAN_FILE, json.dumps({"format": fmt.FORMAT, **asdict(self)}).encode())
 
     @classmethod
     def read(cls, folder: Path) -> _Plan | None:
@@ -281,7 +282,7 @@ def _prepare_locked(
         plan.seconds += time.time() - started
         plan.write(output)
     manifest = _manifest(plan, tokenizer, [done[index] for index in range(len(plan.units))])
-    fmt.write_atomically(output / fmt.MANIFEST_FILE, manifest.to_json().encode())
+    write_atomically(output / fmt.MANIFEST_FILE, manifest.to_json().encode())
     for index in range(len(plan.units)):
         (output / fmt.shard_marker(index)).unlink(missing_ok=True)
     (output / fmt.PLAN_FILE).unlink(missing_ok=True)
@@ -410,12 +411,12 @@ def _write_shard(index: int) -> dict[str, Any]:
     token_bytes = tokens.astype(fmt.NUMPY_DTYPES[state.dtype]).tobytes()
     offset_bytes = offsets.astype("<u8").tobytes()
     output = Path(state.output)
-    fmt.write_atomically(output / fmt.tokens_file(index), token_bytes)
-    fmt.write_atomically(output / fmt.documents_file(index), offset_bytes)
+    write_atomically(output / fmt.tokens_file(index), token_bytes)
+    write_atomically(output / fmt.documents_file(index), offset_bytes)
     marker = {
         "index": index, "dtype": state.dtype, "tokens": int(tokens.size), "documents": len(documents),
         "max_token_id": int(tokens.max()) if tokens.size else 0,
         "sha256": hashlib.sha256(token_bytes).hexdigest(), "documents_sha256": hashlib.sha256(offset_bytes).hexdigest(),
     }
-    fmt.write_atomically(output / fmt.shard_marker(index), json.dumps(marker).encode())
+    write_atomically(output / fmt.shard_marker(index), json.dumps(marker).encode())
     return marker

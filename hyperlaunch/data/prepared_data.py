@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.errors import DataError
 
 FORMAT = "hyperlaunch-prepared-data"

@@ -14,6 +14,7 @@ inputs, and their absence is one line that names the extra to install.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import re
@@ -172,7 +173,7 @@ def _byte_units(index: int, source: Source, separator: bytes, target: int, lines
                 break
             bounds.append(found + len(separator))
         bounds.append(size)
-    return [Unit(index, start, stop, lines) for start, stop in zip(bounds, bounds[1:]) if stop > start]
+    return [Unit(index, start, stop, lines) for start, stop in itertools.pairwise(bounds) if stop > start]
 
 
 def _parquet_units(index: int, source: Source, text_field: str, target: int) -> list[Unit]:

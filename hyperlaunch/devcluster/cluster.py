@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.devcluster import config, hosts, install, procs, services, state
-from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, ClusterLayout
 from hyperlaunch.core.errors import ClusterError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
+from hyperlaunch.devcluster import config, hosts, install, procs, services, state
+from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, ClusterLayout
+from hyperlaunch.slurm import commands as slurm
 
 Progress = Callable[[str], None]
 NODE_READY_TIMEOUT_S = 90.0

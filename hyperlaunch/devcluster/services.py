@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.errors import ClusterError, SlurmError
 from hyperlaunch.devcluster import procs
 from hyperlaunch.devcluster.install import find_binary
 from hyperlaunch.devcluster.layout import CLUSTER_NAME, ClusterLayout
-from hyperlaunch.core.errors import ClusterError, SlurmError
+from hyperlaunch.slurm import commands as slurm
 
 
 def daemon_env(layout: ClusterLayout, node: str | None = None) -> dict[str, str]:

@@ -13,11 +13,12 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hyperlaunch import __version__
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.doctor.checks import CheckResult, Status, failed, passed, warned
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.doctor.checks import CheckResult, Status, passed, warned
+from hyperlaunch.slurm import commands as slurm
 
 PROBE_FORMAT = 1
 """The `probe` field of the script's lines; a line without it is not a report."""
@@ -134,7 +135,7 @@ def parse_reports(stdout: str) -> list[NodeReport]:
         if not isinstance(data, dict) or data.get("probe") != PROBE_FORMAT or not isinstance(data.get("node"), str):
             continue
         # bool is an int in Python: a true/false gpus field is refused by the exact type check.
-        values = {k: v for k, v in data.items() if k in types and type(v) is types[k]}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in types and type(v) is types[k]}
         reports[data["node"]] = NodeReport(node=data["node"], **values)
     return list(reports.values())
 

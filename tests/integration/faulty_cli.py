@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from hyperlaunch.runs import launch as launch_module
 from hyperlaunch.cli import main
+from hyperlaunch.runs import launch as launch_module
 from tests.integration import fault_entry
 
 _launch = launch_module.launch

@@ -59,7 +59,7 @@ def _samples(record: Path) -> dict[int, Counter[tuple[int, str]]]:
         rank = int(path.suffix[1:])
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            attempts[(row["samples_consumed"], rank)] = list(zip(row["rows"], row["digests"]))
+            attempts[(row["samples_consumed"], rank)] = list(zip(row["rows"], row["digests"], strict=False))
     steps: dict[int, Counter[tuple[int, str]]] = {}
     for (consumed, _rank), pairs in attempts.items():
         steps.setdefault(consumed, Counter()).update(pairs)

@@ -25,7 +25,7 @@ def _dumps(stderr: str) -> dict[int, str]:
     """Each rank's watchdog dump: its header's text and the stacks below it, up to the next header."""
     headers = list(HEADER.finditer(stderr))
     ends = [h.start() for h in headers[1:]] + [len(stderr)]
-    return {int(h.group(1)): stderr[h.start() : end] for h, end in zip(headers, ends)}
+    return {int(h.group(1)): stderr[h.start() : end] for h, end in zip(headers, ends, strict=True)}
 
 
 def test_a_hung_rank_fails_the_run_with_every_ranks_stacks_and_a_hang_record(tmp_path: Path) -> None:

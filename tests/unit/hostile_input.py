@@ -99,7 +99,7 @@ INJECTIONS = [
     f'"; touch {T}/{CANARY}; "',
     f"$(touch${{IFS}}{T}/{CANARY})",
     f"\n#SBATCH --wrap=touch {T}/{CANARY}",
-    f"\n#SBATCH --nodes=99",
+    "\n#SBATCH --nodes=99",
     "\n#SBATCH --chdir=/",
     f"x #SBATCH --wrap=touch {T}/{CANARY}",
     f'" --wrap="touch {T}/{CANARY}',

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.slurm import commands as slurm
 from tests.moto_aws import LocalAws
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core import protocol as p
-from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.script.render import render_sbatch
 from tests.unit.sbatch_harness import JOB_ID, Run, job_states, run_script
 
 OTHER = "977"

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints
-from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import CheckpointError
 from hyperlaunch.core.metrics_records import METRICS_FILE
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
 from tests.unit.cli_runner import CliResult, run_cli
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core.errors import EXIT_CODES
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.core.errors import EXIT_CODES
 from tests.unit.cli_runner import CliResult, run_cli
 
 LONG = "a" * 300

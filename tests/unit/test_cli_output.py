@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hyperlaunch.slurm import env as slurm_env
 from hyperlaunch.cli import app
 from hyperlaunch.cli._output import out
+from hyperlaunch.slurm import env as slurm_env
 
 
 def test_json_goes_to_stdout_and_notes_and_warnings_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:

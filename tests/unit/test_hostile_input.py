@@ -16,7 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.hostile_input import CHANNELS, Case, Sandbox, cases, check, check_error, check_script, prepare, run_case, sandbox_dir
+from tests.unit.hostile_input import (
+    CHANNELS,
+    Case,
+    Sandbox,
+    cases,
+    check,
+    check_error,
+    check_script,
+    prepare,
+    run_case,
+    sandbox_dir,
+)
 
 
 def fixed(examples: int) -> settings:

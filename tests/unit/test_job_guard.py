@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.runs import jobs
 from hyperlaunch.core import protocol
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.core.errors import JobConflict
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
 from tests.unit.cli_runner import CliResult, run_cli
 
 _SBATCH = """#!/bin/sh

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.runs import jobs
 from hyperlaunch.core.errors import JobNotFound, SlurmError
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
 from hyperlaunch.runs.submission import submit
 
 

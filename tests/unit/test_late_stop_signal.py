@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperlaunch.train.signals import STOP_SIGNALS, StopRequest, ignore_stop_signals
+from hyperlaunch.train.signals import STOP_SIGNALS, StopRequest
 from hyperlaunch.train.train import main
 
 # The trainer's handler is installed, signals keep coming (a shell sends USR2 as fast as it

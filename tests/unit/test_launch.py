@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.runs import jobs
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.core.errors import CheckpointError
-from hyperlaunch.runs.launch import launch, plan_resume
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.runs.launch import launch, plan_resume
 
 
 def _record(tmp_path: Path, **changes: object) -> jobs.JobRecord:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import nccl_plugin
 from hyperlaunch.script.render import render_sbatch
-from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import run_script
 
 PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/demo"}

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import __version__
-from hyperlaunch.doctor import node_probe
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.doctor import node_probe
 from hyperlaunch.doctor.node_probe import JobSide, NodeReport, ProbeResult, choose_nodes, judge, parse_reports, summary
 from hyperlaunch.script.render import render_node_probe
+from hyperlaunch.slurm import commands as slurm
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = NodeReport(
@@ -65,7 +65,7 @@ def test_the_script_reports_the_python_that_torchrun_runs_on(tmp_path: Path) -> 
     (tmp_path / "hyperlaunch" / "__init__.py").write_text("__version__ = 'shadow'\n")
     [report] = run_probe_script(tmp_path, str(torchrun), SLURMD_NODENAME="node7", LD_LIBRARY_PATH=f"/nowhere:{plugin_dir}")
     assert report.node == "node7" and report.torchrun == str(torchrun) and report.python == sys.executable
-    assert report.python_version == "%d.%d.%d" % sys.version_info[:3]
+    assert report.python_version == "%d.%d.%d" % sys.version_info[:3]  # noqa: UP031  (assertions stay as written)
     assert report.hyperlaunch == __version__ and report.python_error == ""
     assert report.nccl_net == f"{plugin_dir}/libnccl-net.so"
     assert report.hyperpod is False and report.gpus == 0

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperlaunch.data import sources as data_sources
-from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.core.errors import DataError
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.data import sources as data_sources
 from hyperlaunch.data.prepare import prepare
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from tests.unit.cli_runner import run_cli

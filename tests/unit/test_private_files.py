@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.core.errors import SlurmError
 from tests.unit.cli_runner import run_cli
 
 SECRET = "hf_private-value-0600"

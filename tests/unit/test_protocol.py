@@ -23,8 +23,8 @@ from hyperlaunch.core.errors import (
     NodeProblem,
     SlurmError,
 )
-from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.script.render import render_sbatch
 
 
 def _script(tmp_path: Path) -> str:

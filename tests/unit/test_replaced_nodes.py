@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import CONTROLLER, WORKERS, fake_partition, resource_config, write_resource_config
 

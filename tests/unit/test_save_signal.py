@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.script.render import render_sbatch
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 _WORKER = """

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.slurm import commands as slurm
 
 
 def _fake_sbatch(bin_dir: Path, body: str) -> dict[str, str]:

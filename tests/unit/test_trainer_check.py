@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tests.unit.cli_runner import run_cli
 
 

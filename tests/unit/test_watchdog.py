@@ -16,7 +16,14 @@ from hyperlaunch.core.trainer_failures import FINAL_FAILURE_KINDS, TRAINER_FAILU
 from hyperlaunch.train.config import parse_config
 from hyperlaunch.train.metrics import MetricsLog
 from hyperlaunch.train.watchdog import (
-    HANG_EXIT_CODE, LONG_FACTOR, NO_WATCHDOG, Backstop, HangLimits, HangWatchdog, Phase, dump_stacks,
+    HANG_EXIT_CODE,
+    LONG_FACTOR,
+    NO_WATCHDOG,
+    Backstop,
+    HangLimits,
+    HangWatchdog,
+    Phase,
+    dump_stacks,
 )
 
 FLOOR = 30.0
