@@ -11,4 +11,4 @@ __version__ = "0.1.0"
 # checkout's folders beside this one, so `hyperlaunch.train` exists either way.
 _here = _Path(__file__).resolve().parent
 if not (_here / "train").is_dir() and (_here.parent / "train" / "__main__.py").is_file():
-    __path__.append(str(_here.parent))  # type: ignore[name-defined]  # noqa: F821
+    __path__.append(str(_here.parent))  # noqa: F821

@@ -30,8 +30,8 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import CheckpointError
-from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.core.models import ModelSpec
 
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks

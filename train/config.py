@@ -215,7 +215,7 @@ def _value_type(hint: object) -> type:
     args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
     kind = args[0]
     assert kind in (str, int, float, Path), hint
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def parse_config(argv: list[str] | None = None) -> TrainConfig:

@@ -16,16 +16,16 @@ from typing import Any
 import torch.distributed as dist
 
 from hyperlaunch.core import checkpoints as rules
-from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.core.errors import DataError
 from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.data import prepared_data as fmt
+from hyperlaunch.data.offline_assets import CORPUS_FILE
 from hyperlaunch.data.prepare import prepare_for_training
 from hyperlaunch.data.tokenizer import LoadedTokenizer
 
 from .config import TrainConfig
 from .data import TokenStream
 from .distributed import Dist
-from hyperlaunch.data.offline_assets import CORPUS_FILE
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.core.errors import DataError
+from hyperlaunch.data import prepared_data as fmt
 
 
 class TokenStream:

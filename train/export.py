@@ -7,13 +7,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from hyperlaunch.core import checkpoints as rules
-
 from hyperlaunch.data.tokenizer import LoadedTokenizer
 
 from .modeling import build_meta_model, fix_rotary_buffers

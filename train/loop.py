@@ -12,8 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 from hyperlaunch.core.metrics_records import StepRecord, TrainerEvent
-from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 
 from .checkpointing import Checkpointer
 from .data import Batcher, ValidationBatches

@@ -10,15 +10,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
 from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
 from hyperlaunch.core.models import ModelSpec, get_preset, spec_from_model_directory
-
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def resolve_model(model: str, model_name: str | None) -> ModelSource:
     return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=directory)
 
 
-def build_meta_model(hf_config: object) -> nn.Module:
+def build_meta_model(hf_config: object) -> Any:
     """The full model with no storage: sharding decides later what each rank materialises."""
     from transformers import AutoModelForCausalLM
 
@@ -118,7 +118,7 @@ def fix_rotary_buffers(model: nn.Module) -> None:
     for module in model.modules():
         if "Rotary" not in type(module).__name__ or not hasattr(module, "inv_freq"):
             continue
-        fresh = type(module)(module.config)  # type: ignore[call-arg]
+        fresh = type(module)(module.config)
         for buffer_name in ("inv_freq", "original_inv_freq"):
             if hasattr(module, buffer_name):
                 target = getattr(module, buffer_name)
@@ -150,7 +150,7 @@ def load_pretrained(model: nn.Module, directory: Path, is_main: bool) -> None:
     """Rank 0 reads the safetensors; the weights reach every rank's shards by broadcast."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-    full = read_pretrained_state_dict(directory, model) if is_main else {}
+    full: dict[str, Any] = read_pretrained_state_dict(directory, model) if is_main else {}
     set_model_state_dict(
         model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
     )

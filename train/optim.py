@@ -13,7 +13,8 @@ from torch.optim.lr_scheduler import LambdaLR
 def build_optimizer(model: nn.Module, lr: float, betas: tuple[float, float], weight_decay: float) -> torch.optim.Optimizer:
     """Created after sharding so its state is per-shard. Norm weights and biases (1-D) get no
     weight decay, as is usual for transformers."""
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for param in model.parameters():
         if param.requires_grad:
             (decay if param.ndim >= 2 else no_decay).append(param)

@@ -19,8 +19,8 @@ from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from . import STARTED_AT
 from . import data as data_mod
 from .checkpointing import Checkpointer
-from .corpus import agree_everywhere, open_corpus
 from .config import TrainConfig
+from .corpus import agree_everywhere, open_corpus
 from .distributed import Dist, build_mesh, init_distributed, shutdown
 from .export import export_final
 from .hooks import NO_HOOKS, TrainerHooks

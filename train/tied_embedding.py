@@ -49,8 +49,9 @@ def _forward(self: nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
 def use_in_place_embedding_grad(model: nn.Module) -> bool:
     """Switch the input embedding of a tied model to the backward above; False (and nothing
     changed) when the weights are not tied."""
-    embedding = model.get_input_embeddings()
-    output = model.get_output_embeddings()
+    hf: Any = model  # a transformers model: nn.Module's type does not know its methods
+    embedding = hf.get_input_embeddings()
+    output = hf.get_output_embeddings()
     if output is None or output.weight is not embedding.weight:
         return False
     embedding.forward = types.MethodType(_forward, embedding)

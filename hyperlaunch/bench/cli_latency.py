@@ -57,8 +57,8 @@ def _submit_held(count: int, env: dict[str, str]) -> list[str]:
 
 def _record_jobs(ids: list[str], home: Path, work: Path, slurm_conf: str) -> None:
     """A record, a two-attempt log and ten metrics lines per job, as real runs leave them."""
-    from hyperlaunch.runs import jobs
     from hyperlaunch.job.plan import build_spec
+    from hyperlaunch.runs import jobs
 
     os.environ["HYPERLAUNCH_HOME"] = str(home)
     now = time.time()

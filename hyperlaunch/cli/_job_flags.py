@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 if TYPE_CHECKING:
-    from hyperlaunch.job.plan import Plan
-    from hyperlaunch.job.detect import Decision
     from hyperlaunch.core.recommend import Setting
+    from hyperlaunch.job.detect import Decision
+    from hyperlaunch.job.plan import Plan
 
 _PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
 
@@ -36,7 +36,8 @@ def _option_type(kind: object) -> Any:
     if typing.get_origin(kind) is tuple:
         return list[str] | None
     args = [arg for arg in typing.get_args(kind) if arg is not type(None)]
-    return (args[0] if args else kind) | None
+    base: Any = args[0] if args else kind
+    return base | None
 
 
 def _declared_flags() -> list[inspect.Parameter]:

@@ -73,9 +73,9 @@ def doctor(
       hyperlaunch doctor --json | jq '.checks[] | select(.status != "pass")'
       hyperlaunch doctor --json | jq '.node_probe.nodes[] | {node, python, hyperlaunch}'
     """
-    from hyperlaunch.job.settings import resolve_checkpoint_dir, resolve_job_launch
-    from hyperlaunch.doctor.checks import run_checks, system_probes
     from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.doctor.checks import run_checks, system_probes
+    from hyperlaunch.job.settings import resolve_checkpoint_dir, resolve_job_launch
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     launch = resolve_job_launch(partition, profile=profile)
@@ -120,10 +120,10 @@ def doctor(
 
 def _instance_type(launch: LaunchSettings, env: dict[str, str], answers: bool) -> CheckResult:
     """The instance type jobs here render for, and its source, as submit decides it."""
-    from hyperlaunch.slurm import commands as slurm
-    from hyperlaunch.doctor.checks import check_instance_type
-    from hyperlaunch.core.errors import SlurmError
     from hyperlaunch.aws.hyperpod_lookup import describe_instance_source
+    from hyperlaunch.core.errors import SlurmError
+    from hyperlaunch.doctor.checks import check_instance_type
+    from hyperlaunch.slurm import commands as slurm
 
     def from_cluster() -> str:
         partition = launch.partition

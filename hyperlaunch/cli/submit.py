@@ -53,8 +53,8 @@ def submit(
     """
     import functools
 
-    from hyperlaunch.runs.launch import launch
     from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.runs.launch import launch
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
@@ -88,9 +88,9 @@ def resume(
     while the job is still pending or running (unless --after-end).
     Example: hyperlaunch resume 42 --exclude-failed
     """
+    from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs.job_guard import resume_dependency
     from hyperlaunch.runs.launch import find_record, launch, plan_resume
-    from hyperlaunch.cli._cluster import slurm_env
 
     record = find_record(job_id, model)
     env = slurm_env(record.slurm_conf)

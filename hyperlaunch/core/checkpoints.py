@@ -29,9 +29,9 @@ from pathlib import Path
 
 from hyperlaunch.core.atomic_file import TEMP_SUFFIX, write_atomically
 from hyperlaunch.core.bounded_read import NotRegularFile, read_regular
-from hyperlaunch.core.paths import is_dir
 from hyperlaunch.core.errors import CheckpointError, InvalidInput
 from hyperlaunch.core.models import PRESETS, get_preset
+from hyperlaunch.core.paths import is_dir
 
 METADATA_FILE = ".metadata"
 """DCP writes this file last (via rename): its presence means the checkpoint is complete."""

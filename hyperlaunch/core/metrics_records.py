@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-
 METRICS_FILE = "metrics.jsonl"
 """Rank 0's step records and events in the run dir, one JSON object a line."""
 

@@ -13,9 +13,10 @@ if needed; large: micro-batch 1, bf16, activation checkpointing, prefetch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, get_args
+from typing import Literal, get_args
 
 from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
 

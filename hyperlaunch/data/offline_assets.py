@@ -54,7 +54,7 @@ def generate_corpus(num_documents: int = 900, seed: int = 0) -> str:
     return "\n\n".join(docs) + "\n"
 
 
-def train_tokenizer(corpus: str) -> "object":
+def train_tokenizer(corpus: str) -> object:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())

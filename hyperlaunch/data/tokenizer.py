@@ -19,7 +19,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
@@ -153,7 +153,7 @@ def _offline() -> LoadedTokenizer:
     from tokenizers import Tokenizer
 
     backend = Tokenizer.from_file(str(OFFLINE_TOKENIZER_FILE))
-    eos = int(backend.token_to_id(EOS_TOKEN))
+    eos = int(cast(int, backend.token_to_id(EOS_TOKEN)))  # the shipped file has it
     return LoadedTokenizer(
         name=OFFLINE, backend=backend, eos_id=eos, vocab_size=int(backend.get_vocab_size(with_added_tokens=True)),
         sha256=content_sha256(backend, eos),

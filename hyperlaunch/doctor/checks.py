@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.core.mounts import LOCAL_FS_TYPES, is_shared, mount_of
-from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
+from hyperlaunch.slurm import commands as slurm
 
 Status = Literal["pass", "warn", "fail"]
 

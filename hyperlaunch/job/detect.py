@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import InvalidInput, SlurmError
 from hyperlaunch.core.instances import canonical_instance_type, get_instance, known_instance_types
+from hyperlaunch.slurm import commands as slurm
 
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::|$|\()")
 

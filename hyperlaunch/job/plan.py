@@ -25,6 +25,7 @@ from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_mo
 from hyperlaunch.core.paths import is_dir, is_file
 from hyperlaunch.core.recommend import Setting
 from hyperlaunch.job import containers, detect
+from hyperlaunch.job import settings as layered
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.settings import (
     DEFAULT_CHECKPOINT_DIR,
@@ -37,7 +38,6 @@ from hyperlaunch.job.settings import (
     read_layers,
     source,
 )
-from hyperlaunch.job import settings as layered
 from hyperlaunch.job.spec import JobSpec
 
 Decided = tuple[Settings, tuple[detect.Decision, ...]]

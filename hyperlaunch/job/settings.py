@@ -16,13 +16,13 @@ from is kept (`source`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 import types
 import typing
 from collections.abc import Mapping
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 

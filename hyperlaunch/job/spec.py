@@ -11,9 +11,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job import containers
 from hyperlaunch.job import trainer_args as targs
-from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job.text_checks import check_text, fail, shown
 
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
@@ -239,7 +239,7 @@ def _is_a(value: object, kind: object) -> bool:
             return False
         if len(args) == 2 and args[1] is Ellipsis:
             return all(_is_a(item, args[0]) for item in value)
-        return len(value) == len(args) and all(_is_a(item, arg) for item, arg in zip(value, args))
+        return len(value) == len(args) and all(_is_a(item, arg) for item, arg in zip(value, args, strict=True))
     if args:  # X | None
         return any(_is_a(value, arg) for arg in args)
     if kind is type(None):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from hyperlaunch.core.protocol import parse_attempt_marker, read_regular_file
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
-from hyperlaunch.slurm import hostlist
 from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import hostlist
 
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)

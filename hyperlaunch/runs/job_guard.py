@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import JobConflict
-from hyperlaunch.slurm.states import ACTIVE_STATES
 from hyperlaunch.core.protocol import checkpoint_lock_path, read_checkpoint_lock
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm.states import ACTIVE_STATES
 
 
 def live_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | None:

@@ -18,18 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core import checkpoints
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.slurm.states import ACTIVE_STATES
-from hyperlaunch.runs.attempts import (
-    failed_nodes,
-    markers_by_restart,
-    read_lines,
-    root_error_line,
-    split_attempts,
-    task_exit_code,
-    with_logged_attempts,
-)
-from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.core.metrics_records import (
     METRICS_FILE,
     EventRecord,
@@ -48,6 +36,18 @@ from hyperlaunch.core.protocol import (
     parse_attempt_marker,
 )
 from hyperlaunch.core.trainer_failures import TrainerFailure, read_trainer_failure, trainer_failure_path
+from hyperlaunch.runs.attempts import (
+    failed_nodes,
+    markers_by_restart,
+    read_lines,
+    root_error_line,
+    split_attempts,
+    task_exit_code,
+    with_logged_attempts,
+)
+from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm.states import ACTIVE_STATES
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def summarize(
             if _marker_cause(markers.get(len(attempts) - 1)) is RestartCause.RESTART_LIMIT and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
-    state = queue_state if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
+    state = (queue_state or "UNKNOWN") if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
     budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
         in_allocation=tuple(_in_allocation_restarts(out_lines, record)),
@@ -413,7 +413,7 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
             events.append(item)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).
-    if any(item.job_id is not None for item in [*steps, *events]):
+    if any(step.job_id is not None for step in steps) or any(event.job_id is not None for event in events):
         steps = [item for item in steps if item.job_id == record.job_id]
         events = [item for item in events if item.job_id == record.job_id]
     model = record.spec.checkpoint_name

@@ -8,12 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.core import checkpoints
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
-from hyperlaunch.runs import jobs
-from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.core import checkpoints
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
+from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +157,9 @@ def launch(
     if dry_run:
         return Launch(script=script, record=None)
     if submit is None:
-        from hyperlaunch.runs.submission import submit
+        from hyperlaunch.runs.submission import submit as submit_to_slurm
+
+        submit = submit_to_slurm
     instances = recorded_instance_ids(spec, notify or (lambda _: None))
     record = submit(spec, script, env=env, resumed_from=resumed_from, decided=decided, node_instances=instances)
     return Launch(script=script, record=record)

@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.slurm import commands as slurm
 
 
 def submit(

@@ -24,37 +24,38 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 
 import jinja2
 
 from hyperlaunch import __version__
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
-from hyperlaunch.script import nccl_plugin
-from hyperlaunch.slurm.states import ACTIVE_STATES
+from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import (
     ATTEMPT_MARKER_PRINTF,
     PROGRESS_PREFIX,
     REQUEUE_EXIT_CODE,
-    RESTART_CEILING,
     REQUEUE_REQUEST_PREFIX,
+    RESTART_CEILING,
     SAVE_SIGNAL,
     AttemptAction,
     RestartCause,
     checkpoint_lock_path,
 )
+from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.core.trainer_failures import (
     TRAINER_FAILURE_FILE_ENV,
     TRAINER_FAILURE_PREFIX,
     FailureKind,
     FailureVerdict,
 )
-from hyperlaunch.core.instances import get_instance
-from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
-from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.job.containers import container_mounts
 from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
+from hyperlaunch.script import nccl_plugin
+from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.script.template_cache import template_cache
+from hyperlaunch.slurm.states import ACTIVE_STATES
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers
@@ -186,7 +187,7 @@ def script_values(spec: JobSpec) -> ScriptValues:
         action=_values_by_name(AttemptAction),
         verdict=_values_by_name(FailureVerdict),
         hang_kind=FailureKind.HANG.value,
-        checkpoint_lock=str(checkpoint_lock_path(spec.checkpoint_dir, spec.checkpoint_name)),
+        checkpoint_lock=str(checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name)),
         lock_live_states=" ".join(sorted(ACTIVE_STATES - {"COMPLETING"})),
         lock_wait_seconds=LOCK_COMPLETING_WAIT_S,
         srun_flags=tuple(srun_flags(spec)),

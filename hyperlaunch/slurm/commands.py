@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hyperlaunch.slurm import hostlist
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.core.private_files import private_dir, write_private
+from hyperlaunch.slurm import hostlist
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -90,7 +90,7 @@ def config_values(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The running configuration (`scontrol show config`) as KEY -> value text.
     SlurmError when no controller answers."""
     out = run(["scontrol", "show", "config"], env=env, timeout=15).stdout
-    values = {}
+    values: dict[str, str] = {}
     for line in out.splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() and " " not in key.strip():
@@ -229,7 +229,7 @@ def _rendered_script_executor() -> type:
     import submitit  # on the submit path only: rendering and reading need none of it
     from submitit.core.utils import JobPaths
 
-    class RenderedScriptExecutor(submitit.SlurmExecutor):  # type: ignore[misc]
+    class RenderedScriptExecutor(submitit.SlurmExecutor):
         """submitit's SlurmExecutor with our script as the submission file. Its public submit()
         pickles a Python callable, and _submit_command runs sbatch in os.environ with its
         stderr echoed; submit_rendered does the same steps with sbatch run here, in `env`."""
@@ -352,7 +352,7 @@ def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None
             earlier = runs.pop()
             attempt = replace(attempt, start=earlier.start, elapsed_s=earlier.elapsed_s + attempt.elapsed_s)
         runs.append(attempt)
-    for job_id, runs in attempts.items():
+    for runs in attempts.values():
         if runs and runs[-1].state == "RESIZING":
             runs[-1] = replace(runs[-1], state="RUNNING")  # the record of its new size is not written yet
     return attempts

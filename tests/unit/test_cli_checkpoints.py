@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
 from hyperlaunch.cli import app
 from hyperlaunch.cli.checkpoints import format_size
+from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
 from hyperlaunch.job.settings import resolve_checkpoint_dir
 
 runner = CliRunner()

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job.plan import build_spec
 from hyperlaunch.core.errors import ConfigError, InvalidInput
-
+from hyperlaunch.job.plan import build_spec
 
 TINY_QWEN3_CONFIG = {
     "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job import containers
 from hyperlaunch.core.errors import InvalidInput
-from hyperlaunch.script.render import srun_flags
+from hyperlaunch.job import containers
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.script.render import srun_flags
+
 
 def default_container_mounts(spec: JobSpec) -> list[str]:
     """The mounts the rendered script passes Pyxis for `spec`."""

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.job.plan import build_spec
+from hyperlaunch.runs import jobs
 from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.slurm import commands as slurm
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.sbatch_harness import run_script
 

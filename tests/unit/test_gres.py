@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.job.plan import plan_job
 from hyperlaunch.core.errors import SlurmError
+from hyperlaunch.job.plan import plan_job
+from hyperlaunch.runs import jobs
 from hyperlaunch.script.render import render_sbatch, sbatch_flags
+from hyperlaunch.slurm import commands as slurm
 from tests.unit.cli_runner import run_cli
 
 P5 = {"model": "qwen3_0_6b", "instance_type": "p5.48xlarge", "nodes": 2, "torchrun": "torchrun"}

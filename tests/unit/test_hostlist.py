@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperlaunch.slurm import hostlist
 from hyperlaunch.runs.attempts import failed_nodes
+from hyperlaunch.slurm import hostlist
 from hyperlaunch.slurm.commands import Attempt, NodeEvent
 
 

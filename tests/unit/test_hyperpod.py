@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.aws import hyperpod, hyperpod_api, hyperpod_lookup
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.core.errors import AwsError
+from hyperlaunch.slurm import commands as slurm
 from tests.moto_aws import LocalAws
 from tests.unit.hyperpod_cluster import ARN, create_cluster, resource_config, write_resource_config
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.job.plan import plan_job
 from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.job.plan import plan_job
 from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.slurm import commands as slurm
 from tests.moto_aws import LocalAws
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import (

@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.core.trainer_failures import (
+    TRAINER_FAILURE_FILE_ENV,
+    FailureKind,
+    trainer_failure_path,
+    write_trainer_failure,
+)
+from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, FailureKind, trainer_failure_path, write_trainer_failure
+from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.slurm.commands import Attempt, NodeEvent
-from hyperlaunch.job.spec import JobSpec
 
 
 @pytest.fixture()
@@ -274,7 +279,7 @@ def test_a_requeue_after_giving_a_node_back_is_a_second_attempt_though_sacct_kee
     # What Slurm 22.05 records for a job whose script gave a lost node back and requeued: the
     # record of the smaller size (after RESIZING, merged by job_attempts) goes on for the next
     # run, with the resize's start and node list. The log's start markers tell the runs apart.
-    start0, resized, start1, end1 = "2026-01-01T00:00:00", "2026-01-01T00:00:29", "2026-01-01T00:00:44", "2026-01-01T00:01:22"
+    start0, resized, start1, _end1 = "2026-01-01T00:00:00", "2026-01-01T00:00:29", "2026-01-01T00:00:44", "2026-01-01T00:01:22"
     _log(
         record,
         out=f"### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time={_utc_marker_time(start0)}\n"

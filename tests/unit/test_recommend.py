@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from hyperlaunch.core import recommend
+from hyperlaunch.core.models import PRESETS, get_preset
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.plan import plan_job
-from hyperlaunch.core.models import PRESETS, get_preset
 from tests.unit.cli_runner import run_cli
 from tests.unit.test_config import TINY_QWEN3_CONFIG
 

@@ -29,9 +29,9 @@ from hyperlaunch.core.trainer_failures import (
     format_trainer_failure,
     trainer_failure_path,
 )
+from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import render
 from hyperlaunch.script.render import ScriptValues, launch_command, render_sbatch
-from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

@@ -11,11 +11,11 @@ import pytest
 
 from hyperlaunch.core import protocol as p
 from hyperlaunch.core import trainer_failures as tf
+from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.slurm.commands import Attempt
-from hyperlaunch.job.spec import JobSpec
 from tests.unit.sbatch_harness import JOB_ID, Run, run_script
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job.plan import build_spec
 from hyperlaunch.core.instances import get_instance
-from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.core.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+from hyperlaunch.job.plan import build_spec
+from hyperlaunch.script.render import render_sbatch
 from tests.unit.cli_runner import run_cli
 
 # $NAME, ${NAME...}, `export NAME`, and bare names inside $(( ... )) arithmetic.

@@ -11,6 +11,7 @@ from hyperlaunch.core.instances import get_instance, known_instance_types
 from hyperlaunch.job import containers
 from hyperlaunch.job.spec import JobSpec
 
+
 def default_container_mounts(spec: JobSpec) -> list[str]:
     """The mounts the rendered script passes Pyxis for `spec`."""
     assert spec.container is not None

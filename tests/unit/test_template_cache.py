@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.script import render
 from hyperlaunch.job.plan import build_spec
+from hyperlaunch.script import render
 
 
 def _script(tmp_path: Path) -> str:

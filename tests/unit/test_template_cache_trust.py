@@ -11,8 +11,8 @@ from pathlib import Path
 import jinja2.bccache
 import pytest
 
-from hyperlaunch.script import render
 from hyperlaunch.job.plan import build_spec
+from hyperlaunch.script import render
 
 
 class _Planted:

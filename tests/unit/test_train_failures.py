@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.data.sources import find_sources, plan_units, read_unit
 from hyperlaunch.core.errors import DataError, ModelUnavailable, NodeProblem
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
+from hyperlaunch.data.sources import find_sources, plan_units, read_unit
 from hyperlaunch.train import train as train_main
-
 
 ARGS = ["--model", "qwen3_tiny", "--checkpoint-dir", "/nonexistent/ckpt", "--max-steps", "1"]
 

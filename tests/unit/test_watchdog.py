@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.errors import InvalidInput
-from hyperlaunch.core.trainer_failures import FINAL_FAILURE_KINDS, TRAINER_FAILURE_FILE_ENV, FailureKind, read_trainer_failure
+from hyperlaunch.core.trainer_failures import (
+    FINAL_FAILURE_KINDS,
+    TRAINER_FAILURE_FILE_ENV,
+    FailureKind,
+    read_trainer_failure,
+)
 from hyperlaunch.train.config import parse_config
 from hyperlaunch.train.metrics import MetricsLog
 from hyperlaunch.train.watchdog import (
