@@ -40,11 +40,16 @@ def _option_type(kind: object) -> Any:
     return base | None
 
 
-def _declared_flags() -> list[inspect.Parameter]:
+def _field_types() -> dict[str, Any]:
+    from hyperlaunch.job.spec import JobSpec
+
+    return typing.get_type_hints(JobSpec)
+
+
+def _declared_flags(kinds: dict[str, Any]) -> list[inspect.Parameter]:
     """One option for each JobSpec field that declares a flag, in the fields' order."""
     from hyperlaunch.job.spec import FLAG, JobSpec
 
-    kinds = typing.get_type_hints(JobSpec)
     return [
         _option(field.name, _option_type(kinds[field.name]), *declared.names, help=declared.help, metavar=declared.metavar)
         for field in dataclasses.fields(JobSpec)
@@ -52,17 +57,9 @@ def _declared_flags() -> list[inspect.Parameter]:
     ]
 
 
-JOB_FLAG_PARAMETERS: list[inspect.Parameter] = _declared_flags()
-
-
-def _switches() -> tuple[str, ...]:
-    from hyperlaunch.job.spec import JobSpec
-
-    kinds = typing.get_type_hints(JobSpec)
-    return tuple(p.name for p in JOB_FLAG_PARAMETERS if typing.get_origin(kinds[p.name]) is Literal)
-
-
-SWITCHES = _switches()
+_KINDS = _field_types()
+JOB_FLAG_PARAMETERS: list[inspect.Parameter] = _declared_flags(_KINDS)
+SWITCHES = tuple(p.name for p in JOB_FLAG_PARAMETERS if typing.get_origin(_KINDS[p.name]) is Literal)
 """Flags that say on or off for a field stored as auto/on/off."""
 _PROFILE_PARAMETER = _option("profile", str | None, "--profile", help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE.")
 _TRAINER_ARGS_PARAMETER = inspect.Parameter(

@@ -7,7 +7,6 @@ render.srun_flags lays out the mounts, so rendering stays pure."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -66,6 +65,8 @@ def derived_name(image: str) -> str | None:
     is its text, digest included: a tag pushed again keeps its name, and a node that already
     unpacked the old image under it reuses that (pin a digest, or push a new tag). None when
     the file cannot be read here: no name, so Pyxis unpacks the image afresh every time."""
+    import hashlib  # here, not above: OpenSSL's load is most of `hyperlaunch --help`'s import of this module
+
     if is_image_file(image):
         try:
             info = os.stat(image)

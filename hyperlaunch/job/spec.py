@@ -9,12 +9,14 @@ import os
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
-from hyperlaunch.job import containers
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.text_checks import check_text, fail, shown
+
+if TYPE_CHECKING:
+    from hyperlaunch.job.containers import ContainerSettings
 
 DEFAULT_TRAINER_MODULE = "hyperlaunch.train"
 HyperpodMode = Literal["auto", "on", "off"]
@@ -145,9 +147,11 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         # The rules' modules are imported here, not above: the CLI reads the fields' flags for
-        # `--help`, which must not pay for loading the presets (hyperlaunch.cli._job_flags).
+        # `--help`, which must not pay for loading the presets and the container rules
+        # (hyperlaunch.cli._job_flags).
         from hyperlaunch.core import checkpoints
         from hyperlaunch.core.instances import get_instance
+        from hyperlaunch.job import containers
 
         _check_types(self)
         instance = get_instance(self.instance_type)
@@ -180,8 +184,10 @@ class JobSpec:
         return f"{self.nodes} node(s)" + (f" + {self.spare_nodes} spare" if self.spare_nodes else "")
 
     @property
-    def container(self) -> containers.ContainerSettings | None:
+    def container(self) -> ContainerSettings | None:
         """The container settings as one value; None for a job on the host."""
+        from hyperlaunch.job import containers
+
         if self.container_image is None:
             return None
         return containers.ContainerSettings(
@@ -191,6 +197,8 @@ class JobSpec:
     @property
     def mounted_paths(self) -> list[tuple[str, bool]]:
         """(path, read only) for what the trainer reads or writes outside a container image."""
+        from hyperlaunch.job import containers
+
         return containers.job_paths(
             writable=(self.checkpoint_dir, self.log_dir, self.run_dir),
             model=self.model,
@@ -202,6 +210,8 @@ class JobSpec:
         """This job with its container name derived from the image as it is now
         (containers.settled_name reads a .sqsh file's size and mtime): done where a job is
         planned, so that building a JobSpec, from a record say, reads no file."""
+        from hyperlaunch.job import containers
+
         name = containers.settled_name(self.container_image, self.container_name)
         return self if name == self.container_name else dataclasses.replace(self, container_name=name)
 
