@@ -35,6 +35,17 @@ def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path
     assert top_level == {"hyperlaunch"}, top_level
 
 
+def test_wheel_ships_every_layer_package_and_the_offline_assets(wheel: Path) -> None:
+    """The layer packages and the offline tokenizer and corpus (moved into data/ with the
+    layers) reach an installed hyperlaunch: a missing one fails only where it is installed,
+    never in a checkout."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {path.parent.relative_to(ROOT).as_posix() for path in (ROOT / "hyperlaunch").rglob("__init__.py")}
+    missing = sorted(package for package in packages if f"{package}/__init__.py" not in names)
+    assert missing == [], f"not in the wheel: {missing}; add them to pyproject's [tool.setuptools] packages"
+    assert {"hyperlaunch/data/assets/tokenizer.json", "hyperlaunch/data/assets/corpus.txt"} <= names
+
+
 def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
