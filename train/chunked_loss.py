@@ -2,9 +2,9 @@
 so the [tokens, vocabulary] logits are never whole: for qwen3_0_6b (vocabulary 151,936) the
 plain Hugging Face loss holds 4 bytes x 151,936 per token in fp32, twice over in backward.
 
-Each chunk's logits are made, upcast to fp32 and reduced to a summed cross-entropy under
-torch.utils.checkpoint, so backward too holds one chunk's logits at a time (it recomputes
-them). The labels are shifted exactly as transformers' ForCausalLMLoss shifts them (the last
+Each chunk's logits are made, upcast to fp32 and reduced to a summed cross-entropy; backward
+recomputes them a chunk at a time (a custom autograd Function, not torch.utils.checkpoint, so
+that the weight's gradient is one buffer the chunks add into, and the softmax is made in place). The labels are shifted exactly as transformers' ForCausalLMLoss shifts them (the last
 position and -100 ignored; the mean over the tokens that count), so the loss is the same.
 
 Liger's and cut-cross-entropy's fused kernels do this in Triton and need a GPU; this one is
@@ -20,21 +20,61 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-CHUNK_TOKENS = 2048
+CHUNK_TOKENS = 1024
 IGNORE_INDEX = -100
-
-
-def _chunk_loss_sum(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    logits = nn.functional.linear(hidden, weight).float()  # as HF: the output layer's dtype, then fp32
-    return nn.functional.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 def shift_labels(labels: torch.Tensor) -> torch.Tensor:
     """Position t predicts token t+1; the last position predicts nothing (ForCausalLMLoss's pad)."""
     return nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]
+
+
+def _logits(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return nn.functional.linear(hidden, weight).float()  # as HF: the output layer's dtype, then fp32
+
+
+class _ChunkedCrossEntropySum(torch.autograd.Function):
+    """The summed cross-entropy; forward keeps each chunk's log-sum-exp (one float a token),
+    backward recomputes the chunk's logits, turns them into the softmax in place and adds the
+    weight's gradient into one buffer: one chunk of logits and one weight-sized gradient alive,
+    not autograd's gradient per chunk plus their running sum."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        lse = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        for start in range(0, hidden.shape[0], chunk_tokens):
+            part = slice(start, start + chunk_tokens)
+            logits = _logits(hidden[part], weight)
+            lse[part] = torch.logsumexp(logits, dim=-1)
+            valid = targets[part] != IGNORE_INDEX
+            picked = logits.gather(1, targets[part].clamp(min=0).unsqueeze(1)).squeeze(1)
+            total += ((lse[part] - picked) * valid).sum()
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.chunk_tokens = chunk_tokens
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad_total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+        hidden, weight, targets, lse = ctx.saved_tensors
+        grad_hidden = torch.empty_like(hidden)
+        # fp32 across chunks even for a bf16 weight: chunks summed in bf16 would lose bits.
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        for start in range(0, hidden.shape[0], ctx.chunk_tokens):
+            part = slice(start, start + ctx.chunk_tokens)
+            grad = _logits(hidden[part], weight).sub_(lse[part].unsqueeze(1)).exp_()  # the softmax
+            rows = torch.arange(grad.shape[0], device=grad.device)
+            grad[rows, targets[part].clamp(min=0)] -= 1.0
+            grad.mul_(((targets[part] != IGNORE_INDEX) * grad_total).unsqueeze(1))
+            grad_low = grad.to(weight.dtype)  # as autograd through HF's .float(): back to the layer's dtype
+            grad_hidden[part] = grad_low @ weight
+            if grad_low.dtype == torch.float32:
+                grad_weight.addmm_(grad_low.T, hidden[part])
+            else:
+                grad_weight += grad_low.T @ hidden[part]
+        return grad_hidden, grad_weight.to(weight.dtype), None, None
 
 
 def chunked_cross_entropy(
@@ -44,13 +84,7 @@ def chunked_cross_entropy(
     [vocab, hidden] against the unshifted `labels` [..., tokens]."""
     targets = shift_labels(labels).reshape(-1)
     flat = hidden.reshape(-1, hidden.shape[-1])
-    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-    for start in range(0, flat.shape[0], chunk_tokens):
-        part = slice(start, start + chunk_tokens)
-        if torch.is_grad_enabled():
-            total = total + checkpoint(_chunk_loss_sum, flat[part], weight, targets[part], use_reentrant=False)
-        else:
-            total = total + _chunk_loss_sum(flat[part], weight, targets[part])
+    total = _ChunkedCrossEntropySum.apply(flat, weight, targets, chunk_tokens)
     # 0 / 0 is nan where no token counts, as the plain mean is.
     return total / (targets != IGNORE_INDEX).sum()
 
