@@ -48,9 +48,11 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
         for start in range(0, hidden.shape[0], chunk_tokens):
             part = slice(start, start + chunk_tokens)
             logits = _logits(hidden[part], weight)
-            lse[part] = torch.logsumexp(logits, dim=-1)
             valid = targets[part] != IGNORE_INDEX
             picked = logits.gather(1, targets[part].clamp(min=0).unsqueeze(1)).squeeze(1)
+            # torch.logsumexp would make two more chunk-sized temporaries; in place, none.
+            top = logits.amax(dim=-1)
+            lse[part] = logits.sub_(top.unsqueeze(1)).exp_().sum(dim=-1).log_() + top
             total += ((lse[part] - picked) * valid).sum()
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk_tokens = chunk_tokens
