@@ -54,6 +54,7 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
             top = logits.amax(dim=-1)
             lse[part] = logits.sub_(top.unsqueeze(1)).exp_().sum(dim=-1).log_() + top
             total += ((lse[part] - picked) * valid).sum()
+            del logits  # before the next chunk's are made, not when the name is rebound after
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk_tokens = chunk_tokens
         return total
@@ -76,6 +77,7 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
                 grad_weight.addmm_(grad_low.T, hidden[part])
             else:
                 grad_weight += grad_low.T @ hidden[part]
+            del grad, grad_low  # as in forward: one chunk of logits alive, not two
         return grad_hidden, grad_weight.to(weight.dtype), None, None
 
 
