@@ -18,6 +18,7 @@ from hyperlaunch.core.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
 
 GROUPS = ("model", "data", "checkpoints", "parallelism", "optimisation", "monitoring")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+LOSS_CHOICES = ("chunked", "plain")  # here, not in chunked_loss: the CLI reads these flags without torch
 
 
 def option(
@@ -105,6 +106,11 @@ class TrainConfig:
     beta1: float = option(0.9, group="optimisation", help="AdamW beta1")
     beta2: float = option(0.95, group="optimisation", help="AdamW beta2")
     weight_decay: float = option(0.1, group="optimisation", help="AdamW weight decay")
+    loss: str = option(
+        "chunked", group="optimisation", choices=LOSS_CHOICES,
+        help="chunked: the output layer and cross-entropy a chunk of tokens at a time, never the whole fp32 logits; "
+        "plain: Hugging Face's own loss (the reference)",
+    )
     grad_clip: float = option(1.0, group="optimisation", help="clip the global gradient norm to this (0: no clipping)")
     seed: int = option(1234, group="optimisation", help="seed of the initial weights and the data order")
     # monitoring
@@ -139,6 +145,8 @@ class TrainConfig:
             raise InvalidInput(
                 f"--mixed-precision {self.mixed_precision!r} is not one of {', '.join(MIXED_PRECISION_CHOICES)}"
             )
+        if self.loss not in LOSS_CHOICES:
+            raise InvalidInput(f"--loss {self.loss!r} is not one of {', '.join(LOSS_CHOICES)}")
         if self.device not in DEVICE_CHOICES:
             raise InvalidInput(f"--device {self.device!r} is not one of {', '.join(DEVICE_CHOICES)}")
         for flag, value in (

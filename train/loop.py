@@ -128,6 +128,7 @@ class Trainer:
         tokens_per_s = tokens / max(seconds, 1e-9)
         per_device = tokens_per_s / self.d.world_size
         flops = self.spec.flops_per_token(self.seq_len) * per_device
+        flops_with_output = self.spec.flops_per_token_with_output(self.seq_len) * per_device
         peak = peak_flops(self.d.device, self.mixed_precision)
         peaks = self._gather_peak_memory()
         self.metrics.step(
@@ -140,6 +141,7 @@ class Trainer:
                 tokens_per_s_per_device=per_device,
                 tflops_per_device=flops / 1e12,
                 mfu=flops / peak if peak else None,
+                mfu_with_output=flops_with_output / peak if peak else None,
                 peak_memory_bytes=max(peaks),
                 peak_memory_bytes_per_rank=tuple(peaks),
                 step_time_s=seconds,

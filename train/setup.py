@@ -19,6 +19,7 @@ from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from . import STARTED_AT
 from . import data as data_mod
 from .checkpointing import Checkpointer
+from .chunked_loss import use_chunked_loss
 from .config import TrainConfig
 from .corpus import agree_everywhere, open_corpus
 from .distributed import Dist, build_mesh, init_distributed, shutdown
@@ -124,6 +125,8 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
 
     model = build_meta_model(source.hf_config)
     use_in_place_embedding_grad(model)
+    if cfg.loss == "chunked":
+        use_chunked_loss(model)
     mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
     shard_model(
         model, mesh,

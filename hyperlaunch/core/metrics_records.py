@@ -48,7 +48,11 @@ class StepRecord:
     tokens_per_s_per_device: float = 0.0
     tflops_per_device: float = 0.0
     mfu: float | None = None
-    """Model FLOPs utilisation; None where the device's peak is unknown (CPU, fp32)."""
+    """Model FLOPs utilisation from 6 x non-embedding parameters + attention (the output
+    projection left out); None where the device's peak is unknown (CPU, fp32)."""
+    mfu_with_output: float | None = None
+    """The same with the output projection counted (torchtitan's convention); None also in
+    records written before it existed."""
     peak_memory_bytes: int = 0
     """The largest of every rank's peak: device memory on GPU, resident set on CPU."""
     peak_memory_bytes_per_rank: tuple[int, ...] = ()
@@ -64,7 +68,7 @@ class StepRecord:
     """The round of trainers within the attempt (restarts inside the allocation), 0 for the first."""
 
     def to_json(self) -> dict[str, Any]:
-        return _without_none({"type": "step", **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}, keep=("mfu",))
+        return _without_none({"type": "step", **{f.name: _plain(getattr(self, f.name)) for f in fields(self)}}, keep=("mfu", "mfu_with_output"))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepRecord | None:

@@ -149,6 +149,11 @@ class ModelSpec:
         attention = 6 * self.num_layers * self.num_heads * self.head_dim * seq_len * 2
         return 6.0 * self.non_embedding_params + attention
 
+    def flops_per_token_with_output(self, seq_len: int) -> float:
+        """flops_per_token plus the output projection, 6 x vocabulary x hidden (torchtitan's
+        convention): a quarter of qwen3_0_6b's matmul FLOPs, which the other figure leaves out."""
+        return self.flops_per_token(seq_len) + 6.0 * self.vocab_size * self.hidden_size
+
 
 _LLAMA3_1_ROPE_SCALING: tuple[tuple[str, float | int | str], ...] = (
     ("rope_type", "llama3"),

@@ -77,6 +77,32 @@ def test_flops_per_token_follows_the_6n_rule() -> None:
     assert spec.flops_per_token(2048) == 6 * spec.non_embedding_params + attention
 
 
+def test_flops_per_token_of_qwen3_0_6b_by_hand_with_and_without_the_output_projection() -> None:
+    spec = get_preset("qwen3_0_6b")
+    # Per block: q,o 1024 x 16 x 128 each; k,v 1024 x 8 x 128 each; q/k norms 2 x 128;
+    # MLP 3 x 1024 x 3072; 2 norms of 1024. 28 blocks and the final norm.
+    block = 2 * 1024 * 16 * 128 + 2 * 1024 * 8 * 128 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024
+    assert block == 15_730_944
+    assert spec.non_embedding_params == 28 * block + 1024 == 440_467_456
+    attention = 12 * 28 * 16 * 128 * 4096  # forward + backward of QK^T and AV at 4,096 tokens
+    assert spec.flops_per_token(4096) == 6 * 440_467_456 + attention == 5_461_377_024
+    output = 6 * 151_936 * 1024  # the output projection, tied or not
+    assert output == 933_494_784
+    assert spec.flops_per_token_with_output(4096) == 5_461_377_024 + output == 6_394_871_808
+
+
+def test_mfu_with_the_output_projection_in_the_step_record_and_log_line() -> None:
+    from hyperlaunch.core.metrics_records import StepRecord, metrics_line, parse_metrics_line
+
+    record = StepRecord(step=1, loss=2.0, mfu=0.25, mfu_with_output=0.3)
+    assert parse_metrics_line(metrics_line(record)) == record
+    older = parse_metrics_line('{"type": "step", "step": 1, "loss": 2.0, "mfu": 0.25}')
+    assert older == StepRecord(step=1, loss=2.0, mfu=0.25) and older.mfu_with_output is None
+    from hyperlaunch.train.metrics import format_step
+
+    assert "| MFU 25.0% (with output 30.0%) |" in format_step(record)
+
+
 def test_importing_models_does_not_import_torch() -> None:
     code = "import sys, hyperlaunch.core.models, hyperlaunch.core.checkpoints; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
