@@ -107,9 +107,9 @@ class TrainConfig:
     beta2: float = option(0.95, group="optimisation", help="AdamW beta2")
     weight_decay: float = option(0.1, group="optimisation", help="AdamW weight decay")
     loss: str = option(
-        "chunked", group="optimisation", choices=LOSS_CHOICES,
-        help="chunked: the output layer and cross-entropy a chunk of tokens at a time, never the whole fp32 logits; "
-        "plain: Hugging Face's own loss (the reference)",
+        "plain", group="optimisation", choices=LOSS_CHOICES,
+        help="plain: Hugging Face's own loss (the reference); chunked: the output layer and cross-entropy a chunk "
+        "of tokens at a time, never the whole fp32 logits (the model's forward then returns the loss alone)",
     )
     grad_clip: float = option(1.0, group="optimisation", help="clip the global gradient norm to this (0: no clipping)")
     seed: int = option(1234, group="optimisation", help="seed of the initial weights and the data order")
