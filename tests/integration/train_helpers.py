@@ -87,7 +87,7 @@ def launch(
         raise AssertionError(f"trainer still running after {timeout_s} s\nstderr:\n{stderr[-5000:]}") from None
     run = Run(proc.returncode, stdout, stderr, run_dir)
     if check and proc.returncode != 0:
-        raise AssertionError(f"trainer exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}")
+        raise AssertionError(f"trainer exited {proc.returncode}\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-5000:]}")
     return run
 
 
