@@ -74,7 +74,7 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
     settings = recommend.recommended(
         source.spec, origin=model_origin(source), gpu=gpu, hardware="GPU nodes" if gpu else "CPU nodes",
         data_given=cfg.data is not None, model_tokenizer=str(pretrained) if own_tokenizer else None,
-        data_tokenizer=None if cfg.data is None else manifest_tokenizer(Path(cfg.data)),
+        data_tokenizer=manifest_tokenizer(cfg.data),
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
 

@@ -167,11 +167,14 @@ def read_manifest(folder: Path) -> Manifest | None:
     return Manifest.from_json(text, path)
 
 
-def manifest_tokenizer(folder: Path) -> str | None:
-    """The tokenizer a prepared folder (hyperlaunch prepare-data) was made with; None for raw
-    data, a folder not prepared (yet), or a manifest that cannot be read (the trainer says why)."""
+def manifest_tokenizer(data: str | Path | None) -> str | None:
+    """The tokenizer a prepared --data folder (hyperlaunch prepare-data) was made with; None for
+    no --data, raw data, a folder not prepared (yet), or a manifest that cannot be read (the
+    trainer says why)."""
+    if data is None:
+        return None
     try:
-        manifest = read_manifest(folder)
+        manifest = read_manifest(Path(data))
     except (DataError, OSError, ValueError):
         return None
     name = manifest.tokenizer.get("name") if manifest is not None else None

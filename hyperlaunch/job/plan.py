@@ -230,11 +230,13 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
     instance_type = str(settings.get("instance_type", "cpu"))
     gpu = get_instance(instance_type).gpus_per_node > 0
     user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
+    from hyperlaunch.data.prepared_data import manifest_tokenizer  # its folder format, only when a job is planned
+
     own_tokenizer = model not in PRESETS and is_file(Path(model) / "tokenizer_config.json")
     chosen = recommend.recommended(
         spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
         data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
-        data_tokenizer=_prepared_data_tokenizer(typing.cast("str | None", settings.get("data"))),
+        data_tokenizer=manifest_tokenizer(typing.cast("str | None", settings.get("data"))),
     )
     given = recommend.given_names(user_args)
     filled: Settings = {}
@@ -253,15 +255,6 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
         shown.append(setting)
     filled["trainer_args"] = (*added, *user_args)
     return filled, tuple(shown)
-
-
-def _prepared_data_tokenizer(data: str | None) -> str | None:
-    """The tokenizer a prepared --data folder was made with (hyperlaunch.data.prepared_data)."""
-    if data is None:
-        return None
-    from hyperlaunch.data.prepared_data import manifest_tokenizer
-
-    return manifest_tokenizer(Path(data))
 
 
 def _given_value(args: tuple[str, ...], setting: Setting) -> int | bool | str:
