@@ -47,7 +47,7 @@ from hyperlaunch.runs.attempts import (
 )
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.slurm.states import ACTIVE_STATES
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
 from hyperlaunch.script import nccl_plugin
 from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.script.template_cache import template_cache
-from hyperlaunch.slurm.states import ACTIVE_STATES
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.slurm.states import ACTIVE_STATES
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from tests.integration.devcluster_helpers import DevCluster, wait_until
 
 pytestmark = pytest.mark.integration
