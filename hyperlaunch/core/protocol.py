@@ -14,7 +14,8 @@ reader sit side by side, and the template is rendered with these values.
 The trainer's failure records (why it stopped, and whether another attempt can help) are in
 hyperlaunch.core.trainer_failures, rank 0's metrics records in hyperlaunch.core.metrics_records.
 
-Torch-free and Jinja-free (the CLI reads logs and metrics on a login node), Python 3.10."""
+Torch-free and Jinja-free (the CLI reads logs and metrics on a login node); Python 3.8 at run
+time: the job's supervisor (hyperlaunch.supervisor) applies these rules on the batch host."""
 
 from __future__ import annotations
 
@@ -182,11 +183,50 @@ def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
 
 def failures_in_a_row(run_dir: Path, job_id: str, ended: int) -> int:
     """How many of the attempts 0..ended-1, counted back from the last, made no progress: the
-    restart budget used when attempt `ended` starts. The script's loop, in Python."""
+    restart budget used when attempt `ended` starts (the supervisor counts so, and `status`)."""
     failures = 0
     while failures < ended and not made_progress(run_dir, job_id, ended - failures - 1):
         failures += 1
     return failures
+
+
+def failures_after(made_progress_now: bool, failures: int) -> int:
+    """The failures in a row once an attempt (or round) ends without completing its run: none
+    when it completed a checkpoint, one more otherwise."""
+    return 0 if made_progress_now else failures + 1
+
+
+def budget_spent(failures: int, max_restarts: int) -> bool:
+    """More attempts in a row without progress than --max-restarts allows: no requeue."""
+    return failures > max_restarts
+
+
+def may_requeue(failures: int, restart_count: int, max_restarts: int) -> bool:
+    """Whether attempt `restart_count`, ended with `failures` in a row, may go back to the queue."""
+    return not budget_spent(failures, max_restarts) and restart_count < RESTART_CEILING
+
+
+def refusal_at_start(failures: int, restart_count: int, max_restarts: int) -> str | None:
+    """Why attempt `restart_count` must not train (Slurm requeues a job on a node failure by
+    itself, whatever the budget says): the message, or None when it may."""
+    if budget_spent(failures, max_restarts):
+        return (
+            f"restart limit reached: {failures} attempts in a row made no progress (no new checkpoint);"
+            f" --max-restarts allows {max_restarts}"
+        )
+    if restart_count > RESTART_CEILING:
+        return f"restart ceiling reached: this would be restart {restart_count} of at most {RESTART_CEILING}"
+    return None
+
+
+def refusal_to_requeue(failures: int, restart_count: int, max_restarts: int) -> str:
+    """Why an attempt that `may_requeue` refused is not requeued."""
+    if budget_spent(failures, max_restarts):
+        return (
+            f"not requeued: {failures} attempts in a row made no progress (no new checkpoint);"
+            f" --max-restarts allows {max_restarts}"
+        )
+    return f"not requeued: restart {restart_count} reached the ceiling of {RESTART_CEILING}"
 
 
 CHECKPOINT_LOCK_PREFIX = ".hyperlaunch-lock-"

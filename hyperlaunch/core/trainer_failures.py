@@ -3,7 +3,8 @@ can help. Rank 0 (or whichever rank failed first) writes one per attempt into th
 batch script names in TRAINER_FAILURE_FILE_ENV; the script reads its verdict, `status` its
 message. Part of the script/trainer protocol (hyperlaunch.core.protocol).
 
-Torch-free (the CLI reads these on a login node), Python 3.10."""
+Torch-free (the CLI reads these on a login node); Python 3.8 at run time (the job's supervisor,
+hyperlaunch.supervisor, reads the verdict)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ TRAINER_ERROR_PREFIX = "hyperlaunch.train: error: "
 _FAILURE_MESSAGE_MAX = 500
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)  # not kw_only: the job's supervisor reads these on Python 3.8
 class TrainerFailure:
     """A failure record: why the trainer stopped, written once per attempt by the rank that
     failed first. Two lines: `final|retry <kind> rank=<r>` (bash reads it with

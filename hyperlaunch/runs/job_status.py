@@ -29,6 +29,7 @@ from hyperlaunch.core.protocol import (
     RESTART_CEILING,
     AttemptAction,
     RestartCause,
+    budget_spent,
     cause_text,
     checkpoint_lock_path,
     failures_in_a_row,
@@ -338,7 +339,7 @@ def _budget_spent(ended: Restart, marker: Mapping[str, str] | None, record: JobR
     """`ended` as a restart limit when the script ended the job on it because the budget was
     spent (its end marker: action exit, more failures in a row than --max-restarts)."""
     failures = (marker or {}).get("failures", "")
-    spent = failures.isdigit() and int(failures) > record.spec.max_restarts
+    spent = failures.isdigit() and budget_spent(int(failures), record.spec.max_restarts)
     if (marker or {}).get("action") != AttemptAction.EXIT.value or not spent or _marker_cause(marker) is RestartCause.RESTART_LIMIT:
         return ended
     limit = _limit_detail(failures, ended.attempt, record)

@@ -6,69 +6,41 @@ Python computes every flag list, export and the launch command here; the Jinja t
 error, and each interpolated value passes through `q` (hyperlaunch.script.quoting.shell_quote), or
 `sbatch_arg` (sbatch_quote) on `#SBATCH` lines, or `comment` (comment_text) in comments.
 
-What the script does, in order: exports the EFA/NCCL preset and the user's environment,
-takes the checkpoint lock of its folder and model, prints an attempt-start marker, runs one
-srun step (one task per node, each `bash -c` running the step script that resolves the
-rendezvous endpoint, starts torchrun and passes the save signal to the trainers) in the
-background, forwards Slurm's USR2 warning to it, and when the step ends either requeues the job
-(within the restart budget: max_restarts attempts in a row without a new checkpoint) or exits
-with the step's status, after an attempt-end marker. A step whose trainer recorded a `final`
-failure (hyperlaunch.core.protocol.TrainerFailure) is never requeued.
+What the script does: the `#SBATCH` header, the EFA/NCCL preset and the user's environment,
+then `exec python3` of the job's supervisor (hyperlaunch.supervisor, shipped next to the run by
+hyperlaunch.script.supervisor_bundle) with the job's recovery settings, the flags of the srun
+step and the launch command. The supervisor does the rest: the checkpoint lock, attempt
+markers, rounds of trainers, spares and lost nodes, the save signal, requeues within the restart
+budget (hyperlaunch.core.protocol).
 """
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 
 import jinja2
 
 from hyperlaunch import __version__
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
 from hyperlaunch.core.instances import get_instance
-from hyperlaunch.core.protocol import (
-    ATTEMPT_MARKER_PRINTF,
-    PROGRESS_PREFIX,
-    REQUEUE_EXIT_CODE,
-    REQUEUE_REQUEST_PREFIX,
-    RESTART_CEILING,
-    SAVE_SIGNAL,
-    AttemptAction,
-    RestartCause,
-    checkpoint_lock_path,
-)
+from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
-from hyperlaunch.core.trainer_failures import (
-    TRAINER_FAILURE_FILE_ENV,
-    TRAINER_FAILURE_PREFIX,
-    FailureKind,
-    FailureVerdict,
-)
 from hyperlaunch.job.containers import container_mounts
 from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
-from hyperlaunch.script import nccl_plugin
-from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
-from hyperlaunch.script.template_cache import template_cache
-from hyperlaunch.core.slurm_states import ACTIVE_STATES
+from hyperlaunch.script import nccl_plugin, supervisor_bundle
+from hyperlaunch.script.jinja_env import environment as _environment
+from hyperlaunch.script.jinja_env import load_template as _load_template
+from hyperlaunch.supervisor import PYTHON as SUPERVISOR_PYTHON
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
-LOCK_COMPLETING_WAIT_S = 120
-"""How long an attempt waits for a COMPLETING job that holds its checkpoint lock (whose
-trainers may still be saving) before it takes the lock as stale."""
-PROBE_INTERVAL_S = 5
-"""Seconds between probes of the step's nodes (templates/partials/supervise.sh.j2) while a
-step whose rank recorded a failure still runs and every node answers. The first probe comes as
-soon as the failure is recorded: it only asks each node's kernel for a TCP connection, which a
-busy or stopped node still gives, and on healthy nodes the step ends by itself meanwhile."""
+
+__all__ = ["ScriptValues", "render_sbatch", "script_values", "render_node_probe", "_environment", "_load_template"]
 
 
 @dataclass(frozen=True)
@@ -97,64 +69,16 @@ class ScriptValues:
     """The `#SBATCH` header: (flag, value), or (flag, None) for a flag without a value."""
     env_groups: tuple[EnvGroup, ...]
     """Exported before anything runs, one commented block per origin (templates/partials/env.sh.j2)."""
-    make_dirs: tuple[str, ...]
-    """Folders created (mkdir -p) before the lock is taken: the checkpoint folder and the run folder."""
-    max_restarts: int
-    """Attempts in a row without a new checkpoint after which the job ends instead of requeueing."""
-    restart_ceiling: int
-    """Restarts in all after which the job ends, whatever its progress."""
-    requeue_exit_code: int
-    """A step exit status that asks for a requeue (a trainer that saved and wants to go on)."""
-    progress_prefix: str
-    """Path of the progress records, less `<job>.<restart>`: an attempt's record means it completed a checkpoint."""
-    requeue_request_prefix: str
-    """Path of the requeue requests, less `<job>.<restart>`: rank 0 writes one after saving on a stop signal."""
-    trainer_failure_env: str
-    """The variable that tells the trainers where to write their failure record."""
-    trainer_failure_prefix: str
-    """Path of the failure records, less `<job>.<restart>`: read when a round fails, to decide on a restart."""
-    attempt_marker_printf: str
-    """printf format of the attempt start/end/restart lines that `hyperlaunch logs` and `status` parse."""
-    cause: Mapping[str, str]
-    """RestartCause's values by name: why an attempt ended, written into its end marker."""
-    action: Mapping[str, str]
-    """AttemptAction's values by name: what the script did next, written into the end marker."""
-    verdict: Mapping[str, str]
-    """FailureVerdict's values by name: a `final` failure record ends the job without a requeue."""
-    hang_kind: str
-    """The failure kind that makes a retried round's cause a hang rather than a crash."""
-    checkpoint_lock: str
-    """The lock file that keeps a second job from training into the same checkpoint folder and model."""
-    lock_live_states: str
-    """Slurm states (space-separated) of a lock holder that still counts: the lock is not taken from it."""
-    lock_wait_seconds: int
-    """How long a COMPLETING lock holder is waited for before its lock is taken as stale."""
-    srun_flags: tuple[str, ...]
-    """Flags of every round's srun step (the round's own node flags are added on the node)."""
-    hyperpod_on: bool
-    """HyperPod auto-resume is on: srun has --auto-resume=1 and the script probes no lost nodes itself."""
-    hyperpod_auto: bool
-    """HyperPod is detected on the batch host: auto-resume and no lost-node probes where its folder exists."""
-    hyperpod_marker_dir: str
-    """The folder whose presence on the batch host means a HyperPod cluster (`hyperpod_auto`)."""
+    save_signal: str
+    """Slurm's warning signal before the time limit, which the supervisor passes on to the trainers."""
+    python: str
+    """The batch host's interpreter that runs the supervisor."""
+    supervisor: str
+    """The supervisor's bundle, written into the run folder at submit (hyperlaunch.script.supervisor_bundle)."""
+    supervisor_flags: tuple[tuple[str, ...], ...]
+    """The supervisor's options, one line each (hyperlaunch.supervisor.options)."""
     launch_command: tuple[str, ...]
     """torchrun and the trainer's arguments, passed to the step script, which adds the rendezvous."""
-    save_signal: str
-    """Slurm's warning signal before the time limit, passed to the step and on to the trainers to save."""
-    nccl_check: bool
-    """Each node logs which NCCL network plugin it finds before training (GPU jobs)."""
-    nccl_plugin_dirs: tuple[str, ...]
-    """Folders searched for the aws-ofi-nccl plugin after LD_LIBRARY_PATH's (hyperlaunch.script.nccl_plugin)."""
-    nccl_plugin_names: tuple[str, ...]
-    """File names the aws-ofi-nccl plugin goes by (hyperlaunch.script.nccl_plugin)."""
-    spare_nodes: int
-    """Allocated nodes that wait idle and take a lost node's place in the next round."""
-    restarts_in_allocation: int
-    """Rounds in a row without a new checkpoint restarted inside the allocation before a requeue."""
-    user_excluded: str
-    """The user's --exclude nodes (comma-separated), never dropped from the job's excluded nodes."""
-    probe_interval_seconds: int
-    """Seconds between probes of the round's nodes once a rank recorded a failure."""
 
 
 def render_sbatch(spec: JobSpec) -> str:
@@ -166,7 +90,6 @@ def render_sbatch(spec: JobSpec) -> str:
 
 def script_values(spec: JobSpec) -> ScriptValues:
     """Everything the batch script is rendered with, computed from `spec` alone."""
-    run_dir = spec.run_dir.rstrip("/")
     return ScriptValues(
         version=__version__,
         model=spec.model,
@@ -174,42 +97,41 @@ def script_values(spec: JobSpec) -> ScriptValues:
         instance_type=spec.instance_type,
         sbatch_flags=tuple(sbatch_flags(spec)),
         env_groups=tuple(env_groups(spec)),
-        make_dirs=(spec.checkpoint_dir, spec.run_dir),
-        max_restarts=spec.max_restarts,
-        restart_ceiling=RESTART_CEILING,
-        requeue_exit_code=REQUEUE_EXIT_CODE,
-        progress_prefix=f"{run_dir}/{PROGRESS_PREFIX}",
-        requeue_request_prefix=f"{run_dir}/{REQUEUE_REQUEST_PREFIX}",
-        trainer_failure_env=TRAINER_FAILURE_FILE_ENV,
-        trainer_failure_prefix=f"{run_dir}/{TRAINER_FAILURE_PREFIX}",
-        attempt_marker_printf=ATTEMPT_MARKER_PRINTF,
-        cause=_values_by_name(RestartCause),
-        action=_values_by_name(AttemptAction),
-        verdict=_values_by_name(FailureVerdict),
-        hang_kind=FailureKind.HANG.value,
-        checkpoint_lock=str(checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name)),
-        lock_live_states=" ".join(sorted(ACTIVE_STATES - {"COMPLETING"})),
-        lock_wait_seconds=LOCK_COMPLETING_WAIT_S,
-        srun_flags=tuple(srun_flags(spec)),
-        hyperpod_on=spec.hyperpod == "on",
-        hyperpod_auto=spec.hyperpod == "auto",
-        hyperpod_marker_dir=HYPERPOD_MARKER_DIR,
-        launch_command=tuple(launch_command(spec)),
         save_signal=SAVE_SIGNAL,
-        # GPU jobs log which NCCL network plugin each node finds (templates/partials/step.sh.j2).
-        nccl_check=bool(spec.gpus_per_node),
-        nccl_plugin_dirs=nccl_plugin.PLUGIN_DIRS,
-        nccl_plugin_names=nccl_plugin.PLUGIN_NAMES,
-        spare_nodes=spec.spare_nodes,
-        restarts_in_allocation=spec.restarts_in_allocation,
-        user_excluded=",".join(spec.exclude),
-        probe_interval_seconds=PROBE_INTERVAL_S,
+        python=SUPERVISOR_PYTHON,
+        supervisor=supervisor_bundle.bundle_path(spec.run_dir),
+        supervisor_flags=tuple(supervisor_flags(spec)),
+        launch_command=tuple(launch_command(spec)),
     )
 
 
-def _values_by_name(members: type[enum.Enum]) -> Mapping[str, str]:
-    """An enum's values by member name, read-only (`cause.CRASH` in the template)."""
-    return MappingProxyType({member.name: member.value for member in members})
+def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
+    """The supervisor's command line but the launch command: the job's recovery settings, and
+    the flags of every round's srun step."""
+    run_dir = spec.run_dir.rstrip("/") or "/"
+    lock = checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name)
+    flags: list[tuple[str, ...]] = [
+        ("--run-dir", run_dir),
+        ("--checkpoint-dir", spec.checkpoint_dir),
+        ("--checkpoint-lock", str(lock)),
+        ("--max-restarts", str(spec.max_restarts)),
+        ("--restarts-in-allocation", str(spec.restarts_in_allocation)),
+    ]
+    if spec.spare_nodes:
+        flags.append(("--spare-nodes", str(spec.spare_nodes)))
+    if spec.exclude:
+        # Never dropped from the job's excluded nodes when lost ones are added.
+        flags.append(("--exclude", ",".join(spec.exclude)))
+    if spec.hyperpod == "auto":
+        # HyperPod is told from other clusters on the batch host, by this folder.
+        flags.append(("--hyperpod", "auto", "--hyperpod-dir", HYPERPOD_MARKER_DIR))
+    else:
+        flags.append(("--hyperpod", spec.hyperpod))
+    if spec.gpus_per_node:
+        # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2).
+        flags.append(("--nccl-check",))
+    flags += [(f"--srun-flag={flag}",) for flag in srun_flags(spec)]
+    return flags
 
 
 def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
@@ -345,37 +267,12 @@ def trainer_argv(spec: JobSpec) -> list[str]:
     return argv + list(spec.trainer_args)
 
 
-def _load_template(name: str) -> str:
-    return resources.files("hyperlaunch.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
-
-
 def render_node_probe() -> str:
     """The script `doctor` runs on each compute node (templates/node_probe.sh.j2), with the
-    same NCCL plugin search as the batch script."""
+    same NCCL plugin search as the step script."""
     return _environment().get_template("node_probe.sh.j2").render(**nccl_plugin.template_values())
 
 
 @functools.cache
 def _template() -> jinja2.Template:
     return _environment().get_template("sbatch.sh.j2")
-
-
-def _environment() -> jinja2.Environment:
-    # Not cached itself: clearing _template's cache must give a fresh environment (tests do,
-    # to change where compiled templates are kept).
-    environment = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load_template),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        # Bash's ${#array[@]} would open a Jinja comment: the templates have none.
-        comment_start_string="{##",
-        comment_end_string="##}",
-        bytecode_cache=template_cache(),
-    )
-    environment.filters["q"] = shell_quote
-    environment.filters["sbatch_arg"] = sbatch_quote
-    environment.filters["comment"] = comment_text
-    return environment

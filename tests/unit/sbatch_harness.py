@@ -15,6 +15,7 @@ save signal."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from hyperlaunch.core.protocol import PROGRESS_PREFIX
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
+from hyperlaunch.script import supervisor_bundle
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
@@ -157,8 +159,19 @@ def job_states(directory: Path, job_id: str, *states: str) -> None:
     (folder / job_id).write_text("".join(f"{state}\n" for state in states))
 
 
+def install_supervisor(script: str) -> Path:
+    """Write the supervisor's bundle where the script runs it from, as `submit` does."""
+    words = shlex.shlex(script[script.index("\nexec ") + 1 :], posix=True)
+    words.whitespace_split = True
+    path = Path([words.get_token() for _ in range(3)][2])  # exec python3 PATH
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(supervisor_bundle.bundle_bytes())
+    return path
+
+
 def run_script(script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False) -> Run:
     bin_dir = make_stubs(directory)
+    install_supervisor(script)
     script_path = directory / "job.sbatch"
     script_path.write_text(script)
     environ = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.script import nccl_plugin
+from hyperlaunch.script import nccl_plugin, supervisor_bundle
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.sbatch_harness import run_script
 
@@ -70,13 +70,13 @@ def test_the_batch_hosts_library_path_does_not_count(tmp_path: Path) -> None:
 
 def test_every_known_place_and_name_is_searched_and_quoted() -> None:
     script = render_sbatch(P5)
-    step = script[script.index("<<'STEP_SCRIPT'") : script.index("\nSTEP_SCRIPT\n")]
+    step = supervisor_bundle.step_script()
     for place in (*nccl_plugin.PLUGIN_DIRS, *nccl_plugin.PLUGIN_NAMES):
         assert f" {place}" in step, place
-    assert "NCCL network" not in script[: script.index("<<'STEP_SCRIPT'")], "the check belongs to the step"
+    assert "NCCL network" not in script and "  --nccl-check \\\n" in script, "the check belongs to the step"
 
 
 def test_cpu_jobs_skip_it(tmp_path: Path) -> None:
-    assert "NCCL network" not in render_sbatch(CPU) and "nccl_net" not in render_sbatch(CPU)
+    assert "NCCL network" not in render_sbatch(CPU) and "nccl" not in render_sbatch(CPU)
     run = run_script(render_sbatch(CPU), tmp_path)
     assert "NCCL network" not in run.stdout and run.returncode == 0

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.script import supervisor_bundle
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 _WORKER = """
@@ -41,8 +40,7 @@ sys.exit(75 if got else 3)
 
 
 def _step_script() -> str:
-    script = render_sbatch(JobSpec(model="qwen3_tiny", checkpoint_dir="/c", log_dir="/l", run_dir="/r"))
-    return script.split("<<'STEP_SCRIPT'\n", 1)[1].split("\nSTEP_SCRIPT\n", 1)[0]
+    return supervisor_bundle.step_script()
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this Python")

@@ -1,0 +1,102 @@
+"""The job's supervisor as the job runs it: one zipapp (`python3 supervisor-<hash>.pyz ARGS`)
+holding hyperlaunch.supervisor, the core modules it reads (the protocol, the failure records,
+Slurm's state words) and the per-node step script (templates/step.sh.j2, rendered), and nothing
+else: the batch host's python3 needs no hyperlaunch installed, inside a container job too.
+
+`submit` writes it into the run folder (storage every node sees), named by the hash of its
+bytes: a requeued attempt runs the copy its script names, the one it was submitted with, and a
+newer hyperlaunch writes a new file beside it instead of changing it under a running job. The
+bytes are the same for the same code (fixed timestamps and order), so `render` names the same
+file that `submit` writes."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import tempfile
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+from hyperlaunch import __version__
+from hyperlaunch.core.protocol import SAVE_SIGNAL
+from hyperlaunch.script import nccl_plugin
+from hyperlaunch.script.jinja_env import environment
+
+BUNDLED_MODULES = (
+    "core/__init__.py",
+    "core/bounded_read.py",
+    "core/errors.py",
+    "core/protocol.py",
+    "core/script_env.py",
+    "core/slurm_states.py",
+    "core/trainer_failures.py",
+    "supervisor/__init__.py",
+    "supervisor/__main__.py",
+    "supervisor/attempt.py",
+    "supervisor/decisions.py",
+    "supervisor/lock.py",
+    "supervisor/options.py",
+    "supervisor/output.py",
+    "supervisor/probe.py",
+    "supervisor/slurm_calls.py",
+)
+"""Under hyperlaunch/: what the supervisor imports (tests/unit/test_supervisor_bundle.py runs
+the bundle on an interpreter that sees nothing else)."""
+FOLDER = ".hyperlaunch"
+"""The run folder's subfolder that holds the bundles."""
+_PACKAGE_INIT = f'"""hyperlaunch {__version__}: the job supervisor\'s bundle (see hyperlaunch.script.supervisor_bundle)."""\n__version__ = {__version__!r}\n'
+_MAIN = "import runpy\n\nrunpy.run_module('hyperlaunch.supervisor', run_name='__main__', alter_sys=True)\n"
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def step_script() -> str:
+    """The per-node step (templates/step.sh.j2): rendezvous, torchrun, the save signal passed on."""
+    return environment().get_template("step.sh.j2").render(save_signal=SAVE_SIGNAL, **nccl_plugin.template_values())
+
+
+@functools.lru_cache(maxsize=1)
+def bundle_bytes() -> bytes:
+    files = {"__main__.py": _MAIN, "hyperlaunch/__init__.py": _PACKAGE_INIT, "hyperlaunch/supervisor/step.sh": step_script()}
+    package = resources.files("hyperlaunch")
+    for name in BUNDLED_MODULES:
+        files[f"hyperlaunch/{name}"] = package.joinpath(*name.split("/")).read_text(encoding="utf-8")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, files[name])
+    return buffer.getvalue()
+
+
+def bundle_name() -> str:
+    return f"supervisor-{hashlib.sha256(bundle_bytes()).hexdigest()[:16]}.pyz"
+
+
+def bundle_path(run_dir: str) -> str:
+    """Where the job's script runs the supervisor from."""
+    return os.path.join(run_dir.rstrip("/") or "/", FOLDER, bundle_name())
+
+
+def write_bundle(run_dir: str) -> tuple[Path, bool]:
+    """The bundle written to bundle_path(run_dir), whole or not at all (a temporary file renamed
+    into place); (its path, whether this call created it). An existing one has the same bytes
+    (its name is their hash) and is left as it is."""
+    path = Path(bundle_path(run_dir))
+    if path.is_file():
+        return path, False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".supervisor-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(bundle_bytes())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path, True

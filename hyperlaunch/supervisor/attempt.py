@@ -1,0 +1,418 @@
+"""One attempt of a job (one Slurm run of its batch script), supervised: the checkpoint lock,
+the attempt markers, rounds of trainers inside the allocation (after a crash or hang on healthy
+nodes, or on a spare in place of a lost node), the lost-node probe, the restart budget, the
+requeue, and Slurm's save warning passed on. The decisions are hyperlaunch.supervisor.decisions';
+this module carries them out."""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from hyperlaunch.core.protocol import (
+    SAVE_SIGNAL,
+    AttemptAction,
+    RestartCause,
+    failures_after,
+    failures_in_a_row,
+    may_requeue,
+    progress_path,
+    refusal_at_start,
+    refusal_to_requeue,
+    requeue_request_path,
+)
+from hyperlaunch.core.script_env import ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
+from hyperlaunch.supervisor import slurm_calls
+from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
+from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
+from hyperlaunch.supervisor.options import Settings, parse
+from hyperlaunch.supervisor.output import Markers, err, out
+from hyperlaunch.supervisor.probe import NodeProber
+
+POLL_S = 0.25
+"""How often the running step is looked at."""
+PROBE_INTERVAL_S = 5
+"""Seconds between probes of the round's nodes while a step whose rank recorded a failure still
+runs and every node answers. The first probe comes as soon as the failure is recorded: it only
+asks each node's kernel for a TCP connection, and on healthy nodes the step ends by itself."""
+STOP_WAIT_S = 10
+"""How long a stopped supervisor (scancel's TERM) waits for its step before killing it."""
+NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
+"""Set to 1 for the step script: log the NCCL network plugin each node finds."""
+SAVE_SIGNUM = getattr(signal, "SIG" + SAVE_SIGNAL)
+
+
+class Terminated(Exception):
+    """A stop signal (scancel's TERM) reached the supervisor."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.status = 128 + signum
+
+
+def exit_status(returncode: int) -> int:
+    """A child's status as a shell reports it: 128 + the signal that killed it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+class Attempt:
+    def __init__(self, settings: Settings, environ: Mapping[str, str], step_script: str) -> None:
+        self.settings = settings
+        self.environ = dict(environ)
+        self.step_script = step_script
+        self.job_id = environ.get("SLURM_JOB_ID", "")
+        job = self.job_id or "0"
+        count = environ.get("SLURM_RESTART_COUNT", "")
+        self.restart = int(count) if count.isdigit() else 0
+        run_dir = Path(settings.run_dir)
+        self.run_dir = run_dir
+        self.progress_record = progress_path(run_dir, job, self.restart)
+        self.requeue_request = requeue_request_path(run_dir, job, self.restart)
+        self.trainer_failure = trainer_failure_path(run_dir, job, self.restart)
+        self.host = socket.gethostname()
+        self.marker = Markers(self.restart, self.job_id)
+        self.lock = CheckpointLock(settings.checkpoint_lock, self.job_id, self.host, say=err)
+        self.failures = 0
+        self.round: int | None = None
+        self.in_row = 0
+        self.save_requested = False
+        self.ending = False
+        self.step: subprocess.Popen[bytes] | None = None
+        self.allocation: list[str] = []
+        self.round_nodes: list[str] = []
+        self.spares: list[str] = []
+        self.nodes_needed = 0
+        self.srun_flags = list(settings.srun_flags)
+        self.fast_node_check = False
+        self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
+
+    # Signals --------------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(SAVE_SIGNUM, self._on_save_signal)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_stop_signal)
+
+    def _on_save_signal(self, signum: int, frame: object) -> None:
+        # Slurm sends it to the batch step (--signal=B:...) before the time limit: every trainer
+        # saves a checkpoint and exits, then the job is requeued.
+        self.save_requested = True
+        out(f"### hyperlaunch signal {SAVE_SIGNAL} received; forwarding to the training step")
+        step = self.step
+        if step is not None and step.returncode is None:
+            try:
+                os.kill(step.pid, SAVE_SIGNUM)
+            except OSError:
+                pass
+
+    def _on_stop_signal(self, signum: int, frame: object) -> None:
+        if not self.ending:
+            raise Terminated(signum)
+
+    def stop_step(self) -> None:
+        """Nothing is left running: the step gets TERM (its trainers save where they can), then
+        KILL after STOP_WAIT_S."""
+        step = self.step
+        if step is None or step.poll() is not None:
+            return
+        step.terminate()
+        try:
+            step.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            step.kill()
+            step.wait()
+
+    # The attempt ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """The attempt, start to end: its exit status."""
+        self._make_dirs()
+        # Records of an earlier job with this id must not decide this attempt (a rebuilt cluster
+        # numbers its jobs from the start again, into the same run dir).
+        _remove(self.trainer_failure)
+        _remove(self.progress_record)
+        self.failures = failures_in_a_row(self.run_dir, self.job_id or "0", self.restart)
+        refusal = refusal_at_start(self.failures, self.restart, self.settings.max_restarts)
+        if refusal is not None:
+            self._start_marker()
+            err(f"hyperlaunch: {refusal}")
+            self._end_marker(1, RestartCause.RESTART_LIMIT, f"failures={self.failures}", AttemptAction.EXIT)
+            return 1
+        taken = self.lock.take()
+        if taken != TAKEN:
+            self._start_marker()
+            holder = self.lock.holder
+            if taken == HELD:
+                err(
+                    f"hyperlaunch: job {holder} ({self.lock.holder_state}) trains into the same checkpoint folder and model"
+                    f" (lock {self.lock.path}): not training a second copy; wait for it to end or cancel it"
+                )
+                self._end_marker(1, RestartCause.CHECKPOINT_LOCKED, f"holder={holder}", AttemptAction.EXIT)
+                return 1
+            err(
+                f"hyperlaunch: could not take the checkpoint lock {self.lock.path}"
+                f" (held by job {holder or '?'}, state {self.lock.holder_state or 'unknown'})"
+            )
+            return self._requeue_within_budget(RestartCause.CHECKPOINT_LOCKED, 1, f"holder={holder or 'none'}")
+        self._take_allocation()
+        spares = f" spares={','.join(self.spares)}" if self.spares else ""
+        self._start_marker(spares)
+        return self._rounds()
+
+    def _make_dirs(self) -> None:
+        # The trainer writes here; Pyxis also refuses to mount a source that does not exist yet.
+        for folder in (self.settings.checkpoint_dir, self.settings.run_dir):
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as error:
+                err(f"hyperlaunch: cannot create {folder}: {error.strerror or error}")
+
+    def _take_allocation(self) -> None:
+        self.allocation = slurm_calls.hostnames(self.environ.get("SLURM_JOB_NODELIST", ""))
+        self.nodes_needed = max(len(self.allocation) - self.settings.spare_nodes, 0)
+        self.round_nodes = self.allocation[: self.nodes_needed]
+        self.spares = self.allocation[self.nodes_needed :]
+        on_hyperpod = self.settings.hyperpod == "on" or (
+            self.settings.hyperpod == "auto" and bool(self.settings.hyperpod_dir) and os.path.isdir(self.settings.hyperpod_dir)
+        )
+        if on_hyperpod and self.settings.hyperpod == "auto":
+            # HyperPod replaces a failed node and re-runs the step with --auto-resume=1; other
+            # Slurm clusters reject the flag, so it is added only where HyperPod's folder exists.
+            self.srun_flags.append("--auto-resume=1")
+        # Lost nodes are looked for before Slurm notices them, but not where HyperPod replaces
+        # them itself, and not when the node list is unknown.
+        self.fast_node_check = not on_hyperpod and bool(self.allocation)
+        self.round = 0
+
+    def _rounds(self) -> int:
+        while True:
+            before = self._progress_step()
+            status, lost = self._run_round()
+            if self._progress_step() > before:
+                self.in_row = 0
+            kind, final = "", False
+            if status != 0:
+                record = read_trainer_failure(self.trainer_failure)
+                if record is not None:
+                    kind, final = record.kind, record.final
+            end = RoundEnd(
+                status=status,
+                lost=tuple(lost),
+                failure_kind=kind,
+                failure_final=final,
+                save_requested=self.save_requested,
+                requeue_requested=os.path.lexists(self.requeue_request),
+                in_row=self.in_row,
+                restarts_in_allocation=self.settings.restarts_in_allocation,
+            )
+            decision = after_round(end, self._down_nodes)
+            if decision.action == "exit":
+                if decision.cause is RestartCause.TRAINER_ERROR:
+                    err(
+                        f"hyperlaunch: the trainer failed ({kind}) in a way no restart can fix: not requeued;"
+                        f" its reason is in {self.trainer_failure}"
+                    )
+                self._end_marker(status, decision.cause, f"{decision.fields} round={self.round}".lstrip(), AttemptAction.EXIT)
+                return status
+            if decision.action == "requeue":
+                return self._requeue_within_budget(decision.cause, status)
+            if decision.action == "lost":
+                if self._replace_with_spares(lost, status):
+                    continue
+                return self._requeue_within_budget(decision.cause, status, decision.fields, lost)
+            if decision.action == "slurm-requeue":
+                # Slurm requeues a job with a down node by itself (NODE_FAIL).
+                self.failures = failures_after(os.path.lexists(self.progress_record), self.failures)
+                fields = f"{decision.fields} failures={self.failures} round={self.round}"
+                self._end_marker(status, decision.cause, fields, AttemptAction.SLURM_REQUEUE)
+                self.lock.keep = True
+                return status
+            self.in_row += 1
+            self._next_round(decision.cause, status, decision.fields)
+
+    def _replace_with_spares(self, lost: Sequence[str], status: int) -> bool:
+        """A spare takes each lost node's place and the trainers start again from -latest."""
+        if not self.spares or not self._give_back(lost):
+            return False
+        replacement = replace_lost(self.round_nodes, lost, self.spares)
+        self.spares = list(replacement.spares_left)
+        if len(replacement.nodes) == self.nodes_needed:
+            self.round_nodes = list(replacement.nodes)
+            fields = f"nodes={','.join(lost)} spare={','.join(replacement.replaced_by)}"
+            self._next_round(RestartCause.NODE_FAILURE, status, fields)
+            return True
+        short = self.nodes_needed - len(replacement.nodes)
+        err(f"hyperlaunch: {short} node(s) short after losing {','.join(lost)}: no spare left")
+        return False
+
+    def _next_round(self, cause: RestartCause, status: int, fields: str) -> None:
+        assert self.round is not None
+        self.round += 1
+        self.trainer_failure = trainer_failure_path(self.run_dir, self.job_id or "0", self.restart, self.round)
+        more = f"{fields} " if fields else ""
+        self.marker("restart", f"round={self.round} cause={cause.value} exit={status} {more}action={AttemptAction.RESTART_IN_ALLOCATION.value}")
+
+    def _requeue_within_budget(self, cause: RestartCause, status: int, fields: str = "", lost: Sequence[str] = ()) -> int:
+        """Requeue the job while the restart budget lasts, else end it with `status`. An attempt
+        that completed a checkpoint resets the budget; lost nodes are given back first (else
+        the requeue waits until Slurm marks them down), then excluded from the next start."""
+        self.failures = failures_after(os.path.lexists(self.progress_record), self.failures)
+        text = f"{fields} " if fields else ""
+        text += f"failures={self.failures}" + (f" round={self.round}" if self.round is not None else "")
+        if may_requeue(self.failures, self.restart, self.settings.max_restarts):
+            self._end_marker(status, cause, text, AttemptAction.REQUEUE)
+            excluded: list[str] = []
+            if lost:
+                if not self._give_back(lost):
+                    err(f"hyperlaunch: could not give back node(s) {','.join(lost)}; the requeue waits until Slurm marks them down")
+                excluded = self._exclusions(lost)
+            self.ending = True
+            if slurm_calls.requeue(self.job_id):
+                self.lock.keep = True
+                # Only now: a running job's excluded nodes cannot change.
+                if lost and not slurm_calls.exclude_nodes(self.job_id, excluded):
+                    err(f"hyperlaunch: could not exclude node(s) {','.join(lost)} from the next start")
+                return 0
+            self.ending = False
+            err("hyperlaunch: scontrol requeue failed; ending with the step's status")
+        else:
+            err(f"hyperlaunch: {refusal_to_requeue(self.failures, self.restart, self.settings.max_restarts)}")
+        self._end_marker(status, cause, text, AttemptAction.EXIT)
+        return status
+
+    # Slurm and the nodes ----------------------------------------------------------------------
+
+    def _give_back(self, lost: Sequence[str]) -> bool:
+        """Give the allocation's lost nodes back: Slurm then never waits on them to end the job
+        or a requeue, nor ends the job when it marks them down."""
+        self.allocation = [node for node in self.allocation if node not in lost]
+        return slurm_calls.shrink_to(self.job_id, self.allocation)
+
+    def _exclusions(self, lost: Sequence[str]) -> list[str]:
+        partition = self.environ.get("SLURM_JOB_PARTITION", "")
+        total = slurm_calls.partition_size(partition)
+        needs = self.nodes_needed + self.settings.spare_nodes
+        chosen = exclusions(slurm_calls.excluded_nodes(self.job_id), lost, self.settings.exclude, total, needs)
+        if chosen.dropped:
+            err(
+                f"hyperlaunch: excluding at most {chosen.room} node(s) (partition {partition or '?'} has {total},"
+                f" the job needs {needs}): no longer excluding {','.join(chosen.dropped)}"
+            )
+        return list(chosen.nodes)
+
+    def _down_nodes(self) -> list[str]:
+        return slurm_calls.down_nodes(self.environ.get("SLURM_JOB_NODELIST", ""))
+
+    def _progress_step(self) -> int:
+        """The step in this attempt's progress record (0 when none): a newer one is a new checkpoint."""
+        try:
+            with open(self.progress_record) as handle:
+                first = handle.readline().strip()
+        except (OSError, ValueError):
+            return 0
+        return int(first) if first.isdigit() else 0
+
+    # A round ------------------------------------------------------------------------------------
+
+    def _run_round(self) -> tuple[int, list[str]]:
+        """One round of trainers: the training step on the round's nodes, watched until it ends.
+        When a rank records a failure while the step still runs, the round's nodes are probed:
+        a node that is gone keeps srun waiting until Slurm notices (SlurmdTimeout), so the step
+        is ended at once. (exit status, lost nodes)."""
+        flags: list[str] = []
+        env = dict(self.environ)
+        if self.settings.spare_nodes > 0:
+            # The trainers run on the round's nodes only, one task each (the allocation's
+            # SLURM_NTASKS counts the spares); the spares wait.
+            count = str(len(self.round_nodes))
+            flags += [f"--nodes={count}", f"--ntasks={count}", f"--nodelist={','.join(self.round_nodes)}"]
+            env[STEP_NODES_ENV] = " ".join(self.round_nodes)
+        if self.round:
+            # A step that lost a node stays on Slurm's books, holding its live nodes' CPUs, until
+            # Slurm marks that node down; its processes are gone (end_step): overlap it.
+            flags.append("--overlap")
+        env[ROUND_ENV] = str(self.round)
+        env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
+        if self.settings.nccl_check:
+            env[NCCL_CHECK_ENV] = "1"
+        _remove(self.trainer_failure)
+        argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.settings.launch_command]
+        try:
+            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        except OSError as error:
+            err(f"hyperlaunch: cannot start srun: {error.strerror or error}")
+            return 127, []
+        step = self.step
+        next_probe = 0.0
+        while step.poll() is None:
+            if self.fast_node_check and self.trainer_failure.exists() and time.monotonic() >= next_probe:
+                lost = self.prober.gone(self.round_nodes)
+                next_probe = time.monotonic() + PROBE_INTERVAL_S
+                if lost:
+                    err(
+                        f"hyperlaunch: node(s) {','.join(lost)} stopped answering (slurmd refuses or ignores connections);"
+                        " ending the step without waiting for Slurm to notice"
+                    )
+                    return self._end_step(lost), lost
+            time.sleep(POLL_S)
+        return exit_status(step.wait()), []
+
+    def _end_step(self, lost: Sequence[str]) -> int:
+        """End the round's step whose node is gone: the step's processes on the live nodes (so
+        the next round gets their CPUs and GPUs at once), then srun itself (it would wait for the
+        dead node). scancel is not waited for. When the job goes back to the queue (not enough
+        spares), srun goes half a second later: each live node's slurmstepd reports its tasks'
+        end to srun, and retries for about 2 s while srun is gone; until then the job stays
+        COMPLETING, and a requeued job's hold only starts after that."""
+        for step_id in slurm_calls.job_steps(self.job_id):
+            slurm_calls.kill_step_in_background(step_id)
+        if len(self.spares) < len(lost):
+            time.sleep(0.5)
+        assert self.step is not None
+        self.step.kill()
+        self.step.wait()
+        return 1
+
+    def _start_marker(self, more: str = "") -> None:
+        self.marker("start", f"nodes={self.environ.get('SLURM_JOB_NODELIST', '')} host={self.host}{more}")
+
+    def _end_marker(self, status: int, cause: RestartCause, fields: str, action: AttemptAction) -> None:
+        self.marker("end", f"exit={status} cause={cause.value} {fields} action={action.value}")
+
+
+def step_script() -> str:
+    """The per-node step (step.sh, beside this module in the shipped bundle)."""
+    data = pkgutil.get_data("hyperlaunch.supervisor", "step.sh")
+    if data is None:
+        raise SystemExit("hyperlaunch supervisor: step.sh is missing from the bundle")
+    return data.decode("utf-8")
+
+
+def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    settings = parse(argv)
+    attempt = Attempt(settings, os.environ if environ is None else environ, step_script())
+    attempt.install_signal_handlers()
+    try:
+        return attempt.run()
+    except Terminated as stop:
+        attempt.ending = True
+        err(f"hyperlaunch: stopped by {signal.Signals(stop.status - 128).name}; ending the training step")
+        attempt.stop_step()
+        return stop.status
+    finally:
+        attempt.ending = True
+        attempt.lock.release()

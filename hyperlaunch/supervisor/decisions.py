@@ -1,0 +1,125 @@
+"""The supervisor's decisions, as pure functions: what to do when a round of trainers ends,
+which spare takes a lost node's place, which nodes the requeued job stays away from. The
+budget arithmetic and the vocabulary (causes, actions, verdicts) are the protocol's
+(hyperlaunch.core.protocol, hyperlaunch.core.trainer_failures), which `status` reads too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, RestartCause
+from hyperlaunch.core.trainer_failures import FailureKind
+
+
+@dataclass(frozen=True)
+class RoundEnd:
+    """How a round of trainers ended, as the supervisor saw it."""
+
+    status: int
+    """srun's exit status (128 + the signal when it was killed)."""
+    lost: tuple[str, ...] = ()
+    """Nodes the probe found gone while the step still ran (the step was then ended)."""
+    failure_kind: str = ""
+    """The kind in the round's trainer failure record, '' when none was written."""
+    failure_final: bool = False
+    """The record's verdict is `final`: no attempt can fix it."""
+    save_requested: bool = False
+    """The save signal (Slurm's warning before the time limit) reached the supervisor."""
+    requeue_requested: bool = False
+    """Rank 0 saved after a stop signal (its request file)."""
+    in_row: int = 0
+    """Rounds restarted in a row inside this allocation without a new checkpoint."""
+    restarts_in_allocation: int = 0
+    """How many such rounds the job allows before going through the queue."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What comes after a round."""
+
+    action: str
+    """`exit` (the job ends with the step's status), `requeue` (within the budget), `lost`
+    (a spare takes the lost nodes' place, else requeue away from them), `slurm-requeue`
+    (Slurm requeues a job whose node is down by itself) or `restart` (another round here)."""
+    cause: RestartCause
+    fields: str = ""
+    """More attempt-marker fields, `key=value ...`."""
+
+
+def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decision:
+    """The decision for a round that ended; `down_nodes` asks Slurm which of the job's nodes it
+    marked down (asked only where it decides)."""
+    if end.status == 0:
+        return Decision("exit", RestartCause.COMPLETED)
+    if not end.lost and end.failure_final and not down_nodes():
+        # Input no attempt can fix (flags, data, model, checkpoint folder): the job ends now,
+        # whatever the budget allows. Ahead of a stop signal, because a trainer that stopped
+        # for the signal records nothing. Behind a down node, because Slurm requeues that job
+        # whatever the supervisor does; the next attempt meets the error on healthy nodes.
+        return Decision("exit", RestartCause.TRAINER_ERROR, f"kind={end.failure_kind}")
+    if end.save_requested:
+        return Decision("requeue", RestartCause.TIME_LIMIT)
+    if end.requeue_requested or end.status == REQUEUE_EXIT_CODE:
+        return Decision("requeue", RestartCause.REQUEUE_REQUESTED)
+    if end.lost:
+        return Decision("lost", RestartCause.NODE_FAILURE, "nodes=" + ",".join(end.lost))
+    down = list(down_nodes())
+    if down:
+        return Decision("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=" + ",".join(down))
+    # A `retry` record (the node, a hang, an unexpected error) is a crash like any other: first
+    # inside the allocation, then through the queue.
+    cause = RestartCause.HANG if end.failure_kind == FailureKind.HANG.value else RestartCause.CRASH
+    if end.in_row < end.restarts_in_allocation:
+        return Decision("restart", cause, f"in_row={end.in_row + 1}")
+    return Decision("requeue", cause)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    nodes: tuple[str, ...]
+    """The next round's nodes: the survivors, each lost one replaced by a spare in its place."""
+    replaced_by: tuple[str, ...]
+    """The spares that came in."""
+    spares_left: tuple[str, ...]
+
+
+def replace_lost(round_nodes: Sequence[str], lost: Sequence[str], spares: Sequence[str]) -> Replacement:
+    """Each lost node of the round replaced by the next spare, in its place (ranks keep their
+    order); a lost node with no spare left is dropped, so the round comes up short."""
+    left = list(spares)
+    nodes, replaced = [], []
+    for node in round_nodes:
+        if node not in lost:
+            nodes.append(node)
+        elif left:
+            replaced.append(left[0])
+            nodes.append(left.pop(0))
+    return Replacement(tuple(nodes), tuple(replaced), tuple(left))
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    nodes: tuple[str, ...]
+    """The job's excluded nodes from now on."""
+    dropped: tuple[str, ...]
+    """Earlier exclusions let go, so that the partition keeps room for the job."""
+    room: int
+
+
+def exclusions(current: Sequence[str], lost: Sequence[str], user_excluded: Sequence[str], partition_nodes: int, job_nodes: int) -> Exclusions:
+    """The job's excluded nodes after adding `lost` to `current`, bounded so that the partition
+    keeps `job_nodes` (training nodes and spares) for the job: the oldest exclusions go first,
+    the user's own (--exclude) never."""
+    listed = list(dict.fromkeys([*current, *lost]))
+    room = max(partition_nodes - job_nodes, 0)
+    kept = [node for node in listed if node in user_excluded]
+    dropped = []
+    for node in reversed(listed):
+        if node in user_excluded:
+            continue
+        if len(kept) < room:
+            kept.append(node)
+        else:
+            dropped.append(node)
+    return Exclusions(tuple(kept), tuple(dropped), room)

@@ -1,0 +1,133 @@
+"""Every Slurm command the supervisor runs, in one module: the job's side of the
+hyperlaunch <-> Slurm boundary (the launcher's side is hyperlaunch.slurm.commands, which the
+supervisor cannot import: it runs on the batch host's python3, standard library only).
+
+Each call answers plainly (a list, a string, a bool) and never raises on Slurm's refusal: the
+supervisor decides what a missing answer means. scontrol writes resize scripts into its working
+folder on a node-list update, so that one runs in a scratch folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+DOWN_NODE_STATES = "down,drain,fail,no_respond"
+
+
+def _run(args: list[str], cwd: str | None = None) -> tuple[int, str]:
+    """(exit status, stdout and stderr together); 127 when the command is missing."""
+    try:
+        done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, cwd=cwd, check=False)
+    except OSError as err:
+        return 127, str(err)
+    return done.returncode, done.stdout
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`Key=Value` words of scontrol's `show` output (the first of each key)."""
+    found: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in found:
+            found[key] = value
+    return found
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """The node names of a Slurm hostlist (`node[1-3]`); none for an empty one or on error."""
+    if not nodelist:
+        return []
+    status, out = _run(["scontrol", "show", "hostnames", nodelist])
+    return out.split() if status == 0 else []
+
+
+def node_address(node: str) -> tuple[str | None, str | None]:
+    """(NodeAddr, Port) of a node as scontrol shows it; None for what it does not say."""
+    status, out = _run(["scontrol", "show", "node", node])
+    if status != 0:
+        return None, None
+    fields = _fields(out)
+    return fields.get("NodeAddr") or None, fields.get("Port") or None
+
+
+def slurmd_port() -> str | None:
+    """SlurmdPort of the cluster's configuration, for nodes whose own record names none."""
+    status, out = _run(["scontrol", "show", "config"])
+    if status != 0:
+        return None
+    for line in out.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "SlurmdPort":
+            return value.strip() or None
+    return None
+
+
+def excluded_nodes(job_id: str) -> list[str]:
+    """The job's ExcNodeList, expanded."""
+    status, out = _run(["scontrol", "show", "job", job_id])
+    current = _fields(out).get("ExcNodeList", "") if status == 0 else ""
+    return hostnames("" if current == "(null)" else current)
+
+
+def partition_size(partition: str) -> int:
+    """The nodes of a partition (sinfo's %D, summed over its lines); 0 when unknown."""
+    status, out = _run(["sinfo", "-h", "-p", partition, "-o", "%D"])
+    if status != 0:
+        return 0
+    return sum(int(word) for word in out.split() if word.isdigit())
+
+
+def down_nodes(nodelist: str) -> list[str]:
+    """The nodes of `nodelist` that Slurm marked down, drained, failed or not responding."""
+    if not nodelist:
+        return []
+    status, out = _run(["sinfo", "-h", "-N", "-n", nodelist, "-t", DOWN_NODE_STATES, "-o", "%N"])
+    return sorted(set(out.split())) if status == 0 else []
+
+
+def requeue(job_id: str) -> bool:
+    return _run(["scontrol", "requeue", job_id])[0] == 0
+
+
+def exclude_nodes(job_id: str, nodes: list[str]) -> bool:
+    """Set the job's excluded nodes (a pending job's only: run after the requeue)."""
+    return _run(["scontrol", "update", "JobId=" + job_id, "ExcNodeList=" + ",".join(nodes)])[0] == 0
+
+
+def shrink_to(job_id: str, nodes: list[str]) -> bool:
+    """Give the allocation's other nodes back: Slurm then never waits on a lost one."""
+    scratch = tempfile.mkdtemp()
+    try:
+        return _run(["scontrol", "update", "JobId=" + job_id, "NodeList=" + ",".join(nodes)], cwd=scratch)[0] == 0
+    finally:
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
+
+
+def job_state(job_id: str) -> str:
+    """Slurm's state of a job: what squeue names, ENDED once Slurm no longer knows it, UNKNOWN
+    when squeue cannot tell."""
+    status, out = _run(["squeue", "-h", "-j", job_id, "--states=all", "-o", "%T"])
+    if status != 0:
+        return "ENDED" if "Invalid job id" in out else "UNKNOWN"
+    lines = out.splitlines()
+    return lines[0].strip() if lines and lines[0].strip() else "ENDED"
+
+
+def job_steps(job_id: str) -> list[str]:
+    """The job's steps but the batch and extern ones (`12.0`, `12.1`)."""
+    status, out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
+    if status != 0:
+        return []
+    return [step for step in out.split() if not step.endswith((".batch", ".extern"))]
+
+
+def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
+    """`scancel -s KILL step`, not waited for: scancel answers only once every node of the
+    step did or timed out (MessageTimeout, 10 s by default), and a dead node never answers."""
+    try:
+        return subprocess.Popen(["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
