@@ -56,6 +56,7 @@ from hyperlaunch.script import nccl_plugin
 from hyperlaunch.script.quoting import comment_text, sbatch_quote, shell_quote
 from hyperlaunch.script.template_cache import template_cache
 from hyperlaunch.slurm.states import ACTIVE_STATES
+from hyperlaunch.supervisor import PYTHON as SUPERVISOR_PYTHON
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers
@@ -351,8 +352,12 @@ def _load_template(name: str) -> str:
 
 def render_node_probe() -> str:
     """The script `doctor` runs on each compute node (templates/node_probe.sh.j2), with the
-    same NCCL plugin search as the batch script."""
-    return _environment().get_template("node_probe.sh.j2").render(**nccl_plugin.template_values())
+    same NCCL plugin search as the batch script, and the interpreter the supervisor runs on."""
+    return (
+        _environment()
+        .get_template("node_probe.sh.j2")
+        .render(supervisor_python=SUPERVISOR_PYTHON, **nccl_plugin.template_values())
+    )
 
 
 @functools.cache
