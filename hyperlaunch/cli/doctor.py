@@ -58,9 +58,10 @@ def doctor(
     devices, HyperPod, GPUs per node. Each check passes, warns or fails, with a hint.
 
     Then, when slurmctld answers, one short srun step on the partition's idle nodes reports
-    per node: GPUs, EFA devices, the NCCL network plugin, Pyxis and enroot, and the Python,
-    hyperlaunch and torch that the job's torchrun would run (a launcher venv the nodes cannot
-    see fails here, not in a job). Busy nodes are skipped and named.
+    per node: GPUs, EFA devices, the NCCL network plugin, Pyxis and enroot, the system python3
+    the job's supervisor runs on (missing or too old fails), and the Python, hyperlaunch and
+    torch that the job's torchrun would run (a launcher venv the nodes cannot see fails here,
+    not in a job). Busy nodes are skipped and named.
 
     Run it on the login node you submit from. Exit code 0 when no check fails (warnings
     allowed), 8 when at least one fails; other codes as in `hyperlaunch --help`.
@@ -151,11 +152,13 @@ def _node_table(probed: ProbeResult) -> Table:
     from rich.text import Text
 
     table = Table(title=f"compute nodes (partition {probed.partition})", title_justify="left")
-    for header in ("node", "status", "GPUs", "EFA", "NCCL net", "Pyxis", "enroot", "Python", "hyperlaunch", "torch", "findings"):
+    headers = ("node", "status", "GPUs", "EFA", "NCCL net", "Pyxis", "enroot", "python3", "Python", "hyperlaunch", "torch", "findings")
+    for header in headers:
         table.add_column(header)
     for verdict in probed.verdicts:
         r = verdict.report
         python = f"{r.python_version} {r.python}" if r.python_version else (r.python or r.torchrun or "-")
+        system_python = f"{r.system_python_version} {r.system_python}" if r.system_python_version else (r.system_python or "-")
         table.add_row(
             r.node,
             Text(verdict.status, style=_STYLE[verdict.status]),
@@ -164,6 +167,7 @@ def _node_table(probed: ProbeResult) -> Table:
             r.nccl_net or "-",
             "yes" if r.pyxis else "-",
             r.enroot or "-",
+            system_python,
             python,
             r.hyperlaunch or "-",
             r.torch or "-",

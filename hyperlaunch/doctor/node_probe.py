@@ -2,7 +2,8 @@
 templates/node_probe.sh.j2 on each (one JSON line per node), and each node's report is judged
 here: GPUs, EFA, the NCCL network plugin, Pyxis and enroot, and the Python, hyperlaunch and
 torch that a job's torchrun would run on - so a launcher venv that the nodes cannot see, or
-that holds another hyperlaunch, is caught before a job fails on it.
+that holds another hyperlaunch, is caught before a job fails on it - and the system python3
+that the job's supervisor runs on (hyperlaunch.supervisor's PYTHON, MIN_PYTHON or later).
 
 Parsing and judging are pure functions of the reports; only `probe_partition` asks Slurm,
 through hyperlaunch.slurm.commands. Torch-free."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from hyperlaunch import __version__
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.doctor.checks import CheckResult, Status, passed, warned
 from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.supervisor import MIN_PYTHON, PYTHON
 
 PROBE_FORMAT = 1
 """The `probe` field of the script's lines; a line without it is not a report."""
@@ -56,6 +59,12 @@ class NodeReport:
     torch: str = ""
     python_error: str = ""
     """The interpreter's last line of output when it failed to run."""
+    system_python: str = ""
+    """The python3 on the node's PATH (the batch host's, that the supervisor runs on), '' when none."""
+    system_python_version: str = ""
+    """What it printed for its version, X.Y.Z; '' when it failed to run."""
+    system_python_error: str = ""
+    """Its last line of output (or that it timed out) when it failed to run."""
     hyperpod: bool = False
 
 
@@ -154,9 +163,10 @@ def choose_nodes(
 
 
 def judge(report: NodeReport, job: JobSide) -> NodeVerdict:
-    """A node fails when a job could not start its trainer there, and warns where the job would
-    run, but not as it should (another hyperlaunch, TCP instead of EFA, no auto-resume)."""
-    problems: list[tuple[Status, str]] = []
+    """A node fails when a job could not start its supervisor or its trainer there, and warns
+    where the job would run, but not as it should (another hyperlaunch, TCP instead of EFA, no
+    auto-resume)."""
+    problems: list[tuple[Status, str]] = _system_python_problems(report)
     if job.container_image is None:
         problems += _python_problems(report, job)
     if report.efa and not report.nccl_net:
@@ -175,6 +185,30 @@ def judge(report: NodeReport, job: JobSide) -> NodeVerdict:
         )
     status: Status = max((s for s, _ in problems), key=_SEVERITY.__getitem__, default="pass")
     return NodeVerdict(report, status, tuple(text for _, text in problems))
+
+
+def _system_python_problems(report: NodeReport) -> list[tuple[Status, str]]:
+    """The batch host's python3, which the job's supervisor runs on outside any container (so a
+    container job needs it too): missing, failing, or older than MIN_PYTHON fails the node."""
+    minimum = ".".join(map(str, MIN_PYTHON))
+    needs = f"the job's supervisor runs on the batch host's {PYTHON} ({minimum} or later)"
+    if not report.system_python:
+        return [("fail", f"no {PYTHON} on PATH: {needs}")]
+    if report.system_python_error or not report.system_python_version:
+        error = report.system_python_error or "no version printed"
+        return [("fail", f"{report.system_python} fails here: {error}; {needs}")]
+    version = _major_minor(report.system_python_version)
+    if version is None:
+        return [("fail", f"{report.system_python} printed {report.system_python_version!r}, not a version: {needs}")]
+    if version < MIN_PYTHON:
+        return [("fail", f"{PYTHON} {report.system_python_version} at {report.system_python} is too old: {needs}")]
+    return []
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of an X.Y.Z version, None when it is not one."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.\d+", version.strip())
+    return (int(match[1]), int(match[2])) if match else None
 
 
 def _python_problems(report: NodeReport, job: JobSide) -> list[tuple[Status, str]]:

@@ -269,8 +269,12 @@ def trainer_argv(spec: JobSpec) -> list[str]:
 
 def render_node_probe() -> str:
     """The script `doctor` runs on each compute node (templates/node_probe.sh.j2), with the
-    same NCCL plugin search as the step script."""
-    return _environment().get_template("node_probe.sh.j2").render(**nccl_plugin.template_values())
+    same NCCL plugin search as the step script, and the interpreter the supervisor runs on."""
+    return (
+        _environment()
+        .get_template("node_probe.sh.j2")
+        .render(supervisor_python=SUPERVISOR_PYTHON, **nccl_plugin.template_values())
+    )
 
 
 @functools.cache

@@ -21,13 +21,15 @@ from hyperlaunch.doctor import node_probe
 from hyperlaunch.doctor.node_probe import JobSide, NodeReport, ProbeResult, choose_nodes, judge, parse_reports, summary
 from hyperlaunch.script.render import render_node_probe
 from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.supervisor import MIN_PYTHON, PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = NodeReport(
     node="ip-10-1-38-128", hostname="ip-10-1-38-128", gpus=8, gpu_source="nvidia-smi", efa="rdmap16s27,rdmap32s27",
     pyxis="/opt/slurm/etc/plugstack.conf.d/pyxis.conf", enroot="/usr/bin/enroot",
     nccl_net="/opt/amazon/ofi-nccl/lib/libnccl-net.so", torchrun="/fsx/venv/bin/torchrun", python="/fsx/venv/bin/python3",
-    python_version="3.12.3", hyperlaunch=__version__, torch="2.7.1", hyperpod=True,
+    python_version="3.12.3", hyperlaunch=__version__, torch="2.7.1", system_python="/usr/bin/python3",
+    system_python_version="3.10.12", hyperpod=True,
 )
 JOB = JobSide(torchrun="/fsx/venv/bin/torchrun", local_names=frozenset({"login1", "10.1.0.5"}), task_plugin="task/none")
 
@@ -42,6 +44,18 @@ def run_probe_script(tmp_path: Path, torchrun: str, **env: str) -> list[NodeRepo
     lines = result.stdout.splitlines()
     assert len(lines) == 1, result.stdout + result.stderr
     return parse_reports(result.stdout)
+
+
+def path_without_python(tmp_path: Path) -> str:
+    """A PATH holding only the tools the script runs, linked one by one: no python3 on it."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    for name in ("bash", "tr", "sed", "grep", "readlink", "timeout", "hostname", "tail"):
+        found = shutil.which(name)
+        assert found is not None, name
+        if not (tools / name).exists():
+            (tools / name).symlink_to(found)
+    return str(tools)
 
 
 def fake_torchrun(folder: Path, first_lines: str) -> Path:
@@ -107,6 +121,46 @@ def test_pyxis_is_found_in_the_clusters_plugstack(tmp_path: Path) -> None:
     assert report.pyxis == f"{etc}/plugstack.conf.d/pyxis.conf"
 
 
+OLD_PYTHON = "%d.%d.9" % (MIN_PYTHON[0], MIN_PYTHON[1] - 1)  # noqa: UP031  (the minimum's predecessor)
+
+
+@pytest.mark.parametrize(
+    ("stub", "version", "error", "words"),
+    [
+        (None, "", "", f"no {PYTHON} on PATH: the job's supervisor runs on the batch host's {PYTHON}"),
+        (f'[ "$1" = -c ] || exit 9\necho {OLD_PYTHON}', OLD_PYTHON, "", f"{OLD_PYTHON} at "),
+        ("echo 'error while loading shared libraries: libpython3.so' >&2\nexit 127", "", "libpython3.so (exit status 127)", "fails here"),
+    ],
+    ids=["missing", "too-old", "broken"],
+)
+def test_the_script_reports_the_nodes_python3_and_judge_fails_a_bad_one(
+    tmp_path: Path, stub: str | None, version: str, error: str, words: str
+) -> None:
+    path = path_without_python(tmp_path)
+    if stub is not None:
+        (tmp_path / "stub").mkdir()
+        (tmp_path / "stub" / PYTHON).write_text(f"#!/bin/sh\n{stub}\n")
+        (tmp_path / "stub" / PYTHON).chmod(0o755)
+        path = f"{tmp_path / 'stub'}:{path}"
+    [report] = run_probe_script(tmp_path, "", PATH=path)
+    assert report.system_python == ("" if stub is None else str(tmp_path / "stub" / PYTHON))
+    assert report.system_python_version == version and report.system_python_error.endswith(error)
+    # A container job still needs it: the supervisor runs outside the container.
+    verdict = judge(report, JobSide(torchrun="", container_image="/fsx/img.sqsh"))
+    minimum = ".".join(map(str, MIN_PYTHON))
+    assert verdict.status == "fail" and len(verdict.findings) == 1, verdict
+    assert words in verdict.findings[0] and f"({minimum} or later)" in verdict.findings[0]
+
+
+def test_the_script_reports_a_real_python3_and_judge_passes_it(tmp_path: Path) -> None:
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / PYTHON).symlink_to(sys.executable)
+    [report] = run_probe_script(tmp_path, "", PATH=f"{tmp_path / 'py'}:{path_without_python(tmp_path)}")
+    assert report.system_python == str(tmp_path / "py" / PYTHON) and report.system_python_error == ""
+    assert report.system_python_version == "%d.%d.%d" % sys.version_info[:3]  # noqa: UP031  (as the script prints it)
+    assert judge(report, JobSide(torchrun="", container_image="/fsx/img.sqsh")).status == "pass"
+
+
 def test_the_script_passes_shellcheck(tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed")
@@ -166,6 +220,11 @@ def test_a_healthy_hyperpod_node_passes() -> None:
         ({"enroot": ""}, {}, "warn", "enroot"),
         ({}, {"task_plugin": "task/cgroup,task/affinity"}, "warn", "auto-resume needs task/none"),
         ({"node": "login1"}, {}, "warn", "login node"),
+        ({"system_python": "", "system_python_version": ""}, {}, "fail", "no python3 on PATH: the job's supervisor"),
+        ({"system_python_version": "3.7.17"}, {}, "fail", "python3 3.7.17 at /usr/bin/python3 is too old"),
+        ({"system_python_version": "2.7.18"}, {}, "fail", "(3.8 or later)"),
+        ({"system_python_version": "", "system_python_error": "no answer within 30 s"}, {}, "fail", "no answer within 30 s"),
+        ({"system_python_version": "Python 3.12"}, {}, "fail", "printed 'Python 3.12', not a version"),
     ],
 )
 def test_each_problem_is_named_with_what_to_do(change: dict, job_change: dict, status: str, words: str) -> None:
@@ -178,6 +237,16 @@ def test_each_problem_is_named_with_what_to_do(change: dict, job_change: dict, s
 def test_a_job_in_a_container_is_not_judged_by_the_hosts_python() -> None:
     report = dataclasses.replace(HEALTHY, torchrun="", python="", python_version="")
     assert judge(report, JobSide(torchrun="", container_image="/fsx/img.sqsh")).status == "pass"
+
+
+@pytest.mark.parametrize("version", ["3.8.0", "3.13.1", "4.0.0"])
+def test_the_minimum_python3_and_newer_pass(version: str) -> None:
+    assert judge(dataclasses.replace(HEALTHY, system_python_version=version), JOB).findings == ()
+
+
+def test_a_report_without_the_python3_fields_still_parses() -> None:
+    [report] = parse_reports(json.dumps({"probe": 1, "node": "n1", "torch": "2.7.1"}))
+    assert report.system_python == report.system_python_version == report.system_python_error == ""
 
 
 def test_the_summary_fails_with_a_failing_node_and_names_skipped_ones() -> None:
@@ -293,6 +362,7 @@ def test_doctor_probes_the_idle_nodes_and_fails_on_a_venv_they_cannot_see(tmp_pa
     assert probe["partition"] == "dev" and probe["skipped"] == [{"node": "node2", "state": "allocated"}]
     [node] = probe["nodes"]
     assert node["node"] == "node1" and node["status"] == "fail" and "/not/on/the/nodes/bin/torchrun" in node["findings"][0]
+    assert node["system_python"] and node["system_python_version"]  # the one on the stand-in node's PATH
     check = document["checks"][-1]
     assert check["name"] == "compute nodes" and check["status"] == "fail"
     assert result.returncode == 8 and document["ok"] is False
