@@ -1,12 +1,12 @@
-"""The environment names the sbatch script (templates/) depends on, which no `--env` may set.
+"""The environment names the job depends on, which no `--env` may set.
 
-The script reads Slurm's job variables to decide restarts and the rendezvous, and exports the
-launcher's own settings; bash itself runs BASH_ENV and ENV in every non-interactive shell (each
+The supervisor (hyperlaunch.supervisor) and the step script (templates/step.sh.j2) read Slurm's
+job variables to decide restarts and the rendezvous, and export the launcher's own settings; bash itself runs BASH_ENV and ENV in every non-interactive shell (each
 step is `bash -c`) and splits words on IFS. A user value for any of them would silently undo a
 guarantee (`SLURM_RESTART_COUNT=0` lifts the restart limit), so JobSpec refuses them.
 
-Kept beside render.py: tests/unit/test_script_env.py scans the templates and the rendered
-script and fails when the script reads or exports a name that is missing here. The instance
+tests/unit/test_script_env.py scans the templates, the supervisor's code and the rendered script,
+and fails when one of them reads or exports a name that is missing here. The instance
 presets' NCCL/EFA variables are not reserved: overriding them with `--env` is their purpose.
 """
 
@@ -28,14 +28,16 @@ SLURM_NAMES_READ = (
     "SLURM_RESTART_COUNT",
     "SLURMD_NODENAME",
 )
-"""Slurm's job variables the batch script and the step script read."""
+"""Slurm's job variables the supervisor and the step script read."""
 STEP_NODES_ENV = "HYPERLAUNCH_STEP_NODES"
 """The nodes of a round of trainers, space-separated, when spares wait beside them."""
 ROUND_ENV = "HYPERLAUNCH_ROUND"
 """Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
-NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV)
-"""Variables the batch script exports for torchrun and the trainer."""
-SHELL_NAMES = ("BASH_ENV", "ENV", "IFS", "SECONDS")
+NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
+"""1: the step script logs which NCCL network plugin each node finds (GPU jobs)."""
+NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV)
+"""Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
+SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
 """Variables that change what bash runs or how it splits words."""
 
 NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH",)

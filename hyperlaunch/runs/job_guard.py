@@ -11,10 +11,10 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import JobConflict
 from hyperlaunch.core.protocol import checkpoint_lock_path, read_checkpoint_lock
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.core.slurm_states import ACTIVE_STATES
 
 
 def live_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | None:

@@ -36,6 +36,7 @@ from hyperlaunch.core.protocol import (
     made_progress,
     parse_attempt_marker,
 )
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.core.trainer_failures import TrainerFailure, read_trainer_failure, trainer_failure_path
 from hyperlaunch.runs.attempts import (
     failed_nodes,
@@ -48,7 +49,6 @@ from hyperlaunch.runs.attempts import (
 )
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.core.slurm_states import ACTIVE_STATES
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Submit a rendered script and record the job: the script goes to Slurm through
-hyperlaunch.slurm.commands (submitit underneath), then the record is written. No record without a job."""
+"""Submit a rendered script and record the job: the job's supervisor goes into the run folder,
+the script to Slurm through hyperlaunch.slurm.commands (submitit underneath), then the record is
+written. No record without a job, and nothing left behind by a refused one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
+from hyperlaunch.script import supervisor_bundle
 from hyperlaunch.slurm import commands as slurm
 
 
@@ -31,12 +33,14 @@ def submit(
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
     submitit_dir = jobs.jobs_dir() / ".submitit"
-    with _removed_unless_submitted(Path(spec.log_dir), submitit_dir):
+    bundle_dir = Path(supervisor_bundle.bundle_path(spec.run_dir)).parent
+    with _removed_unless_submitted(Path(spec.log_dir), submitit_dir, bundle_dir):
         try:
             Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
         except OSError as err:
             raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
-        job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
+        with _supervisor_written(spec):
+            job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
         spec=spec,
@@ -55,6 +59,26 @@ def submit(
             hint=f"it runs; 'scancel {job_id}' to stop it",
         ) from None
     return record
+
+
+@contextlib.contextmanager
+def _supervisor_written(spec: JobSpec) -> Iterator[None]:
+    """The job's supervisor written where its script runs it from (the run folder, which every
+    node sees), before Slurm may start the job; removed again when this call wrote it and the
+    submission fails."""
+    try:
+        path, created = supervisor_bundle.write_bundle(spec.run_dir)
+    except OSError as err:
+        raise InvalidInput(
+            f"run_dir {spec.run_dir}: cannot write the job's supervisor there: {err.strerror or err}",
+            hint="--run-dir must be writable, on storage the compute nodes see",
+        ) from None
+    try:
+        yield
+    except BaseException:
+        if created:
+            path.unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager

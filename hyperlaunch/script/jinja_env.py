@@ -3,6 +3,7 @@ filters that quote each interpolated value (hyperlaunch.script.quoting)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 
 import jinja2
@@ -15,11 +16,11 @@ def load_template(name: str) -> str:
     return resources.files("hyperlaunch.templates").joinpath(*name.split("/")).read_text(encoding="utf-8")
 
 
-def environment() -> jinja2.Environment:
+def environment(loader: Callable[[str], str] = load_template) -> jinja2.Environment:
     # Not cached itself: clearing a caller's cache must give a fresh environment (tests do, to
     # change where compiled templates are kept).
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(load_template),
+        loader=jinja2.FunctionLoader(loader),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,

@@ -30,18 +30,13 @@ from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.job.containers import container_mounts
 from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
-from hyperlaunch.script import nccl_plugin, supervisor_bundle
-from hyperlaunch.script.jinja_env import environment as _environment
-from hyperlaunch.script.jinja_env import load_template as _load_template
+from hyperlaunch.script import jinja_env, nccl_plugin, supervisor_bundle
 from hyperlaunch.supervisor import PYTHON as SUPERVISOR_PYTHON
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
 # that no inherited value adds the save signal. The step script sends that one to the trainers
 # itself, with torchrun ignoring it, the same on every torch (older torchrun ignores the variable).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
-
-__all__ = ["ScriptValues", "render_sbatch", "script_values", "render_node_probe", "_environment", "_load_template"]
-
 
 @dataclass(frozen=True)
 class EnvGroup:
@@ -280,3 +275,12 @@ def render_node_probe() -> str:
 @functools.cache
 def _template() -> jinja2.Template:
     return _environment().get_template("sbatch.sh.j2")
+
+
+def _load_template(name: str) -> str:
+    return jinja_env.load_template(name)
+
+
+def _environment() -> jinja2.Environment:
+    # Looked up at each load, so that a test can swap _load_template.
+    return jinja_env.environment(lambda name: _load_template(name))

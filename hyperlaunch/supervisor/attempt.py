@@ -12,8 +12,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from hyperlaunch.core.protocol import (
     SAVE_SIGNAL,
@@ -27,7 +27,7 @@ from hyperlaunch.core.protocol import (
     refusal_to_requeue,
     requeue_request_path,
 )
-from hyperlaunch.core.script_env import ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.script_env import NCCL_CHECK_ENV, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
 from hyperlaunch.supervisor import slurm_calls
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
@@ -44,8 +44,6 @@ runs and every node answers. The first probe comes as soon as the failure is rec
 asks each node's kernel for a TCP connection, and on healthy nodes the step ends by itself."""
 STOP_WAIT_S = 10
 """How long a stopped supervisor (scancel's TERM) waits for its step before killing it."""
-NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
-"""Set to 1 for the step script: log the NCCL network plugin each node finds."""
 SAVE_SIGNUM = getattr(signal, "SIG" + SAVE_SIGNAL)
 
 
@@ -60,6 +58,13 @@ class Terminated(Exception):
 def exit_status(returncode: int) -> int:
     """A child's status as a shell reports it: 128 + the signal that killed it."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except OSError:
+        pass
 
 
 def _remove(path: Path) -> None:
@@ -129,11 +134,11 @@ class Attempt:
         step = self.step
         if step is None or step.poll() is not None:
             return
-        step.terminate()
+        _signal_group(step.pid, signal.SIGTERM)
         try:
             step.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
-            step.kill()
+            _signal_group(step.pid, signal.SIGKILL)
             step.wait()
 
     # The attempt ----------------------------------------------------------------------------
@@ -352,7 +357,8 @@ class Attempt:
         _remove(self.trainer_failure)
         argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.settings.launch_command]
         try:
-            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+            # Its own process group: a stopped supervisor stops whatever srun started here too.
+            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as error:
             err(f"hyperlaunch: cannot start srun: {error.strerror or error}")
             return 127, []

@@ -5,8 +5,8 @@ budget arithmetic and the vocabulary (causes, actions, verdicts) are the protoco
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, RestartCause
 from hyperlaunch.core.trainer_failures import FailureKind

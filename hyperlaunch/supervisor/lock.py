@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from hyperlaunch.core.protocol import format_checkpoint_lock, read_checkpoint_lock
 from hyperlaunch.core.slurm_states import ACTIVE_STATES

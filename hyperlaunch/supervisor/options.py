@@ -11,8 +11,8 @@ Everything after `--` is the launch command the step script starts on each node 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)

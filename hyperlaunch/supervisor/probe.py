@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from hyperlaunch.supervisor import slurm_calls
 

@@ -18,7 +18,7 @@ DOWN_NODE_STATES = "down,drain,fail,no_respond"
 def _run(args: list[str], cwd: str | None = None) -> tuple[int, str]:
     """(exit status, stdout and stderr together); 127 when the command is missing."""
     try:
-        done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, cwd=cwd, check=False)
+        done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, check=False)
     except OSError as err:
         return 127, str(err)
     return done.returncode, done.stdout

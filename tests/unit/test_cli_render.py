@@ -29,7 +29,7 @@ def test_render_prints_the_script_for_the_flags(tmp_path: Path, monkeypatch) -> 
         )
     )
     assert result.stdout == expected
-    assert "  --lr\n  3e-4\n)" in result.stdout
+    assert result.stdout.endswith("  --lr \\\n  3e-4\n")
 
 
 def test_render_writes_to_a_file_with_output(tmp_path: Path, monkeypatch) -> None:

@@ -32,17 +32,13 @@ def _script(tmp_path: Path) -> str:
     return render_sbatch(JobSpec(model="qwen3_tiny", nodes=2, **dirs))
 
 
-def test_the_script_writes_exactly_the_causes_and_actions_of_the_enums(tmp_path: Path) -> None:
-    script = _script(tmp_path)
-    assert f"export {tf.TRAINER_FAILURE_FILE_ENV}=" in script
-    assert f'= {tf.FailureVerdict.FINAL.value} ]' in script
-    written_causes = set(re.findall(r"cause=([a-z-]+)", script)) | set(re.findall(r"requeue_within_budget ([a-z-]+)", script))
-    written_actions = set(re.findall(r"action=([a-z-]+)", script))
-    assert written_causes == {cause.value for cause in p.RestartCause}
-    assert written_actions == {action.value for action in p.AttemptAction}
-    for value in [*written_causes, *written_actions]:
-        assert shlex.quote(value) == value, "marker values must be plain words (the script splits on spaces)"
-    assert shlex.quote(p.ATTEMPT_MARKER_PRINTF) in script
+def test_the_script_holds_no_recovery_rule_and_marker_values_are_plain_words(tmp_path: Path) -> None:
+    """The supervisor writes every marker from the enums (hyperlaunch.supervisor); the script
+    only calls it: no branch, loop or marker of its own."""
+    code = "\n".join(line for line in _script(tmp_path).splitlines() if not line.startswith("#"))
+    assert not re.search(r"^\s*(if|while|for|case|until|trap|srun|scontrol|squeue|scancel)\b|cause=|action=", code, re.M), code
+    for value in [*(c.value for c in p.RestartCause), *(a.value for a in p.AttemptAction)]:
+        assert shlex.quote(value) == value, "marker values must be plain words (readers split on spaces)"
 
 
 def test_every_cause_has_the_words_status_shows() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core import script_env, trainer_failures
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job.plan import build_spec
@@ -46,8 +47,32 @@ def _templates() -> dict[str, str]:
     return found
 
 
+# The supervisor reads the job's environment in Python: `environ.get("NAME"` and `environ["NAME"]`.
+_READ_IN_PYTHON = re.compile(r"""environ(?:\.get\(|\[)["']([A-Za-z_][A-Za-z0-9_]*)["']""")
+
+
+# ... and sets the step's: `env[CONSTANT] = ...`, the constants of script_env and trainer_failures.
+_SET_IN_PYTHON = re.compile(r"\benv\[([A-Z_]+)\] =")
+
+
+def _supervisor_names() -> set[str]:
+    root = resources.files("hyperlaunch.supervisor")
+    found: set[str] = set()
+    for item in root.iterdir():
+        if item.name.endswith(".py"):
+            text = item.read_text(encoding="utf-8")
+            found |= set(_READ_IN_PYTHON.findall(text))
+            found |= {getattr(script_env, name, None) or getattr(trainer_failures, name) for name in _SET_IN_PYTHON.findall(text)}
+    return found
+
+
+def test_every_name_the_supervisor_reads_is_reserved() -> None:
+    assert {"SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_JOB_NODELIST", "HYPERLAUNCH_ROUND", "HYPERLAUNCH_TRAINER_FAILURE_FILE"} <= _supervisor_names()
+    assert not _supervisor_names() - RESERVED_ENV_NAMES
+
+
 def test_the_scanner_sees_the_names_of_the_issue() -> None:
-    used = set().union(*(_names_used(text) for text in _templates().values()))
+    used = set().union(*(_names_used(text) for text in _templates().values())) | _supervisor_names()
     assert {"SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_LAUNCH_NODE_IPADDR"} <= used
 
 
@@ -76,7 +101,7 @@ def test_every_name_the_rendered_script_reads_or_exports_is_reserved_or_a_preset
 
 
 def test_the_list_is_exactly_the_scripts_names_and_the_shells() -> None:
-    used: set[str] = set().union(*(_names_used(text) for text in _templates().values()))
+    used: set[str] = set().union(*(_names_used(text) for text in _templates().values())) | _supervisor_names()
     spec = build_spec({"model": "qwen3_tiny"}, cwd=Path("/tmp"), environ={})
     used |= _names_used(render_sbatch(spec)) - set(dict(get_instance(spec.instance_type).env))
     assert RESERVED_ENV_NAMES == used - set(NAMES_READ_AS_GIVEN) | {"BASH_ENV", "ENV", "IFS"}

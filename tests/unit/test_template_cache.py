@@ -25,7 +25,7 @@ def test_cached_templates_render_the_same_script(tmp_path: Path, monkeypatch: py
     monkeypatch.delenv("HYPERLAUNCH_NO_TEMPLATE_CACHE")
     first = _script(tmp_path)
     cache = tmp_path / "home" / "cache" / "templates"
-    assert len(list(cache.iterdir())) == 6  # sbatch.sh.j2 and its five partials
+    assert len(list(cache.iterdir())) == 2  # sbatch.sh.j2 and its partial (the environment)
     assert _script(tmp_path) == first == plain
 
 

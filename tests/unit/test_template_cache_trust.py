@@ -39,7 +39,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     monkeypatch.delenv("HYPERLAUNCH_NO_TEMPLATE_CACHE")
     assert _script(tmp_path) == plain
     folder = tmp_path / "home" / "cache" / "templates"
-    assert len(list(folder.iterdir())) == 6  # sbatch.sh.j2 and its five partials
+    assert len(list(folder.iterdir())) == 2  # sbatch.sh.j2 and its partial (the environment)
     return folder, plain
 
 

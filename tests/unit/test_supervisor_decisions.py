@@ -1,0 +1,103 @@
+"""The supervisor's decisions as pure functions (hyperlaunch.supervisor.decisions) and the restart
+budget's arithmetic (hyperlaunch.core.protocol), which `status` uses too: what comes after each
+kind of round end, which spare replaces which node, which nodes a requeued job avoids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.core import protocol as p
+from hyperlaunch.core.protocol import RestartCause
+from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
+
+
+def _none() -> list[str]:
+    return []
+
+
+def _down() -> list[str]:
+    return ["node9"]
+
+
+@pytest.mark.parametrize(
+    ("end", "down", "expected"),
+    [
+        (RoundEnd(status=0), _down, ("exit", RestartCause.COMPLETED, "")),
+        (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True), _none, ("exit", RestartCause.TRAINER_ERROR, "kind=invalid-data")),
+        # A down node comes first: Slurm requeues that job whatever the supervisor decides.
+        (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True), _down, ("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=node9")),
+        # A lost node comes first too: the probe found it while the step ran.
+        (RoundEnd(status=1, lost=("node2",), failure_kind="invalid-data", failure_final=True), _none, ("lost", RestartCause.NODE_FAILURE, "nodes=node2")),
+        # A final failure comes before the stop signal: a trainer that stopped for it records nothing.
+        (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True, save_requested=True), _none, ("exit", RestartCause.TRAINER_ERROR, "kind=invalid-data")),
+        (RoundEnd(status=1, save_requested=True, requeue_requested=True), _none, ("requeue", RestartCause.TIME_LIMIT, "")),
+        (RoundEnd(status=1, requeue_requested=True), _none, ("requeue", RestartCause.REQUEUE_REQUESTED, "")),
+        (RoundEnd(status=p.REQUEUE_EXIT_CODE), _none, ("requeue", RestartCause.REQUEUE_REQUESTED, "")),
+        (RoundEnd(status=1, lost=("node2", "node3")), _none, ("lost", RestartCause.NODE_FAILURE, "nodes=node2,node3")),
+        (RoundEnd(status=137), _down, ("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=node9")),
+        (RoundEnd(status=1, restarts_in_allocation=2), _none, ("restart", RestartCause.CRASH, "in_row=1")),
+        (RoundEnd(status=1, failure_kind="hang", restarts_in_allocation=2, in_row=1), _none, ("restart", RestartCause.HANG, "in_row=2")),
+        (RoundEnd(status=1, failure_kind="hang", restarts_in_allocation=2, in_row=2), _none, ("requeue", RestartCause.HANG, "")),
+        (RoundEnd(status=1, failure_kind="unexpected"), _none, ("requeue", RestartCause.CRASH, "")),
+    ],
+)
+def test_after_round(end: RoundEnd, down: object, expected: tuple[str, RestartCause, str]) -> None:
+    decision = after_round(end, down)  # type: ignore[arg-type]
+    assert (decision.action, decision.cause, decision.fields) == expected
+
+
+def test_slurm_is_asked_for_down_nodes_only_where_it_decides() -> None:
+    asked: list[int] = []
+
+    def down() -> list[str]:
+        asked.append(1)
+        return []
+
+    after_round(RoundEnd(status=0), down)
+    after_round(RoundEnd(status=1, save_requested=True), down)
+    after_round(RoundEnd(status=1, lost=("node2",)), down)
+    assert not asked
+    after_round(RoundEnd(status=1), down)
+    assert len(asked) == 1
+
+
+def test_each_lost_node_is_replaced_in_its_place_by_the_next_spare() -> None:
+    r = replace_lost(["n1", "n2", "n3"], ["n2"], ["s1", "s2"])
+    assert (r.nodes, r.replaced_by, r.spares_left) == (("n1", "s1", "n3"), ("s1",), ("s2",))
+    r = replace_lost(["n1", "n2", "n3"], ["n1", "n3"], ["s1"])
+    assert (r.nodes, r.replaced_by, r.spares_left) == (("s1", "n2"), ("s1",), ())
+
+
+def test_exclusions_keep_the_users_own_and_the_newest_within_the_partitions_room() -> None:
+    # 6 nodes, the job needs 3: room for 3 exclusions; n1 is the user's, never dropped.
+    e = exclusions(["n1", "n4", "n5"], ["n6"], ["n1"], partition_nodes=6, job_nodes=3)
+    assert e.nodes == ("n1", "n6", "n5") and e.dropped == ("n4",) and e.room == 3
+    e = exclusions([], ["n2"], [], partition_nodes=2, job_nodes=2)
+    assert e.nodes == () and e.dropped == ("n2",) and e.room == 0
+    assert exclusions(["n2"], ["n2"], [], partition_nodes=9, job_nodes=2).nodes == ("n2",)
+
+
+@pytest.mark.parametrize(
+    ("failures", "restart", "max_restarts", "may"),
+    [(0, 0, 0, True), (1, 0, 0, False), (3, 7, 3, True), (4, 7, 3, False), (0, p.RESTART_CEILING - 1, 3, True), (0, p.RESTART_CEILING, 3, False)],
+)
+def test_the_budget_allows_a_requeue(failures: int, restart: int, max_restarts: int, may: bool) -> None:
+    assert p.may_requeue(failures, restart, max_restarts) is may
+    if not may:
+        assert p.refusal_to_requeue(failures, restart, max_restarts).startswith("not requeued: ")
+
+
+def test_an_attempt_starts_only_within_the_budget() -> None:
+    assert p.refusal_at_start(3, 5, 3) is None
+    assert "4 attempts in a row made no progress" in (p.refusal_at_start(4, 5, 3) or "")
+    assert "restart ceiling reached" in (p.refusal_at_start(0, p.RESTART_CEILING + 1, 3) or "")
+    assert p.refusal_at_start(0, p.RESTART_CEILING, 3) is None
+
+
+def test_progress_resets_the_failures_in_a_row(tmp_path: Path) -> None:
+    assert p.failures_after(True, 5) == 0 and p.failures_after(False, 5) == 6
+    for attempt in (0, 2):
+        p.write_progress(tmp_path, "7", attempt, 10)
+    assert [p.failures_in_a_row(tmp_path, "7", ended) for ended in range(5)] == [0, 0, 1, 0, 1]
