@@ -1,5 +1,5 @@
 """Recovery time on the dev cluster: node kill -> first resumed training step, split into
-detection (the batch script probing the nodes once a rank failed, or Slurm's node timeout),
+detection (the supervisor probing the nodes once a rank failed, or Slurm's node timeout),
 the requeue wait, job start, trainer start-up (imports, build, checkpoint load) and the first
 step; plus the steps lost. With `--spare-nodes 1` the job holds a spare node and recovers
 inside its allocation: detection and the new step's start are one phase there.

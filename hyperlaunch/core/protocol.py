@@ -1,11 +1,11 @@
-"""The protocol between the three programs of a job: the batch script (templates/), the trainer
+"""The protocol between the three programs of a job: its supervisor (hyperlaunch.supervisor), the trainer
 (train/) and `status`/`logs`. Each vocabulary is declared once here, each record's writer and
-reader sit side by side, and the template is rendered with these values.
+reader sit side by side, and the supervisor and `status` apply the same rules (the restart budget).
 
-- Attempt markers: one line the script prints at each attempt's start and end (stdout and
+- Attempt markers: one line the supervisor prints at each attempt's start and end (stdout and
   stderr), `### hyperlaunch attempt-end restart=0 job=12 exit=0 cause=completed action=exit
   time=...`; `status` reads why each attempt ended from them, `logs` splits logs at them.
-- Exit codes, the save signal and request files: how the trainer tells the script "I saved,
+- Exit codes, the save signal and request files: how the trainer tells the supervisor "I saved,
   requeue me".
 - Progress records and the restart budget: which attempts completed a checkpoint, so that
   max_restarts bounds attempts without progress rather than requeues.
@@ -28,7 +28,7 @@ from hyperlaunch.core.bounded_read import read_regular
 
 
 class RestartCause(str, enum.Enum):
-    """Why an attempt ended, as the batch script writes it into its attempt-end marker."""
+    """Why an attempt ended, as the supervisor writes it into its attempt-end marker."""
 
     COMPLETED = "completed"
     """The training step exited 0."""
@@ -93,7 +93,7 @@ def cause_text(key: str) -> str:
 ATTEMPT_MARKER = "### hyperlaunch attempt-"
 """Prefix of every attempt marker line."""
 ATTEMPT_MARKER_PRINTF = ATTEMPT_MARKER + "%s restart=%s job=%s %s time=%s"
-"""The script's printf format: event, restart count, job id, `key=value ...`, UTC time.
+"""The marker's format: event, restart count, job id, `key=value ...`, UTC time.
 Events: `start` and `end` of an attempt (one Slurm run of the job), and `restart` when the
 trainers start again inside the attempt's allocation (fields `round=<n>`, the round that
 starts, and the cause and nodes of the one that ended; AttemptAction.RESTART_IN_ALLOCATION).
@@ -115,7 +115,7 @@ def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
 
 
 def format_attempt_marker(event: str, restart: int, job: str, fields_text: str, time: str) -> str:
-    """The line the script prints (its printf does the same with ATTEMPT_MARKER_PRINTF)."""
+    """The line the supervisor prints at an attempt's start and end, and at a new round."""
     return ATTEMPT_MARKER_PRINTF % (event, restart, job, fields_text, time)
 
 
@@ -142,7 +142,7 @@ SAVE_SIGNAL = "USR2"
 
 REQUEUE_REQUEST_PREFIX = "requeue-request-"
 """After a stop signal, once its checkpoint is complete, rank 0 creates
-`<run_dir>/requeue-request-<job id>.<restart count>`; the batch script reads it to tell a
+`<run_dir>/requeue-request-<job id>.<restart count>`; the supervisor reads it to tell a
 saved-and-stopped step from a crash, because torchrun reports every worker failure (75
 included) as exit code 1."""
 
@@ -154,7 +154,7 @@ def requeue_request_path(run_dir: Path, job_id: str, restart_count: int) -> Path
 PROGRESS_PREFIX = "progress-"
 """Rank 0 creates `<run_dir>/progress-<job id>.<restart count>` (holding the step) each time
 a checkpoint completes in that attempt and the pointer names it: the attempt made progress.
-The batch script counts back from its attempt over these files: the attempts in a row without
+The supervisor counts back from its attempt over these files: the attempts in a row without
 one use the restart budget (--max-restarts), a time-limit or preemption requeue after a save
 does not. Written by the trainer, which runs wherever the job runs (the batch host may have no
 Python, inside a container job), with the checkpoint rules of hyperlaunch.core.checkpoints."""
@@ -177,7 +177,7 @@ def write_progress(run_dir: Path, job_id: str, restart_count: int, step: int) ->
 
 
 def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
-    """Whether that attempt completed a checkpoint (the script tests the same: `-e`)."""
+    """Whether that attempt completed a checkpoint."""
     return os.path.lexists(progress_path(run_dir, job_id, restart_count))
 
 
@@ -231,7 +231,7 @@ def refusal_to_requeue(failures: int, restart_count: int, max_restarts: int) -> 
 
 CHECKPOINT_LOCK_PREFIX = ".hyperlaunch-lock-"
 """`<checkpoint_dir>/.hyperlaunch-lock-<checkpoint name>`: the Slurm job that trains into the
-folder's model. The batch script takes it before training (templates/partials/lock.sh.j2): the
+folder's model. The supervisor takes it before training (hyperlaunch.supervisor.lock): the
 lock belongs to a job, not a process, so a requeued attempt of the holder takes it over, and a
 holder Slurm no longer runs leaves it stale, to be taken; a live holder ends the attempt
 (RestartCause.CHECKPOINT_LOCKED). A hidden name: no checkpoint rule ever counts it. Lines
@@ -243,7 +243,7 @@ def checkpoint_lock_path(ckpt_dir: Path, model: str) -> Path:
 
 
 def format_checkpoint_lock(job_id: str, host: str, time: str) -> str:
-    """The lock's text (the script's printf writes the same)."""
+    """The lock's text, as the supervisor writes it."""
     return f"job={job_id}\nhost={host}\ntime={time}\n"
 
 

@@ -1,6 +1,6 @@
 """Trainer failure records: why the trainer stopped on an error, and whether another attempt
 can help. Rank 0 (or whichever rank failed first) writes one per attempt into the file the
-batch script names in TRAINER_FAILURE_FILE_ENV; the script reads its verdict, `status` its
+supervisor names in TRAINER_FAILURE_FILE_ENV; the supervisor reads its verdict, `status` its
 message. Part of the script/trainer protocol (hyperlaunch.core.protocol).
 
 Torch-free (the CLI reads these on a login node); Python 3.8 at run time (the job's supervisor,
@@ -40,7 +40,7 @@ class FailureKind(str, enum.Enum):
     HANG = "hang"
     """No step (or checkpoint save, or validation pass) finished within the trainer's hang
     limit (train/watchdog.py): every rank dumped its Python stacks into the log and exited;
-    retried like any crash (RestartCause.HANG in the batch script's markers)."""
+    retried like any crash (RestartCause.HANG in the supervisor's markers)."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -65,7 +65,7 @@ def failure_kind(err: BaseException) -> FailureKind:
 
 
 class FailureVerdict(str, enum.Enum):
-    """The first word of a failure record: what the batch script should do about it."""
+    """The first word of a failure record: what the supervisor should do about it."""
 
     FINAL = "final"
     """End the job now (cause trainer-error), whatever max_restarts allows."""
@@ -74,7 +74,7 @@ class FailureVerdict(str, enum.Enum):
 
 
 TRAINER_FAILURE_FILE_ENV = "HYPERLAUNCH_TRAINER_FAILURE_FILE"
-"""Set by the batch script for each attempt to `<run_dir>/trainer-failure-<job id>.<restart
+"""Set by the supervisor for each round to `<run_dir>/trainer-failure-<job id>.<restart
 count>`; a trainer run without it (plain torchrun, tests) records nothing."""
 TRAINER_FAILURE_PREFIX = "trainer-failure-"
 TRAINER_ERROR_PREFIX = "hyperlaunch.train: error: "

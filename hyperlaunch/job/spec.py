@@ -34,7 +34,7 @@ _UNLIMITED = ("UNLIMITED", "INFINITE")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INT32_MAX = 2**31 - 1
 """The bound of every count: Slurm keeps node counts and time limits in 32 bits, and the
-batch script compares restart counts in bash arithmetic, which a longer number overflows."""
+job's tools compare restart counts as Slurm's 32-bit numbers, which a longer number overflows."""
 _MAX_TIME_MINUTES = INT32_MAX
 PATH_MAX_BYTES = 4095
 NAME_MAX_BYTES = 255
@@ -127,7 +127,7 @@ class JobSpec:
     job_name: str | None = field(default=None, metadata=flag("--job-name", "-J", help="Slurm job name [default: the model name]."))
     log_dir: str = field(metadata=flag("--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."))
     run_dir: str = field(metadata=flag("--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."))
-    # Used by the batch script's rounds (templates/partials/supervise.sh.j2).
+    # Used by the supervisor's rounds (hyperlaunch.supervisor.attempt).
     spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
     restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
     signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."))

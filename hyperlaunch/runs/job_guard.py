@@ -1,7 +1,7 @@
 """Two hyperlaunch jobs never train into one checkpoint folder and model at the same time: what
 `submit` and `resume` check before sbatch. A job that must follow a live one waits for it with
 a Slurm dependency (`resume --after-end`); any other is refused in one line naming the live
-job. The batch script's checkpoint lock (templates/partials/lock.sh.j2) guards against jobs
+job. The supervisor's checkpoint lock (hyperlaunch.supervisor.lock) guards against jobs
 these checks cannot see (submitted by other means, by other users)."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
     """(flag, value or None) for the #SBATCH header, in a stable order."""
     flags: list[tuple[str, str | None]] = [
         ("--job-name", spec.job_name),
-        # Spares wait idle in the allocation until a node is lost (templates/partials/supervise.sh.j2).
+        # Spares wait idle in the allocation until a node is lost (hyperlaunch.supervisor).
         ("--nodes", str(spec.nodes + spec.spare_nodes)),
         ("--ntasks-per-node", "1"),
     ]
@@ -229,7 +229,7 @@ TRAINER_PROGRAM = "hyperlaunch-train"
 
 def launch_command(spec: JobSpec) -> list[str]:
     """torchrun and the trainer's arguments, minus what the step computes on the node
-    (--nnodes and the rendezvous; see templates/partials/step.sh.j2)."""
+    (--nnodes and the rendezvous; see templates/step.sh.j2)."""
     command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}"]
     return command + trainer_program(spec) + trainer_argv(spec)
 
