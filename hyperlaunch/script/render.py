@@ -72,8 +72,9 @@ class ScriptValues:
     """The supervisor's bundle, written into the run folder at submit (hyperlaunch.script.supervisor_bundle)."""
     supervisor_flags: tuple[tuple[str, ...], ...]
     """The supervisor's options, one line each (hyperlaunch.supervisor.options)."""
-    launch_command: tuple[str, ...]
-    """torchrun and the trainer's arguments, passed to the step script, which adds the rendezvous."""
+    launch_lines: tuple[tuple[str, ...], ...]
+    """torchrun and the trainer's arguments (passed to the step script, which adds the
+    rendezvous), a flag and its value to a line."""
 
 
 def render_sbatch(spec: JobSpec) -> str:
@@ -96,8 +97,20 @@ def script_values(spec: JobSpec) -> ScriptValues:
         python=SUPERVISOR_PYTHON,
         supervisor=supervisor_bundle.bundle_path(spec.run_dir),
         supervisor_flags=tuple(supervisor_flags(spec)),
-        launch_command=tuple(launch_command(spec)),
+        launch_lines=tuple(flag_lines(launch_command(spec))),
     )
+
+
+def flag_lines(words: list[str]) -> list[tuple[str, ...]]:
+    """`words` a line each, but a flag and the value after it share one (`--model qwen3_0_6b`)."""
+    lines: list[tuple[str, ...]] = []
+    for word in words:
+        last = lines[-1] if lines else ()
+        if len(last) == 1 and last[0].startswith("--") and "=" not in last[0] and not word.startswith("-"):
+            lines[-1] = (last[0], word)
+        else:
+            lines.append((word,))
+    return lines
 
 
 def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:

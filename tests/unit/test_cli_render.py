@@ -29,7 +29,7 @@ def test_render_prints_the_script_for_the_flags(tmp_path: Path, monkeypatch) -> 
         )
     )
     assert result.stdout == expected
-    assert result.stdout.endswith("  --lr \\\n  3e-4\n")
+    assert result.stdout.endswith("  --lr 3e-4\n")
 
 
 def test_render_writes_to_a_file_with_output(tmp_path: Path, monkeypatch) -> None:
@@ -75,3 +75,13 @@ def test_a_bad_hyperlaunch_toml_is_exit_code_3(tmp_path: Path) -> None:
     (tmp_path / "hyperlaunch.toml").write_text("nodez = 2\n")
     result = _run_cli("render", "-m", "qwen3_tiny", cwd=tmp_path)
     assert result.returncode == 3 and "unknown key 'nodez'" in result.stderr
+
+
+def test_the_mission_commands_script_is_short_enough_to_read(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23: under 80 lines, what the job is at a glance; the logic lives in the supervisor."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    result = CliRunner().invoke(app, ["render", "--nodes", "2", "--model", "qwen3_0_6b"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) < 80
+    assert "\n  --model qwen3_0_6b \\\n" in result.stdout and "exec python3 " in result.stdout

@@ -105,6 +105,10 @@ def test_rendered_scripts_pass_bash_n_and_shellcheck(tmp_path: Path) -> None:
         path.write_text(render_sbatch(spec))
         paths.append(str(path))
         subprocess.run(["bash", "-n", str(path)], check=True)
+    step = tmp_path / "step.sh"  # what the supervisor runs on every node (templates/step.sh.j2)
+    step.write_text(supervisor_bundle.step_script())
+    paths.append(str(step))
+    subprocess.run(["bash", "-n", str(step)], check=True)
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck not installed")
     result = subprocess.run(["shellcheck", "--shell=bash", *paths], capture_output=True, text=True)
