@@ -30,6 +30,10 @@ START_WITHIN_S = 20
 TIMEOUT_S = 90.0
 """The probe step's wall-clock limit; after it the step is cancelled."""
 AUTO_RESUME_TASK_PLUGIN = "task/none"
+TRIES = 2
+"""Probes of a busy partition: the idle nodes sinfo named can be taken before srun asks for them."""
+NODES_TAKEN = "Requested nodes are busy"
+"""srun's words when --immediate could not have the nodes it named."""
 _SEVERITY: dict[Status, int] = {"pass": 0, "warn": 1, "fail": 2}
 
 
@@ -283,22 +287,27 @@ def probe_partition(
     each node. Slurm's refusals come back as the result's error, never raised."""
     from hyperlaunch.script.render import render_node_probe
 
-    try:
-        partition, idle, skipped = choose_nodes(slurm.all_partition_nodes(env=env), partition)
-    except SlurmError as err:
-        return ProbeResult(partition=partition, error=err.one_line())
-    if partition is None:
-        return ProbeResult(partition=None, error="sinfo shows no default partition; name one with --partition")
-    if not idle:
-        return ProbeResult(partition=partition, skipped=tuple(skipped))
-    progress(f"probing {len(idle)} idle node(s) in partition {partition} (at most {TIMEOUT_S:.0f} s)...")
     command = ["bash", "-c", render_node_probe(), "hyperlaunch-probe", job.torchrun]
-    try:
-        step = slurm.run_on_nodes(
-            command, nodes=idle, partition=partition, env=env, start_within_s=START_WITHIN_S, timeout_s=TIMEOUT_S
-        )
-    except SlurmError as err:
-        return ProbeResult(partition=partition, probed=tuple(idle), skipped=tuple(skipped), error=err.one_line())
+    for attempt in range(TRIES):
+        try:
+            partition, idle, skipped = choose_nodes(slurm.all_partition_nodes(env=env), partition)
+        except SlurmError as err:
+            return ProbeResult(partition=partition, error=err.one_line())
+        if partition is None:
+            return ProbeResult(partition=None, error="sinfo shows no default partition; name one with --partition")
+        if not idle:
+            return ProbeResult(partition=partition, skipped=tuple(skipped))
+        progress(f"probing {len(idle)} idle node(s) in partition {partition} (at most {TIMEOUT_S:.0f} s)...")
+        try:
+            step = slurm.run_on_nodes(
+                command, nodes=idle, partition=partition, env=env, start_within_s=START_WITHIN_S, timeout_s=TIMEOUT_S
+            )
+        except SlurmError as err:
+            return ProbeResult(partition=partition, probed=tuple(idle), skipped=tuple(skipped), error=err.one_line())
+        # Another job took some of the idle nodes between sinfo and srun: ask again which are idle.
+        if step.returncode == 0 or NODES_TAKEN not in step.one_line_error() or attempt == TRIES - 1:
+            break
+        progress("some of those nodes were taken meanwhile; asking Slurm again which are idle")
     order = {node: index for index, node in enumerate(idle)}
     reports = sorted(parse_reports(step.stdout), key=lambda report: order.get(report.node, len(order)))
     if any(report.hyperpod for report in reports) and job.task_plugin is None:

@@ -376,3 +376,30 @@ def test_doctor_prints_a_node_table_and_no_probe_skips_it(tmp_path: Path) -> Non
     document = json.loads(skipped.stdout)
     assert document["node_probe"] is None and "compute nodes" not in [c["name"] for c in document["checks"]]
     assert "probing" not in skipped.stderr
+
+
+def test_nodes_taken_between_sinfo_and_srun_are_asked_for_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy cluster another job can take an idle node before the probe's srun asks for it."""
+    line = json.dumps({**dataclasses.asdict(HEALTHY), "probe": 1, "node": "node3"})
+    answers = iter(
+        [
+            slurm.Result(("srun",), 1, "", "srun: error: Unable to allocate resources: Requested nodes are busy\n"),
+            slurm.Result(("srun",), 0, line + "\n", ""),
+        ]
+    )
+    sinfos = iter([SINFO, "node1|allocated|dev*\nnode2|allocated|dev*\nnode3|idle|dev*\n"])
+    calls: list[tuple[str, ...]] = []
+
+    def fake(args: Sequence[str], **kwargs: object) -> slurm.Result:
+        calls.append(tuple(args))
+        if args[0] == "sinfo":
+            return slurm.Result(tuple(args), 0, next(sinfos), "")
+        return next(answers) if args[0] == "srun" else slurm.Result(tuple(args), 0, "", "")
+
+    monkeypatch.setattr(slurm, "run", fake)
+    notes: list[str] = []
+    result = node_probe.probe_partition({}, partition=None, job=JOB, progress=notes.append)
+    sruns = [args for args in calls if args[0] == "srun"]
+    assert len(sruns) == 2 and "--nodelist=node3" in sruns[1]
+    assert not result.error and [v.report.node for v in result.verdicts] == ["node3"]
+    assert "taken meanwhile" in notes[1]
