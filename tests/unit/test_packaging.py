@@ -29,7 +29,9 @@ def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path
     names = zipfile.ZipFile(wheel).namelist()
     assert "hyperlaunch/train/__main__.py" in names
     assert "hyperlaunch/templates/sbatch.sh.j2" in names
-    assert {"hyperlaunch/templates/partials/env.sh.j2", "hyperlaunch/templates/partials/launch.sh.j2", "hyperlaunch/templates/partials/step.sh.j2"} <= set(names)
+    # The per-node step goes into the supervisor's bundle, rendered from the installed template.
+    assert {"hyperlaunch/templates/partials/env.sh.j2", "hyperlaunch/templates/partials/nccl_net.sh.j2", "hyperlaunch/templates/step.sh.j2"} <= set(names)
+    assert "hyperlaunch/supervisor/attempt.py" in names
     assert any(n.startswith("hyperlaunch/env/") and n.endswith(".toml") for n in names)
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"hyperlaunch"}, top_level
