@@ -176,6 +176,14 @@ def write_progress(run_dir: Path, job_id: str, restart_count: int, step: int) ->
     return path
 
 
+def progress_step(run_dir: Path, job_id: str, restart_count: int) -> int:
+    """The step in that attempt's progress record, 0 when there is none (or it holds no step):
+    a larger one later in the same attempt means a new checkpoint."""
+    raw = read_regular_file(progress_path(run_dir, job_id, restart_count), limit=64)
+    first = raw.decode("utf-8", errors="replace").partition("\n")[0].strip() if raw is not None else ""
+    return int(first) if _COUNT.fullmatch(first) else 0
+
+
 def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
     """Whether that attempt completed a checkpoint."""
     return os.path.lexists(progress_path(run_dir, job_id, restart_count))

@@ -15,12 +15,12 @@ import functools
 import hashlib
 import io
 import os
-import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
 
 from hyperlaunch import __version__
+from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.protocol import SAVE_SIGNAL
 from hyperlaunch.script import nccl_plugin
 from hyperlaunch.script.jinja_env import environment
@@ -83,20 +83,12 @@ def bundle_path(run_dir: str) -> str:
 
 
 def write_bundle(run_dir: str) -> tuple[Path, bool]:
-    """The bundle written to bundle_path(run_dir), whole or not at all (a temporary file renamed
-    into place); (its path, whether this call created it). An existing one has the same bytes
+    """The bundle written to bundle_path(run_dir), whole or not at all (hyperlaunch.core.atomic_file);
+    (its path, whether this call created it). An existing one has the same bytes
     (its name is their hash) and is left as it is."""
     path = Path(bundle_path(run_dir))
     if path.is_file():
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".supervisor-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(bundle_bytes())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, bundle_bytes(), mode=0o644)
     return path, True

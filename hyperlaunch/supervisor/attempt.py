@@ -23,6 +23,7 @@ from hyperlaunch.core.protocol import (
     failures_in_a_row,
     may_requeue,
     progress_path,
+    progress_step,
     refusal_at_start,
     refusal_to_requeue,
     requeue_request_path,
@@ -323,13 +324,7 @@ class Attempt:
         return slurm_calls.down_nodes(self.environ.get("SLURM_JOB_NODELIST", ""))
 
     def _progress_step(self) -> int:
-        """The step in this attempt's progress record (0 when none): a newer one is a new checkpoint."""
-        try:
-            with open(self.progress_record) as handle:
-                first = handle.readline().strip()
-        except (OSError, ValueError):
-            return 0
-        return int(first) if first.isdigit() else 0
+        return progress_step(self.run_dir, self.job_id or "0", self.restart)
 
     # A round ------------------------------------------------------------------------------------
 

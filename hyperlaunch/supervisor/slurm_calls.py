@@ -8,7 +8,6 @@ folder on a node-list update, so that one runs in a scratch folder."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 
@@ -97,13 +96,8 @@ def exclude_nodes(job_id: str, nodes: list[str]) -> bool:
 
 def shrink_to(job_id: str, nodes: list[str]) -> bool:
     """Give the allocation's other nodes back: Slurm then never waits on a lost one."""
-    scratch = tempfile.mkdtemp()
-    try:
+    with tempfile.TemporaryDirectory() as scratch:
         return _run(["scontrol", "update", "JobId=" + job_id, "NodeList=" + ",".join(nodes)], cwd=scratch)[0] == 0
-    finally:
-        for name in os.listdir(scratch):
-            os.unlink(os.path.join(scratch, name))
-        os.rmdir(scratch)
 
 
 def job_state(job_id: str) -> str:

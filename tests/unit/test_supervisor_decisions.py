@@ -101,3 +101,11 @@ def test_progress_resets_the_failures_in_a_row(tmp_path: Path) -> None:
     for attempt in (0, 2):
         p.write_progress(tmp_path, "7", attempt, 10)
     assert [p.failures_in_a_row(tmp_path, "7", ended) for ended in range(5)] == [0, 0, 1, 0, 1]
+
+
+def test_the_progress_step_reads_back_what_the_trainer_wrote(tmp_path: Path) -> None:
+    assert p.progress_step(tmp_path, "7", 0) == 0
+    p.write_progress(tmp_path, "7", 0, 40)
+    assert p.progress_step(tmp_path, "7", 0) == 40 and p.progress_step(tmp_path, "7", 1) == 0
+    p.progress_path(tmp_path, "7", 1).write_text("forty\n")
+    assert p.progress_step(tmp_path, "7", 1) == 0
