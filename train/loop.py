@@ -20,9 +20,9 @@ from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
-from .signals import StopRequest
+from hyperlaunch.runtime.signals import StopRequest
 from .state import TrainState
-from .watchdog import NO_WATCHDOG, HangWatchdog, Phase
+from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangWatchdog, Phase
 
 
 def _mean_across_ranks(value: torch.Tensor, world_size: int) -> float:

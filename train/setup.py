@@ -32,10 +32,10 @@ from .modeling import ModelSource, build_meta_model, init_weights, load_pretrain
 from .optim import build_optimizer, build_scheduler
 from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
-from .signals import StopRequest
+from hyperlaunch.runtime.signals import StopRequest
 from .state import TrainState
 from .tied_embedding import use_in_place_embedding_grad
-from .watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
+from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 
 @dataclass

@@ -20,7 +20,7 @@ from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
-from .signals import ignore_stop_signals
+from hyperlaunch.runtime.signals import ignore_stop_signals
 
 
 def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:

@@ -39,7 +39,7 @@ class FailureKind(str, enum.Enum):
     """Any other exception: retried like any crash."""
     HANG = "hang"
     """No step (or checkpoint save, or validation pass) finished within the trainer's hang
-    limit (train/watchdog.py): every rank dumped its Python stacks into the log and exited;
+    limit (hyperlaunch/runtime/watchdog.py): every rank dumped its Python stacks into the log and exited;
     retried like any crash (RestartCause.HANG in the supervisor's markers)."""
 
 

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from hyperlaunch.train.signals import STOP_SIGNALS, StopRequest
+from hyperlaunch.runtime.signals import STOP_SIGNALS, StopRequest
 from hyperlaunch.train.train import main
 
 # The trainer's handler is installed, signals keep coming (a shell sends USR2 as fast as it
 # can), the run ends and the process exits through Python's shutdown.
 _DONE_UNDER_FIRE = """
 import subprocess, sys, time
-from hyperlaunch.train.signals import StopRequest, ignore_stop_signals
+from hyperlaunch.runtime.signals import StopRequest, ignore_stop_signals
 stop = StopRequest()
 stop.install()
 sender = subprocess.Popen(["bash", "-c", "while kill -USR2 $0 2>/dev/null; do :; done", str(__import__("os").getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

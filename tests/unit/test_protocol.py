@@ -92,7 +92,7 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
     tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
     tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
-    tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (train/watchdog.py)
+    tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)
 }
 
 

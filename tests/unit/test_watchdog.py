@@ -1,4 +1,4 @@
-"""The hang watchdog (train/watchdog.py): its limits rule, and a deadline that passes writes a
+"""The hang watchdog (hyperlaunch/runtime/watchdog.py): its limits rule, and a deadline that passes writes a
 `hang` failure record, dumps stacks and exits, once; one that does not, nothing. The dump and
 the exit are stand-ins here, so a firing watchdog cannot kill pytest."""
 
@@ -20,7 +20,7 @@ from hyperlaunch.core.trainer_failures import (
 )
 from hyperlaunch.train.config import parse_config
 from hyperlaunch.train.metrics import MetricsLog
-from hyperlaunch.train.watchdog import (
+from hyperlaunch.runtime.watchdog import (
     HANG_EXIT_CODE,
     LONG_FACTOR,
     NO_WATCHDOG,

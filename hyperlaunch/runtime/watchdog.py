@@ -53,7 +53,7 @@ from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 
 if TYPE_CHECKING:
-    from .metrics import MetricsLog
+    from hyperlaunch.train.metrics import MetricsLog
 
 HANG_EXIT_CODE = 124
 """A rank's exit code after its watchdog fired (as timeout(1) exits when time runs out)."""
