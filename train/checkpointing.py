@@ -32,6 +32,7 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import CheckpointError
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.runtime.checkpoint import commit
 
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
@@ -199,16 +200,17 @@ class Checkpointer:
         self.last_saved_step = step
         if not self.d.is_main:
             return
-        rules.write_pointer(self.ckpt_dir, self.spec.name, path.name)
-        self.metrics.record_progress(step)
+        # One commit for the trainer and scripts alike (hyperlaunch.runtime.checkpoint): the
+        # pointer moves, the attempt's progress is recorded, older checkpoints are pruned.
+        removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
             blocked_s=save.blocked_s, seconds=written - save.started, bytes=rules.dir_size(path),
             mode="async" if self.async_save else "sync",
         )
-        for removed in rules.prune(self.ckpt_dir, self.spec.name, self.keep_last):
-            self.metrics.event(TrainerEvent.CHECKPOINT_PRUNED, f"removed old checkpoint {removed.name}", path=str(removed))
+        for old in removed:
+            self.metrics.event(TrainerEvent.CHECKPOINT_PRUNED, f"removed old checkpoint {old.name}", path=str(old))
 
     def before_update(self) -> None:
         """Before the optimizer changes parameters and its state: wait until an async save

@@ -14,15 +14,15 @@ from torch import nn
 from hyperlaunch.core.metrics_records import StepRecord, TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
+from hyperlaunch.runtime.signals import StopRequest
+from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangWatchdog, Phase
 
 from .checkpointing import Checkpointer
 from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
-from hyperlaunch.runtime.signals import StopRequest
 from .state import TrainState
-from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangWatchdog, Phase
 
 
 def _mean_across_ranks(value: torch.Tensor, world_size: int) -> float:

@@ -5,7 +5,6 @@ and the file are hyperlaunch.core.metrics_records'; the CLI's `status` reads the
 from __future__ import annotations
 
 import dataclasses
-import os
 import resource
 import sys
 import time
@@ -15,28 +14,11 @@ from typing import Any
 import torch
 
 from hyperlaunch.core.instances import peak_bf16_flops
-from hyperlaunch.core.metrics_records import (
-    METRICS_FILE,
-    EventRecord,
-    StepRecord,
-    TrainerEvent,
-    metrics_line,
-)
-from hyperlaunch.core.protocol import requeue_request_path, write_progress
+from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, StepRecord, TrainerEvent
+from hyperlaunch.runtime import records
 
-# Several jobs (a run and its resumptions) may share a run dir: each record carries the Slurm
-# job and attempt that wrote it, so `status` shows each job its own part, and the round of
-# trainers within the attempt (the batch script's HYPERLAUNCH_ROUND: restarts inside the
-# allocation). Slurm leaves SLURM_RESTART_COUNT unset in a job's first attempt.
-_SLURM_TAGS: dict[str, Any] = (
-    {
-        "job_id": os.environ["SLURM_JOB_ID"],
-        "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
-        "round": int(os.environ.get("HYPERLAUNCH_ROUND") or 0),
-    }
-    if os.environ.get("SLURM_JOB_ID")
-    else {}
-)
+# Each record carries the Slurm job, attempt and round that wrote it (hyperlaunch.runtime.records).
+_SLURM_TAGS: dict[str, Any] = records.job_tags()
 
 
 def peak_flops(device: torch.device, mixed_precision: str) -> float | None:
@@ -63,8 +45,7 @@ class MetricsLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _append(self, record: StepRecord | EventRecord) -> None:
-        with self.path.open("a") as handle:
-            handle.write(metrics_line(record))
+        records.append_record(self.run_dir, record.to_json())
 
     def event(self, event: TrainerEvent, message: str, *, step: int | None = None, **details: Any) -> None:
         if not self.enabled:
@@ -77,19 +58,8 @@ class MetricsLog:
     def request_requeue(self) -> None:
         """Tell the batch script this stop was a save, not a crash (torchrun reports both as
         exit code 1): the requeue-request file of this job attempt, see hyperlaunch.core.protocol."""
-        job_id = os.environ.get("SLURM_JOB_ID")
-        if not self.enabled or not job_id:
-            return
-        restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-        requeue_request_path(self.path.parent, job_id, restart).touch()
-
-    def record_progress(self, step: int) -> None:
-        """Tell the batch script this attempt completed a checkpoint, so that its requeue does
-        not use the restart budget (hyperlaunch.core.protocol.PROGRESS_PREFIX)."""
-        job_id = os.environ.get("SLURM_JOB_ID")
-        if not self.enabled or not job_id:
-            return
-        write_progress(self.path.parent, job_id, int(os.environ.get("SLURM_RESTART_COUNT") or 0), step)
+        if self.enabled:
+            records.request_requeue(self.run_dir)
 
     def step(self, record: StepRecord) -> None:
         if not self.enabled:

@@ -15,6 +15,8 @@ from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
+from hyperlaunch.runtime.signals import StopRequest
+from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 from . import STARTED_AT
 from . import data as data_mod
@@ -32,10 +34,8 @@ from .modeling import ModelSource, build_meta_model, init_weights, load_pretrain
 from .optim import build_optimizer, build_scheduler
 from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
-from hyperlaunch.runtime.signals import StopRequest
 from .state import TrainState
 from .tied_embedding import use_in_place_embedding_grad
-from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 
 @dataclass

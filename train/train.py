@@ -17,10 +17,10 @@ import sys
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import DataError, HyperlaunchError
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
+from hyperlaunch.runtime.signals import ignore_stop_signals
 
 from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
-from hyperlaunch.runtime.signals import ignore_stop_signals
 
 
 def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:

@@ -5,6 +5,7 @@ models can share one folder):
 
     <ckpt_dir>/<model>-<N>steps/      one DCP sharded checkpoint after N optimizer steps
     <ckpt_dir>/<model>-<N>steps/.metadata   written last by DCP: the completion marker
+    <ckpt_dir>/<model>-<N>steps/.hyperlaunch-committed   or this, for a script's own format
     <ckpt_dir>/<model>-<N>steps/hyperlaunch.json   which model/step wrote it (for checks)
     <ckpt_dir>/<model>-latest          one line: the name of the checkpoint to resume from
     <ckpt_dir>/<model>-final/          the Hugging Face export at the end of training
@@ -30,11 +31,15 @@ from pathlib import Path
 from hyperlaunch.core.atomic_file import TEMP_SUFFIX, write_atomically
 from hyperlaunch.core.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.core.errors import CheckpointError, InvalidInput
-from hyperlaunch.core.models import PRESETS, get_preset
 from hyperlaunch.core.paths import is_dir
 
 METADATA_FILE = ".metadata"
 """DCP writes this file last (via rename): its presence means the checkpoint is complete."""
+
+COMMITTED_FILE = ".hyperlaunch-committed"
+"""Written by hyperlaunch.runtime's commit_checkpoint into a checkpoint without DCP's
+`.metadata` (torch.save, safetensors: any format a user's script saves): the script declared it
+complete, so it counts as one."""
 
 INFO_FILE = "hyperlaunch.json"
 """Small JSON written by the trainer: model name, step, architecture, world size."""
@@ -68,6 +73,10 @@ def is_own_entry(name: str) -> bool:
 def is_model_directory(model: str) -> bool:
     """Whether --model names a local Hugging Face model directory rather than a preset: not a
     preset name, and either a path (it holds a separator) or an existing directory."""
+    from hyperlaunch.core.models import (
+        PRESETS,  # here: the runtime library imports this module on Python 3.8, which models' dataclasses need not run on
+    )
+
     return model not in PRESETS and (os.sep in model or is_dir(model))
 
 
@@ -83,6 +92,8 @@ def checkpoint_name(model: str, model_name: str | None = None) -> str:
         if is_model_directory(model):
             return model_name
     if not is_model_directory(model):
+        from hyperlaunch.core.models import get_preset  # see is_model_directory
+
         return get_preset(model).name
     return re.sub(r"^\.|[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
 
@@ -118,8 +129,9 @@ def parse_step(dir_name: str, model: str) -> int | None:
 
 
 def is_complete(path: Path) -> bool:
-    """A checkpoint counts only once DCP's `.metadata` exists."""
-    return (Path(path) / METADATA_FILE).is_file()
+    """A checkpoint counts only once DCP's `.metadata` exists, or, for one a script saved in a
+    format of its own, the runtime library's COMMITTED_FILE."""
+    return (Path(path) / METADATA_FILE).is_file() or (Path(path) / COMMITTED_FILE).is_file()
 
 
 def read_info(path: Path) -> dict[str, object] | None:
@@ -153,7 +165,7 @@ def write_info(path: Path, info: dict[str, object]) -> None:
     _atomic_write_text(Path(path) / INFO_FILE, json.dumps(info, sort_keys=True) + "\n")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
 class CheckpointInfo:
     """One `<model>-<N>steps` directory as found on disk."""
 
@@ -164,7 +176,7 @@ class CheckpointInfo:
     path: Path
     """The directory."""
     complete: bool
-    """DCP's `.metadata` exists."""
+    """DCP's `.metadata` exists (or the runtime library's COMMITTED_FILE)."""
     size_bytes: int
     """Total size of the files inside."""
     is_latest: bool
@@ -314,7 +326,7 @@ def newest_complete(ckpt_dir: Path, model: str) -> CheckpointInfo | None:
     return complete[-1] if complete else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
 class ResumeChoice:
     """Where a run starts: a checkpoint to load, or from scratch."""
 

@@ -2,7 +2,9 @@
 object a line; the trainer writes them, `status` reads them. Part of the script/trainer
 protocol (hyperlaunch.core.protocol).
 
-Torch-free (the CLI reads metrics on a login node), Python 3.10."""
+Torch-free (the CLI reads metrics on a login node). Importable on Python 3.8: the runtime
+library (hyperlaunch.runtime) writes these records inside the job, where scripts may run on it
+(reading them back, with typing.get_type_hints, needs 3.10)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ class TrainerEvent(str, enum.Enum):
     EXIT = "exit"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
 class StepRecord:
     """One logged optimizer step (`"type": "step"`)."""
 
@@ -75,7 +77,7 @@ class StepRecord:
         return _build(cls, data)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)  # not kw_only (Python 3.8)
 class EventRecord:
     """Something the trainer did or saw (`"type": "event"`), with the event's own fields."""
 
@@ -107,7 +109,7 @@ class EventRecord:
         return getattr(self, name) if name in self.__dataclass_fields__ and name != "details" else self.details.get(name, default)
 
 
-MetricsRecord = StepRecord | EventRecord
+MetricsRecord = typing.Union[StepRecord, EventRecord]  # noqa: UP007 - evaluated at import, on Python 3.8 too
 
 
 def metrics_line(record: MetricsRecord) -> str:
@@ -150,7 +152,7 @@ def _build(cls: Any, data: Mapping[str, Any]) -> Any:
         return None
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache needs 3.9
 def _field_kinds(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -161,7 +163,7 @@ def _accepts(kind: Any, value: Any) -> bool:
         return True
     if origin is tuple:
         return isinstance(value, tuple) and all(_accepts(args[0], item) for item in value)
-    if origin in (typing.Union, types.UnionType):  # X | None
+    if origin in (typing.Union, getattr(types, "UnionType", typing.Union)):  # UnionType: 3.10+  # X | None
         return any(_accepts(arg, value) for arg in args)
     if kind is type(None):
         return value is None

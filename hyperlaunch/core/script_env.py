@@ -35,14 +35,26 @@ ROUND_ENV = "HYPERLAUNCH_ROUND"
 """Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
 NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
 """1: the step script logs which NCCL network plugin each node finds (GPU jobs)."""
-NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV)
+CHECKPOINT_DIR_ENV = "HYPERLAUNCH_CHECKPOINT_DIR"
+"""A script job's checkpoint folder (hyperlaunch.runtime reads it; so can any script)."""
+RUN_DIR_ENV = "HYPERLAUNCH_RUN_DIR"
+"""A script job's run folder: metrics.jsonl and the records `status` reads."""
+NAME_ENV = "HYPERLAUNCH_NAME"
+"""A script job's name: its checkpoints are `<name>-<N>steps`, its pointer `<name>-latest`."""
+RESUME_FROM_ENV = "HYPERLAUNCH_RESUME_FROM"
+"""The checkpoint `<name>-latest` named when the round of trainers started (absolute path),
+empty for a fresh start: set by the supervisor for each round."""
+SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
+"""What a script job's scripts are told (README "Your own script")."""
+NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES)
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
 """Variables that change what bash runs or how it splits words."""
 
-NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH",)
+NAMES_READ_AS_GIVEN = ("LD_LIBRARY_PATH", "PYTHONPATH")
 """Read by the script but not reserved: a GPU job's step looks for NCCL's network plugin where
-NCCL's loader would, so a value the user gives (`--env LD_LIBRARY_PATH=...`) is the one to read."""
+NCCL's loader would, so a value the user gives (`--env LD_LIBRARY_PATH=...`) is the one to read;
+a script job's supervisor puts the runtime library ahead of the PYTHONPATH the user gives."""
 
 RESERVED_ENV_NAMES: frozenset[str] = frozenset(SLURM_NAMES_READ + NAMES_SET + SHELL_NAMES)
 """Every name `--env` refuses. PATH and LD_* stay allowed (LD_PRELOAD is the NCCL-plugin workaround)."""

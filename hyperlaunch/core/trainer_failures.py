@@ -41,10 +41,21 @@ class FailureKind(str, enum.Enum):
     """No step (or checkpoint save, or validation pass) finished within the trainer's hang
     limit (hyperlaunch/runtime/watchdog.py): every rank dumped its Python stacks into the log and exited;
     retried like any crash (RestartCause.HANG in the supervisor's markers)."""
+    SCRIPT_ERROR = "script-error"
+    """A user's script called hyperlaunch.runtime.fail(message): its input is wrong, no
+    attempt can fix it."""
+    SCRIPT_RETRY = "script-retry"
+    """A user's script called fail(message, final=False): retried like a crash."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
-    {FailureKind.INVALID_ARGUMENTS, FailureKind.INVALID_DATA, FailureKind.MODEL_UNAVAILABLE, FailureKind.CHECKPOINT_UNUSABLE}
+    {
+        FailureKind.INVALID_ARGUMENTS,
+        FailureKind.INVALID_DATA,
+        FailureKind.MODEL_UNAVAILABLE,
+        FailureKind.CHECKPOINT_UNUSABLE,
+        FailureKind.SCRIPT_ERROR,
+    }
 )
 """Failures of the job's own input: every attempt would meet them again, so none is made."""
 

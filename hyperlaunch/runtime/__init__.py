@@ -1,1 +1,253 @@
-"""What a training script calls inside a hyperlaunch job (see the package docstring once it has one)."""
+"""What a training script calls inside a hyperlaunch job: where to save, what to resume from,
+committing a checkpoint, the save signal, metrics and the hang watchdog, failing for good.
+
+    from hyperlaunch import runtime
+
+    start = runtime.resume_path()            # the checkpoint <name>-latest names, or None
+    for step in range(first, steps + 1):
+        ...
+        runtime.log(step, loss=loss, tokens_per_s=tps)   # `status` shows them; feeds the watchdog
+        if step % 100 == 0 or stop:              # stop: runtime.should_save(), agreed by all ranks
+            path = runtime.checkpoint_path(step)
+            with runtime.saving():               # a save may take longer than a step
+                save(path)                       # every rank's part, e.g. dcp.save(state, checkpoint_id=path)
+            runtime.commit_checkpoint(step, path)  # now <name>-latest names it
+            if stop:
+                runtime.requeue()                # exits; the job comes back and resumes from it
+
+The contract (README "Your own script"):
+- Every function is safe to call on every rank; what only one process may write (the pointer,
+  metrics, progress records) rank 0 writes (torchrun's RANK), the others skip.
+- The job tells the script where things are in HYPERLAUNCH_CHECKPOINT_DIR, HYPERLAUNCH_RUN_DIR,
+  HYPERLAUNCH_NAME and HYPERLAUNCH_RESUME_FROM (hyperlaunch.core.script_env); run outside a job,
+  the library falls back to ./checkpoints, ./runs/<name> and the script's name.
+- The save signal (Slurm's warning before the time limit, a preemption's TERM) is caught from
+  the first call into the library on: call resume_path() early.
+- A hang: once log() was called, a process that logs nothing for 10 times the median interval
+  between its logs (at least 300 s; HYPERLAUNCH_HANG_TIMEOUT and HYPERLAUNCH_HANG_FLOOR, 0
+  turns it off) prints every thread's stack and exits, and the job restarts as after a crash.
+
+Standard library only, Python 3.8 or later: the job ships this package (inside the
+supervisor's bundle) and puts it on the script's path, so a container image without
+hyperlaunch installed can import it."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
+from hyperlaunch.core.script_env import CHECKPOINT_DIR_ENV, NAME_ENV, RUN_DIR_ENV
+from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
+from hyperlaunch.runtime import checkpoint, records
+from hyperlaunch.runtime.signals import StopRequest, ignore_stop_signals
+from hyperlaunch.runtime.watchdog import HangLimits, HangWatchdog, Phase
+
+__all__ = [
+    "checkpoint_dir",
+    "checkpoint_path",
+    "commit_checkpoint",
+    "fail",
+    "is_main",
+    "log",
+    "name",
+    "rank",
+    "requeue",
+    "resume_path",
+    "run_dir",
+    "saving",
+    "should_save",
+]
+
+HANG_TIMEOUT_ENV = "HYPERLAUNCH_HANG_TIMEOUT"
+"""The watchdog's multiple of the median interval between logs (0: off), as the trainer's --hang-timeout."""
+HANG_FLOOR_ENV = "HYPERLAUNCH_HANG_FLOOR"
+"""Seconds between logs that never count as a hang, as the trainer's --hang-floor."""
+_DEFAULT_HANG_TIMEOUT = 10.0
+_DEFAULT_HANG_FLOOR = 300.0
+
+
+def rank() -> int:
+    """This process's global rank (torchrun's RANK; 0 when run alone)."""
+    value = os.environ.get("RANK", "0")
+    return int(value) if value.isdigit() else 0
+
+
+def is_main() -> bool:
+    """Rank 0: the process that writes the pointer, metrics and progress records."""
+    return rank() == 0
+
+
+def name() -> str:
+    """The run's name (`submit --name`, default the script's stem): checkpoints are
+    `<name>-<N>steps`, the pointer `<name>-latest`."""
+    given = os.environ.get(NAME_ENV)
+    if given:
+        return given
+    stem = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("", "-c") else ""
+    return stem if stem and stem != "__main__" else "script"
+
+
+def checkpoint_dir() -> Path:
+    """The checkpoint folder every node shares (`submit --checkpoint-dir`)."""
+    _session()
+    return Path(os.environ.get(CHECKPOINT_DIR_ENV) or "checkpoints").absolute()
+
+
+def run_dir() -> Path:
+    """The run folder: metrics.jsonl and the records `status` reads."""
+    return Path(os.environ.get(RUN_DIR_ENV) or os.path.join("runs", name())).absolute()
+
+
+def checkpoint_path(step: int) -> Path:
+    """Where to save the checkpoint after `step` steps: `<checkpoint_dir>/<name>-<step>steps`."""
+    return rules.checkpoint_path(checkpoint_dir(), name(), step)
+
+
+def resume_path() -> Path | None:
+    """The complete checkpoint `<name>-latest` names, None on a fresh start. Raises
+    hyperlaunch.core.errors.CheckpointError for a pointer that names something unusable."""
+    return checkpoint.resume_path(checkpoint_dir(), name())
+
+
+def commit_checkpoint(step: int, path: Path | str | None = None, keep_last: int | None = None) -> None:
+    """Once every rank's part of checkpoint_path(step) is written (after dcp.save returns, or
+    rank 0's torch.save): rank 0 points `<name>-latest` at it atomically and records the
+    attempt's progress, so `status` shows the step and a requeue after it uses no restart
+    budget; with `keep_last`, older checkpoints beyond that many are removed. A folder without
+    DCP's `.metadata` is marked complete by this call. Other ranks return at once."""
+    chosen = checkpoint_path(step) if path is None else Path(path)
+    if is_main():
+        checkpoint.commit(checkpoint_dir(), name(), chosen, step, run_dir(), keep_last)
+
+
+def should_save() -> bool:
+    """True once the save signal or a stop (preemption, scancel) reached this process: save,
+    commit, then requeue(). Ranks may see it a moment apart: agree on it (an all-reduce of
+    the flag, MAX) before acting on it."""
+    return _session().stop.signal_name is not None
+
+
+def requeue() -> NoReturn:
+    """End this attempt after a committed save, asking to be requeued: the job goes back to the
+    queue and resumes from the checkpoint (the save signal's cause: no restart budget used)."""
+    ignore_stop_signals()
+    if is_main():
+        records.request_requeue(run_dir())
+    _flush()
+    raise SystemExit(REQUEUE_EXIT_CODE)
+
+
+def log(step: int, **metrics: Any) -> None:
+    """Metrics of `step` (loss, tokens_per_s, lr, ...: numbers): rank 0 prints them and adds
+    them to metrics.jsonl, where `status` reads loss and tokens/s. On every rank, each call
+    tells the hang watchdog a step went by."""
+    session = _session()
+    session.step_logged(step)
+    if not is_main():
+        return
+    shown = " | ".join(f"{key} {_shown(value)}" for key, value in metrics.items())
+    print(f"step {step} | {shown}" if shown else f"step {step}", flush=True)
+    records.append_record(run_dir(), {"type": "step", "step": step, **metrics, "time": time.time(), **records.job_tags()})
+
+
+@contextlib.contextmanager
+def saving() -> Iterator[None]:
+    """Run a checkpoint save (or anything else long between two logs) under the watchdog's
+    longer limit for saves."""
+    watchdog = _session().watchdog
+    if watchdog is None:
+        yield
+        return
+    with watchdog.allowance(Phase.CHECKPOINT):
+        yield
+    watchdog.step_starts(_session().last_step + 1)
+
+
+def fail(message: str, final: bool = True) -> NoReturn:
+    """Stop on an error with `message` as the reason `status` shows. final=True (bad input, a
+    missing file): the job ends on this attempt and is never requeued; final=False: retried
+    like a crash, within the restart budget. Exits the process (code 1)."""
+    ignore_stop_signals()
+    kind = FailureKind.SCRIPT_ERROR if final else FailureKind.SCRIPT_RETRY
+    write_trainer_failure(kind, message, rank())
+    print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
+    _flush()
+    raise SystemExit(1)
+
+
+class _Session:
+    """The process's state: the stop request (its handlers installed once, in the main
+    thread) and, from the first log() on, the hang watchdog."""
+
+    def __init__(self) -> None:
+        self.stop = StopRequest()
+        self.watchdog: HangWatchdog | None = None
+        self.last_step = 0
+        if _in_main_thread():
+            self.stop.install()
+            # Python gives handled signals back to their default action while it shuts down,
+            # and USR2's ends the process: a save signal just after the script's last line
+            # would turn a finished run into a failed step.
+            atexit.register(ignore_stop_signals)
+
+    def step_logged(self, step: int) -> None:
+        if self.watchdog is None:
+            limits = _hang_limits()
+            if limits is None:
+                self.last_step = step
+                return
+            events = records.EventLog(run_dir(), enabled=is_main())
+            self.watchdog = HangWatchdog(limits, rank=rank(), metrics=events)
+        else:
+            self.watchdog.step_done(step)
+        self.last_step = step
+        self.watchdog.step_starts(step + 1)
+
+
+_SESSION: _Session | None = None
+
+
+def _session() -> _Session:
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = _Session()
+    return _SESSION
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _hang_limits() -> HangLimits | None:
+    multiple = _number(HANG_TIMEOUT_ENV, _DEFAULT_HANG_TIMEOUT)
+    floor = _number(HANG_FLOOR_ENV, _DEFAULT_HANG_FLOOR)
+    return HangLimits(multiple, floor) if multiple > 0 and floor > 0 else None
+
+
+def _number(env: str, default: float) -> float:
+    try:
+        return float(os.environ.get(env) or default)
+    except ValueError:
+        return default
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()

@@ -47,13 +47,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 
-if TYPE_CHECKING:
-    from hyperlaunch.train.metrics import MetricsLog
+
+class EventSink(Protocol):
+    """Where the watchdog records its `hang` event: the trainer's MetricsLog, the runtime's EventLog."""
+
+    def event(self, event: TrainerEvent, message: str, *, step: int | None = None, **details: Any) -> None: ...
 
 HANG_EXIT_CODE = 124
 """A rank's exit code after its watchdog fired (as timeout(1) exits when time runs out)."""
@@ -209,7 +212,7 @@ class HangWatchdog:
         *,
         rank: int,
         host: str | None = None,
-        metrics: MetricsLog | None = None,
+        metrics: EventSink | None = None,
         dump: Callable[[str], None] = dump_stacks,
         exit: Callable[[int], object] = os._exit,  # noqa: A002 - what it stands for
         backstop: Backstop | None = None,

@@ -1,7 +1,8 @@
 """The job's supervisor as the job runs it: one zipapp (`python3 supervisor-<hash>.pyz ARGS`)
 holding hyperlaunch.supervisor, the core modules it reads (the protocol, the failure records,
-Slurm's state words) and the per-node step script (templates/step.sh.j2, rendered), and nothing
-else: the batch host's python3 needs no hyperlaunch installed, inside a container job too.
+Slurm's state words, the checkpoint pointer), the per-node step script (templates/step.sh.j2,
+rendered) and the runtime library scripts import (hyperlaunch.runtime), and nothing else: the
+batch host's python3 needs no hyperlaunch installed, and neither does a script job's container.
 
 `submit` writes it into the run folder (storage every node sees), named by the hash of its
 bytes: a requeued attempt runs the copy its script names, the one it was submitted with, and a
@@ -27,12 +28,21 @@ from hyperlaunch.script.jinja_env import environment
 
 BUNDLED_MODULES = (
     "core/__init__.py",
+    "core/atomic_file.py",
     "core/bounded_read.py",
+    "core/checkpoints.py",
     "core/errors.py",
+    "core/metrics_records.py",
+    "core/paths.py",
     "core/protocol.py",
     "core/script_env.py",
     "core/slurm_states.py",
     "core/trainer_failures.py",
+    "runtime/__init__.py",
+    "runtime/checkpoint.py",
+    "runtime/records.py",
+    "runtime/signals.py",
+    "runtime/watchdog.py",
     "supervisor/__init__.py",
     "supervisor/__main__.py",
     "supervisor/attempt.py",
@@ -41,10 +51,12 @@ BUNDLED_MODULES = (
     "supervisor/options.py",
     "supervisor/output.py",
     "supervisor/probe.py",
+    "supervisor/script_job.py",
     "supervisor/slurm_calls.py",
 )
-"""Under hyperlaunch/: what the supervisor imports (tests/unit/test_supervisor_bundle.py runs
-the bundle on an interpreter that sees nothing else)."""
+"""Under hyperlaunch/: what the supervisor imports, and the runtime library a script job's
+scripts import (the supervisor puts the bundle on their path); tests/unit/test_supervisor_bundle.py
+runs both on an interpreter that sees nothing else."""
 FOLDER = ".hyperlaunch"
 """The run folder's subfolder that holds the bundles."""
 _PACKAGE_INIT = f'"""hyperlaunch {__version__}: the job supervisor\'s bundle (see hyperlaunch.script.supervisor_bundle)."""\n__version__ = {__version__!r}\n'

@@ -30,7 +30,7 @@ from hyperlaunch.core.protocol import (
 )
 from hyperlaunch.core.script_env import NCCL_CHECK_ENV, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
-from hyperlaunch.supervisor import slurm_calls
+from hyperlaunch.supervisor import script_job, slurm_calls
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
 from hyperlaunch.supervisor.options import Settings, parse
@@ -349,6 +349,11 @@ class Attempt:
         env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
         if self.settings.nccl_check:
             env[NCCL_CHECK_ENV] = "1"
+        if self.settings.script_name:
+            resume, warning = script_job.resume_from(self.settings.checkpoint_dir, self.settings.script_name)
+            if warning:
+                err(warning)
+            env.update(script_job.script_environment(self.settings.run_dir, self.settings.checkpoint_dir, self.settings.script_name, env, resume))
         _remove(self.trainer_failure)
         argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.settings.launch_command]
         try:

@@ -2,7 +2,7 @@
 
     python3 supervisor.pyz --run-dir DIR --checkpoint-dir DIR --checkpoint-lock FILE \\
         --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
-        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check] \\
+        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check] [--script-name NAME] \\
         [--srun-flag=FLAG ...] -- torchrun ARGS...
 
 Everything after `--` is the launch command the step script starts on each node (it adds
@@ -35,6 +35,9 @@ class Settings:
     hyperpod_dir: str
     nccl_check: bool
     """Each node logs which NCCL network plugin it finds (GPU jobs)."""
+    script_name: str
+    """A script job's run name ('' for the bundled trainer): its trainers get the HYPERLAUNCH_*
+    variables and the runtime library on their path (hyperlaunch.supervisor.script_job)."""
     srun_flags: tuple[str, ...]
     launch_command: tuple[str, ...]
 
@@ -58,6 +61,7 @@ def parse(argv: Sequence[str]) -> Settings:
     parser.add_argument("--hyperpod", choices=("on", "off", "auto"), default="off")
     parser.add_argument("--hyperpod-dir", default="")
     parser.add_argument("--nccl-check", action="store_true")
+    parser.add_argument("--script-name", default="")
     parser.add_argument("--srun-flag", action="append", default=[])
     args = parser.parse_args(own)
     return Settings(
@@ -71,6 +75,7 @@ def parse(argv: Sequence[str]) -> Settings:
         hyperpod=args.hyperpod,
         hyperpod_dir=args.hyperpod_dir,
         nccl_check=args.nccl_check,
+        script_name=args.script_name,
         srun_flags=tuple(args.srun_flag),
         launch_command=tuple(command),
     )

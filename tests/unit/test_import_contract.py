@@ -13,7 +13,7 @@ from tests.lint import installed_tree, lint_imports
 pytest.importorskip("importlinter")
 
 LAYERS = "Layers: each package imports only the ones below it"
-TRAINER = "The trainer imports only core and data of hyperlaunch"
+TRAINER = "The trainer imports only core, data and runtime of hyperlaunch"
 LAUNCHER = "The launcher imports nothing of the trainer but its argument parser"
 CORE = "core imports nothing above it and no CLI, AWS, Slurm or trainer library"
 

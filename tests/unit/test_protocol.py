@@ -93,6 +93,8 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
     tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
     tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)
+    tf.FailureKind.SCRIPT_ERROR: ([], True),  # no exception: a script calls hyperlaunch.runtime.fail
+    tf.FailureKind.SCRIPT_RETRY: ([], False),  # fail(..., final=False)
 }
 
 

@@ -18,8 +18,6 @@ from hyperlaunch.core.trainer_failures import (
     FailureKind,
     read_trainer_failure,
 )
-from hyperlaunch.train.config import parse_config
-from hyperlaunch.train.metrics import MetricsLog
 from hyperlaunch.runtime.watchdog import (
     HANG_EXIT_CODE,
     LONG_FACTOR,
@@ -30,6 +28,8 @@ from hyperlaunch.runtime.watchdog import (
     Phase,
     dump_stacks,
 )
+from hyperlaunch.train.config import parse_config
+from hyperlaunch.train.metrics import MetricsLog
 
 FLOOR = 30.0
 

@@ -1,0 +1,80 @@
+"""What a job's trainers write for the supervisor and `status`, in one implementation: rank 0's
+metrics and events (`<run_dir>/metrics.jsonl`), the progress record of each completed
+checkpoint, the request to be requeued after a save. The bundled trainer (train/metrics.py)
+writes through these, and so does a user's script through hyperlaunch.runtime; the formats are
+hyperlaunch.core.protocol's and hyperlaunch.core.metrics_records'.
+
+Standard library only, Python 3.8+."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, TrainerEvent
+from hyperlaunch.core.protocol import requeue_request_path, write_progress
+from hyperlaunch.core.script_env import ROUND_ENV
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def restart_count(environ: Mapping[str, str] | None = None) -> int:
+    """The attempt: Slurm leaves SLURM_RESTART_COUNT unset in a job's first."""
+    value = _environ(environ).get("SLURM_RESTART_COUNT") or "0"
+    return int(value) if value.isdigit() else 0
+
+
+def job_tags(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Slurm job, attempt and round that write a record: several jobs (a run and its
+    resumptions) share a run folder, and `status` shows each job its own part. Empty outside Slurm."""
+    env = _environ(environ)
+    job_id = env.get("SLURM_JOB_ID")
+    if not job_id:
+        return {}
+    round_ = env.get(ROUND_ENV) or "0"
+    return {"job_id": job_id, "restart": restart_count(env), "round": int(round_) if round_.isdigit() else 0}
+
+
+def append_record(run_dir: Path, record: Mapping[str, Any]) -> None:
+    """One metrics.jsonl line (keys sorted, as readers diff them); the folder made if needed."""
+    path = Path(run_dir) / METRICS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write(json.dumps(dict(record), sort_keys=True) + "\n")
+
+
+def record_progress(run_dir: Path, step: int, environ: Mapping[str, str] | None = None) -> None:
+    """This attempt completed the checkpoint of `step`: its requeue uses no restart budget
+    (hyperlaunch.core.protocol.PROGRESS_PREFIX). Nothing outside Slurm."""
+    env = _environ(environ)
+    if env.get("SLURM_JOB_ID"):
+        write_progress(Path(run_dir), env["SLURM_JOB_ID"], restart_count(env), step)
+
+
+def request_requeue(run_dir: Path, environ: Mapping[str, str] | None = None) -> None:
+    """This stop was a save, not a crash (torchrun reports both as exit code 1): the attempt's
+    requeue-request file (hyperlaunch.core.protocol). Nothing outside Slurm."""
+    env = _environ(environ)
+    if env.get("SLURM_JOB_ID"):
+        requeue_request_path(Path(run_dir), env["SLURM_JOB_ID"], restart_count(env)).touch()
+
+
+class EventLog:
+    """Events into metrics.jsonl (the hang watchdog's, a script's): rank 0's only."""
+
+    def __init__(self, run_dir: Path, enabled: bool) -> None:
+        self.run_dir = Path(run_dir)
+        self.enabled = enabled
+
+    def event(self, event: TrainerEvent, message: str, *, step: int | None = None, **details: Any) -> None:
+        if not self.enabled:
+            return
+        print(f"[hyperlaunch] {message}", flush=True)
+        record = EventRecord(event=event.value, message=message, time=time.time(), step=step, details=details, **job_tags())
+        append_record(self.run_dir, record.to_json())
