@@ -32,6 +32,11 @@ class ModelUnavailable(InvalidInput):
     """The trainer cannot load the model (its config or weights) or its tokenizer."""
 
 
+class CodeSnapshotTooLarge(InvalidInput):
+    """The code a job would run from is over --code-limit-mb: the message names the largest
+    files, which are most often data or checkpoints that belong outside the code's folder."""
+
+
 class ConfigError(HyperlaunchError):
     """A hyperlaunch.toml (or profile in it) cannot be read or holds unknown keys."""
 

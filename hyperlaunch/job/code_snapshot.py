@@ -1,0 +1,266 @@
+"""The copy of a user's code a job runs from: taken at plan time (its digest names the folder the
+script cds into), written at submit to storage every node sees. Editing the code while the job
+waits, or between requeues, then changes nothing: the job runs what was submitted.
+
+Inside git the copy is what git would commit now (tracked files as they are, untracked ones not
+ignored), so .gitignore keeps data and checkpoints out; elsewhere it is the folder's files."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from hyperlaunch.core.bounded_read import read_regular
+from hyperlaunch.core.errors import CodeSnapshotTooLarge, InvalidInput
+
+DEFAULT_LIMIT_MB = 100
+INFO_FILE = ".hyperlaunch-snapshot.json"
+"""Written last into a snapshot folder: a folder without it is not a (complete) snapshot."""
+_INFO_MAX_BYTES = 1_000_000
+_GIT_TIMEOUT_S = 60
+_CHUNK = 1 << 20
+_SKIPPED_DIRS = frozenset({"__pycache__", ".git"})
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """One file of a snapshot, as take() found it."""
+
+    path: str
+    """Relative to the snapshot's root, '/'-separated."""
+    size: int
+    executable: bool
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The code a job will run from, named by its content: take() lists and hashes it, write() copies it."""
+
+    root: Path
+    """The folder copied: the git work tree's top level when the code is inside one."""
+    files: tuple[SnapshotFile, ...]
+    """Sorted by path."""
+    commit: str | None
+    """HEAD's sha; None outside git or before the first commit."""
+    dirty: bool | None
+    """Whether the work tree differs from HEAD; None outside git."""
+    digest: str
+    """sha256 over each file's path, executable bit and content: the same code, the same digest."""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def name(self) -> str:
+        return f"code-{self.digest[:16]}"
+
+    def describe(self) -> str:
+        """One line for `status`: where the code came from, how much of it."""
+        count = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''}, {_size(self.total_bytes)}"
+        if self.dirty is None:
+            return f"folder {self.root}, {count}, sha256 {self.digest[:8]}"
+        head = f"git {self.commit[:8]}" if self.commit else "git (no commit)"
+        return f"{head}{' (dirty)' if self.dirty else ''}, {count}"
+
+
+def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:
+    """What a job submitted from `folder` would run: the files listed, sized and hashed (it
+    reads them all). InvalidInput when there are none or they cannot be read,
+    CodeSnapshotTooLarge over `limit_mb` (checked on sizes before anything is read)."""
+    if limit_mb < 1:
+        raise InvalidInput(f"--code-limit-mb must be at least 1, not {limit_mb}")
+    if not folder.is_dir():
+        raise InvalidInput(f"code snapshot: {folder} is not a folder")
+    top = _git_toplevel(folder)
+    root = Path(os.path.realpath(top or folder))
+    try:
+        files = _regular_files(root, _git_files(root) if top else _walk(root))
+        if not files:
+            raise InvalidInput(f"code snapshot of {root}: no files to copy")
+        _check_size(root, files, limit_mb, in_git=top is not None)
+        digest = _digest((f, _hash_file(root / f.path)) for f in files)
+    except OSError as err:
+        raise InvalidInput(f"code snapshot of {root}: cannot read {err.filename or root}: {err.strerror or err}") from None
+    commit, dirty = _git_state(root) if top else (None, None)
+    return Snapshot(root, files, commit, dirty, digest)
+
+
+def write(snapshot: Snapshot, store: Path) -> tuple[Path, bool]:
+    """The snapshot's copy at `store`/`snapshot.name`, and whether this call made it (identical
+    code is stored once). Written whole or not at all: into a hidden temp folder, INFO_FILE last,
+    then renamed. InvalidInput when the code changed since take() or the store cannot be written."""
+    final = store / snapshot.name
+    if _holds(final, snapshot):
+        return final, False
+    tmp = None
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".code-", suffix=".tmp", dir=store)
+        _fill(snapshot, Path(tmp))
+        os.rename(tmp, final)
+    except OSError as err:
+        if not _holds(final, snapshot):  # else another submit of the same code won the race
+            raise InvalidInput(f"cannot write the code snapshot {final}: {err.strerror or err}") from None
+        return final, False
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # nothing there once renamed
+    return final, True
+
+
+def read_info(snapshot_dir: Path) -> dict[str, object] | None:
+    """The snapshot's INFO_FILE, or None when there is none that reads as a JSON object."""
+    try:
+        data = read_regular(snapshot_dir / INFO_FILE, _INFO_MAX_BYTES)
+        info = json.loads(data) if len(data) <= _INFO_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _holds(folder: Path, snapshot: Snapshot) -> bool:
+    info = read_info(folder)
+    return info is not None and info.get("digest") == snapshot.digest
+
+
+def _fill(snapshot: Snapshot, tmp: Path) -> None:
+    """Copy the files into `tmp`, hashing the bytes copied: a file edited since take() would
+    make the copy differ from what the digest names."""
+    changed = InvalidInput(f"the code in {snapshot.root} changed while it was copied; submit again")
+    hashes = []
+    for f in snapshot.files:
+        dest, source = tmp / f.path, snapshot.root / f.path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o755 if f.executable else 0o644
+        with os.fdopen(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as out:
+            os.fchmod(out.fileno(), mode)  # whatever the umask
+            try:
+                hashes.append((f, _hash_file(source, into=out)))
+            except OSError as err:
+                if err.filename == str(source):  # gone, or no longer a regular file
+                    raise changed from None
+                raise
+    if _digest(hashes) != snapshot.digest:
+        raise changed
+    for folder, _, _ in os.walk(tmp):
+        os.chmod(folder, 0o755)
+    info = {"digest": snapshot.digest, "commit": snapshot.commit, "dirty": snapshot.dirty, "root": str(snapshot.root),
+            "files": len(snapshot.files), "total_bytes": snapshot.total_bytes, "time": time.time()}
+    (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    os.chmod(tmp / INFO_FILE, 0o644)
+
+
+def _regular_files(root: Path, rels: Iterable[str]) -> tuple[SnapshotFile, ...]:
+    """Each listed regular file, links followed only to files inside `root` (a link out is
+    someone else's file); FIFOs, devices, folders (submodules) and deleted files left out."""
+    found = []
+    for rel in sorted(set(rels) - {INFO_FILE}):  # the name is the snapshot's own
+        real = os.path.realpath(root / rel)
+        if not Path(real).is_relative_to(root):
+            continue
+        try:
+            st = os.stat(real)
+        except OSError as err:
+            if isinstance(err, (FileNotFoundError, NotADirectoryError)) or err.errno == errno.ELOOP:
+                continue
+            raise
+        if stat.S_ISREG(st.st_mode):
+            found.append(SnapshotFile(rel, st.st_size, bool(st.st_mode & stat.S_IXUSR)))
+    return tuple(found)
+
+
+def _walk(root: Path) -> Iterator[str]:
+    for folder, dirs, names in os.walk(root):  # never follows a linked folder: no loops
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
+        base = Path(folder).relative_to(root)
+        yield from ((base / n).as_posix() for n in names if not n.endswith(".pyc"))
+
+
+def _check_size(root: Path, files: tuple[SnapshotFile, ...], limit_mb: int, *, in_git: bool) -> None:
+    total = sum(f.size for f in files)
+    if total <= limit_mb * 1_000_000:
+        return
+    names = ", ".join(f"{f.path} ({_size(f.size)})" for f in sorted(files, key=lambda f: -f.size)[:5])
+    fix = "add them to .gitignore (or move them out of the folder)" if in_git else "move them out of the folder"
+    raise CodeSnapshotTooLarge(
+        f"code snapshot of {root} is {_size(total)}, over the {limit_mb} MB limit: largest {names}; {fix} or raise --code-limit-mb"
+    )
+
+
+def _hash_file(path: Path, into: BinaryIO | None = None) -> str:
+    """sha256 of the file's bytes, copied `into` as they are read. Opened without blocking and
+    read only when it is a regular file: a FIFO put there since cannot hang the submit."""
+    sha, fd = hashlib.sha256(), os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        while chunk := os.read(fd, _CHUNK):
+            sha.update(chunk)
+            if into is not None:
+                into.write(chunk)
+    finally:
+        os.close(fd)
+    return sha.hexdigest()
+
+
+def _digest(hashes: Iterable[tuple[SnapshotFile, str]]) -> str:
+    sha = hashlib.sha256()
+    for f, content in hashes:
+        sha.update(os.fsencode(f.path) + (b"\0x\0" if f.executable else b"\0-\0") + content.encode() + b"\n")
+    return sha.hexdigest()
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    """git's answer, None when there is no git. The user's GIT_DIR and the like cannot point it
+    elsewhere; it takes no optional locks (a user's own git may be running)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | {"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, stdin=subprocess.DEVNULL,
+                              env=env, timeout=_GIT_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        return None
+    except subprocess.TimeoutExpired:
+        raise InvalidInput(f"code snapshot: git {args[0]} in {cwd} took over {_GIT_TIMEOUT_S} s") from None
+
+
+def _git_toplevel(folder: Path) -> Path | None:
+    done = _git(folder, "rev-parse", "--show-toplevel")
+    if done is None or done.returncode != 0 or not done.stdout.strip():
+        return None
+    return Path(os.fsdecode(done.stdout.removesuffix(b"\n")))
+
+
+def _git_files(top: Path) -> list[str]:
+    done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    if done is None or done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip() if done else "git not found"
+        raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
+    return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+
+
+def _git_state(top: Path) -> tuple[str | None, bool]:
+    """HEAD's sha (None before the first commit) and whether anything is uncommitted, untracked
+    files included; a status that fails counts as dirty."""
+    head = _git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    status = _git(top, "status", "--porcelain", "--untracked-files=normal")
+    commit = head.stdout.decode().strip() if head and head.returncode == 0 else None
+    return commit, status is None or status.returncode != 0 or bool(status.stdout.strip())
