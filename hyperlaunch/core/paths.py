@@ -8,6 +8,15 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import ConfigError
 
+JOB_FILES_FOLDER = ".hyperlaunch"
+"""The run folder's subfolder for what `submit` ships with a job: the supervisor's bundle, a
+script job's code snapshots."""
+
+
+def job_files_dir(run_dir: str) -> str:
+    """`<run_dir>/.hyperlaunch`."""
+    return os.path.join(run_dir.rstrip("/") or "/", JOB_FILES_FOLDER)
+
 
 def hyperlaunch_home() -> Path:
     """$HYPERLAUNCH_HOME, else ~/.hyperlaunch. Job records, user config and the dev cluster live here.

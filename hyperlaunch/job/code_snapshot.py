@@ -68,11 +68,33 @@ class Snapshot:
 
     def describe(self) -> str:
         """One line for `status`: where the code came from, how much of it."""
-        count = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''}, {_size(self.total_bytes)}"
-        if self.dirty is None:
-            return f"folder {self.root}, {count}, sha256 {self.digest[:8]}"
-        head = f"git {self.commit[:8]}" if self.commit else "git (no commit)"
-        return f"{head}{' (dirty)' if self.dirty else ''}, {count}"
+        return _describe(str(self.root), len(self.files), self.total_bytes, self.commit, self.dirty, self.digest)
+
+
+def _describe(root: str, files: int, total: int, commit: str | None, dirty: bool | None, digest: str) -> str:
+    count = f"{files} file{'s' if files != 1 else ''}, {_size(total)}"
+    if dirty is None:
+        return f"folder {root}, {count}, sha256 {digest[:8]}"
+    head = f"git {commit[:8]}" if commit else "git (no commit)"
+    return f"{head}{' (dirty)' if dirty else ''}, {count}"
+
+
+def describe_dir(snapshot_dir: Path) -> str:
+    """A written snapshot as `status` shows it: where its code came from, and where it is."""
+    info = read_info(snapshot_dir)
+    if info is None:
+        return f"{snapshot_dir} (not there)"
+    files, total = info.get("files"), info.get("total_bytes")
+    commit, dirty = info.get("commit"), info.get("dirty")
+    text = _describe(
+        str(info.get("root", "?")),
+        files if isinstance(files, int) else 0,
+        total if isinstance(total, int) else 0,
+        commit if isinstance(commit, str) else None,
+        dirty if isinstance(dirty, bool) else None,
+        str(info.get("digest", "")),
+    )
+    return f"{text} in {snapshot_dir}"
 
 
 def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hyperlaunch import __version__
 from hyperlaunch.core.atomic_file import write_atomically
+from hyperlaunch.core.paths import job_files_dir
 from hyperlaunch.core.protocol import SAVE_SIGNAL
 from hyperlaunch.script import nccl_plugin
 from hyperlaunch.script.jinja_env import environment
@@ -57,8 +58,6 @@ BUNDLED_MODULES = (
 """Under hyperlaunch/: what the supervisor imports, and the runtime library a script job's
 scripts import (the supervisor puts the bundle on their path); tests/unit/test_supervisor_bundle.py
 runs both on an interpreter that sees nothing else."""
-FOLDER = ".hyperlaunch"
-"""The run folder's subfolder that holds the bundles."""
 _PACKAGE_INIT = f'"""hyperlaunch {__version__}: the job supervisor\'s bundle (see hyperlaunch.script.supervisor_bundle)."""\n__version__ = {__version__!r}\n'
 _MAIN = "import runpy\n\nrunpy.run_module('hyperlaunch.supervisor', run_name='__main__', alter_sys=True)\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -91,7 +90,7 @@ def bundle_name() -> str:
 
 def bundle_path(run_dir: str) -> str:
     """Where the job's script runs the supervisor from."""
-    return os.path.join(run_dir.rstrip("/") or "/", FOLDER, bundle_name())
+    return os.path.join(job_files_dir(run_dir), bundle_name())
 
 
 def write_bundle(run_dir: str) -> tuple[Path, bool]:
