@@ -31,7 +31,7 @@ class ModelCheckpoints:
 
 def checkpoints(
     model: Annotated[
-        str | None, typer.Option("--model", "-m", metavar="MODEL", help="Only this model's checkpoints [default: every model found].")
+        str | None, typer.Option("--model", "-m", "--name", metavar="MODEL", help="Only this model's (or script job's --name) checkpoints [default: every model found].")
     ] = None,
     checkpoint_dir: Annotated[
         str | None,

@@ -66,7 +66,7 @@ def _table(statuses: list[JobStatus]) -> str:
         p = s.progress
         rows.append((
             s.record.job_id,
-            s.record.spec.model,
+            s.record.spec.model or s.record.spec.checkpoint_name,
             str(s.record.spec.nodes),
             _state_cell(s),
             _restarts_cell(s),
@@ -87,11 +87,15 @@ def _detail(status: JobStatus) -> list[Any]:
 
     spec, p = status.record.spec, status.progress
     lines: list[Any] = [
-        f"job {status.record.job_id}: {spec.model} on {spec.nodes_text}, {_state_cell(status)}",
+        f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status)}",
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         f"  log:        {status.record.log_paths[0]}",
     ]
+    if spec.code_dir is not None:
+        from hyperlaunch.job.code_snapshot import describe_dir
+
+        lines.append(f"  code:       {describe_dir(Path(spec.code_dir))}")
     source = dict(status.record.decided).get("instance_type")
     lines.append(f"  instance:   {spec.instance_type}" + (f" ({source})" if source else ""))
     if status.budget is not None:

@@ -26,6 +26,8 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
         doc = {
             "job_id": record.job_id,
             "model": record.spec.model,
+            "name": record.spec.checkpoint_name,
+            "code_dir": record.spec.code_dir,
             "nodes": record.spec.nodes,
             "log": str(log),
             "err": str(err),
@@ -35,9 +37,11 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
         }
         out.json(doc)
         return
-    out.text(f"{verb} job {record.job_id}: {record.spec.model} on {record.spec.nodes_text}")
+    out.text(f"{verb} job {record.job_id}: {record.spec.what} on {record.spec.nodes_text}")
     out.text(f"  log:         {log}")
     out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
+    if record.spec.code_dir is not None:
+        out.text(f"  code:        {record.spec.code_dir}")
     out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f")
 
 
@@ -49,7 +53,10 @@ def submit(
 ) -> None:
     """Render the sbatch script for a training job, submit it and record it.
 
-    Example: hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
+    Examples:
+      hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
+      hyperlaunch submit --nodes 4 --script train.py -- --lr 3e-4      (your own script)
+      hyperlaunch submit --nodes 2 --module mypkg.train --name exp1
     """
     import functools
 
@@ -67,7 +74,7 @@ def submit(
 
 def resume(
     job_id: Annotated[str | None, typer.Argument(help="Job to resume [default: the newest recorded job, of --model if given].")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Resume the newest job of this model.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", "--name", help="Resume the newest job of this model (or script job's --name).")] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Run on a different number of nodes (DCP reshards).")] = None,
     exclude_failed: Annotated[bool, typer.Option("--exclude-failed", help="Keep Slurm off the nodes that failed that job.")] = False,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Train to this many steps instead.")] = None,
@@ -78,6 +85,10 @@ def resume(
             help="If the job is still pending or running, queue the new one to start once it ends "
             "(sbatch --dependency=afterany:JOB); the checkpoint is chosen when the new one starts.",
         ),
+    ] = False,
+    refresh_code: Annotated[
+        bool,
+        typer.Option("--refresh-code", help="A --script/--module job: take a new snapshot of its project as it is now [default: run the submitted code again]."),
     ] = False,
     dry_run: Annotated[bool, _DRY] = False,
     as_json: Annotated[bool, _JSON] = False,
@@ -98,7 +109,8 @@ def resume(
     if after_job is not None:
         out.note(f"job {record.job_id} is still in the queue: the new job starts once it ends")
     spec = plan_resume(
-        record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, after_job=after_job, notify=out.note
+        record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, after_job=after_job, notify=out.note,
+        refresh_code=refresh_code,
     )
     added = [node for node in spec.exclude if node not in record.spec.exclude]
     if added:

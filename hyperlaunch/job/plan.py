@@ -22,13 +22,14 @@ from hyperlaunch.core.checkpoints import is_model_directory
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.instances import canonical_instance_type, get_instance
 from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
-from hyperlaunch.core.paths import is_dir, is_file
+from hyperlaunch.core.paths import is_dir, is_file, job_files_dir
 from hyperlaunch.core.recommend import Setting
-from hyperlaunch.job import containers, detect
+from hyperlaunch.job import code_snapshot, containers, detect
 from hyperlaunch.job import settings as layered
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.settings import (
     DEFAULT_CHECKPOINT_DIR,
+    FLAGS_LAYER,
     PATH_FIELDS,
     PROJECT_CONFIG_NAME,
     Layer,
@@ -38,7 +39,7 @@ from hyperlaunch.job.settings import (
     read_layers,
     source,
 )
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.spec import JobSpec, default_run_name
 
 Decided = tuple[Settings, tuple[detect.Decision, ...]]
 """What one decision fills in (JobSpec fields and values) and the lines it shows."""
@@ -88,7 +89,7 @@ def plan_job(
     layers = read_layers(flags, profile=profile, cwd=cwd, environ=environ, user_config=user_config)
     cluster_env = None if slurm_env is None else functools.cache(slurm_env)  # asked once at most
 
-    settings = merge([values for _, values in layers])
+    settings = _script_job(merge([values for _, values in layers]), layers, cwd)
     filled, instance = _instance_type(settings, layers, cluster_env, environ)
     settings = {**settings, **filled}
     filled, exclusive = _whole_nodes(settings, layers)
@@ -177,7 +178,7 @@ def _gpus(settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mappi
     gpus = settings.get("gpus_per_node", instance.gpus_per_node)
     gpus_source = source(layers, "gpus_per_node")
     if gpus_source is None:
-        model = str(settings["model"])
+        model = str(settings.get("model", ""))
         gpus_source = (
             f"whole nodes: every GPU of {instance.name}" if settings.get("exclusive")
             else f"preset {model}" if model in PRESETS else f"every GPU of {instance.name}"
@@ -197,8 +198,31 @@ def _gpus(settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mappi
     return {"gres_gpus": gres.value}, (per_node, gres)
 
 
+_TRAINER_ONLY = ("model", "max_steps", "data")
+"""Settings of the bundled trainer, which a --script or --module job does not take."""
+
+
+def _script_job(settings: Settings, layers: list[Layer], cwd: Path) -> Settings:
+    """A --script or --module job: its script as an absolute path, which must be a file here;
+    the bundled trainer's settings left out where a config file or variable set them (given
+    as flags, JobSpec refuses them with the reason)."""
+    if settings.get("script") is None and settings.get("module") is None:
+        return settings
+    typed = dict(layers).get(FLAGS_LAYER, {})
+    settings = {key: value for key, value in settings.items() if key not in _TRAINER_ONLY or key in typed}
+    script = settings.get("script")
+    if isinstance(script, str):
+        path = absolute(script, cwd)
+        if not is_file(path):
+            raise InvalidInput(f"--script {script}: no such file" + (" (a folder)" if is_dir(path) else ""))
+        settings["script"] = path
+    return settings
+
+
 def _resolved_model(settings: Settings, cwd: Path) -> Settings:
     """A model that is no preset but a folder here, as an absolute path."""
+    if settings.get("script") is not None or settings.get("module") is not None:
+        return {}
     if "model" not in settings:
         raise InvalidInput(
             f"no model given; pass --model or set model in {PROJECT_CONFIG_NAME}; presets: {', '.join(PRESETS)}"
@@ -223,8 +247,8 @@ def _model_spec(model: str) -> tuple[ModelSpec, str]:
 def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tuple[Setting, ...]]:
     """max_steps and the trainer arguments the user left out, as the model recommends them for
     the instance type's hardware; and every training setting with its source."""
-    model = str(settings["model"])
-    if model not in PRESETS and not is_model_directory(model):
+    model = str(settings.get("model", ""))
+    if not model or (model not in PRESETS and not is_model_directory(model)):
         return {}, ()  # an unknown name: JobSpec's validation says which models exist
     spec, origin = _model_spec(model)
     instance_type = str(settings.get("instance_type", "cpu"))
@@ -267,7 +291,13 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     """The JobSpec: defaults for the folders, every path absolute (the job runs elsewhere),
     the torchrun next to this Python, and the container's name derived from its image here."""
     settings = dict(settings)
-    job_name = str(settings.get("job_name") or os.path.basename(str(settings["model"]).rstrip("/")))
+    script, module = settings.get("script"), settings.get("module")
+    if script is not None or module is not None:
+        settings.setdefault("name", default_run_name(typing.cast("str | None", script), typing.cast("str | None", module)))
+        default_name = str(settings["name"])
+    else:
+        default_name = os.path.basename(str(settings["model"]).rstrip("/"))
+    job_name = str(settings.get("job_name") or default_name)
     settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
     settings.setdefault("log_dir", "logs")
     settings.setdefault("run_dir", os.path.join("runs", job_name))
@@ -284,4 +314,22 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
         settings["container_image"] = absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = layered.default_torchrun()
+    if script is not None or module is not None:
+        settings.update(_snapshot_place(settings, cwd))
     return JobSpec(**settings).settled()  # type: ignore[arg-type]
+
+
+def _snapshot_place(settings: Settings, cwd: Path) -> Settings:
+    """Where a script job's code comes from and the snapshot it will run from: the project
+    of the script (or, for --module, of the current folder), hashed now, so that the script
+    names the copy `submit` writes (hyperlaunch.job.code_snapshot)."""
+    script = settings.get("script")
+    folder = Path(os.path.dirname(str(script))) if isinstance(script, str) else cwd
+    limit = settings.get("code_limit_mb", code_snapshot.DEFAULT_LIMIT_MB)
+    snapshot = code_snapshot.take(folder, limit_mb=int(typing.cast(int, limit)))
+    if isinstance(script, str):
+        inside = os.path.relpath(os.path.realpath(script), os.path.realpath(snapshot.root)).replace(os.sep, "/")
+        if inside not in {file.path for file in snapshot.files}:
+            raise InvalidInput(f"--script {script} is not part of its project's snapshot ({snapshot.root}): is it ignored by .gitignore?")
+        settings = {**settings, "script": os.path.join(str(snapshot.root), inside)}
+    return {**({"script": settings["script"]} if isinstance(script, str) else {}), "code_root": str(snapshot.root), "code_dir": os.path.join(job_files_dir(str(settings["run_dir"])), snapshot.name)}

@@ -87,7 +87,15 @@ class JobSpec:
     the HYPERLAUNCH_* variables are all derived from these fields, in this order."""
 
     # Paths are absolute because the script runs on other machines (and maybe inside a container).
-    model: str = field(metadata=flag("--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory."))
+    # "" in a script job (script or module set): the script builds its own model.
+    model: str = field(default="", metadata=flag("--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory, for the bundled trainer (or --script: your own)."))
+    # Absolute, as submitted; the job runs the copy in code_dir.
+    script: str | None = field(default=None, metadata=flag("--script", help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
+        "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
+        "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, or through `from hyperlaunch import runtime` (README: Your own script).", metavar="FILE"))
+    module: str | None = field(default=None, metadata=flag("--module", help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
+    name: str | None = field(default=None, metadata=flag("--name", help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
+    code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
     nodes: int = field(default=1, metadata=flag("--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."))
     # GPUs = torchrun processes per node; None takes all of the instance type's GPUs.
     gpus_per_node: int | None = field(default=None, metadata=flag("--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."))
@@ -143,7 +151,15 @@ class JobSpec:
     trainer through an entry module of their own that injects faults."""
     checkpoint_name: str = ""
     """Derived ("" until then), never set by the user: the name the model's checkpoints go by, decided once by
-    hyperlaunch.core.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag."""
+    hyperlaunch.core.checkpoints.checkpoint_name from the model and a `--model-name` trainer flag
+    (a script job's: its name)."""
+    code_root: str | None = None
+    """Derived for a script job where it is planned (hyperlaunch.job.plan), never set by the user:
+    the folder its snapshot copies (the git work tree's top level, else the script's folder or,
+    for --module, the current one)."""
+    code_dir: str | None = None
+    """Derived with code_root: the snapshot the job runs from, `<run_dir>/.hyperlaunch/code-<hash>`
+    (hyperlaunch.job.code_snapshot), written at submit; requeues and `resume` run the same one."""
 
     def __post_init__(self) -> None:
         # The rules' modules are imported here, not above: the CLI reads the fields' flags for
@@ -166,12 +182,39 @@ class JobSpec:
         # Fill the two derived defaults once, so every later reader sees concrete values.
         if self.gpus_per_node is None:
             object.__setattr__(self, "gpus_per_node", instance.gpus_per_node)
+        if self.is_script_job and self.name is None:
+            object.__setattr__(self, "name", default_run_name(self.script, self.module))
         if self.job_name is None:
-            object.__setattr__(self, "job_name", os.path.basename(self.model.rstrip("/")) or "hyperlaunch")
+            base = self.name if self.is_script_job else os.path.basename(self.model.rstrip("/"))
+            object.__setattr__(self, "job_name", base or "hyperlaunch")
         _validate(self, instance.gpus_per_node)
         if not self.checkpoint_name:
-            name = checkpoints.checkpoint_name(self.model, targs.value_of(self.trainer_args, targs.MODEL_NAME))
+            if self.is_script_job:
+                name = self.name or ""
+            else:
+                name = checkpoints.checkpoint_name(self.model, targs.value_of(self.trainer_args, targs.MODEL_NAME))
             object.__setattr__(self, "checkpoint_name", name)
+
+    @property
+    def is_script_job(self) -> bool:
+        """The user's own script or module runs instead of the bundled trainer."""
+        return self.script is not None or self.module is not None
+
+    @property
+    def what(self) -> str:
+        """What the job trains, as people read it: `qwen3_0_6b`, `script train.py`, `module pkg.train`."""
+        if self.script is not None:
+            return f"script {os.path.basename(self.script)}"
+        if self.module is not None:
+            return f"module {self.module}"
+        return self.model
+
+    @property
+    def script_in_snapshot(self) -> str | None:
+        """The copy of --script the job runs: its place under code_root, under code_dir."""
+        if self.script is None or self.code_dir is None or self.code_root is None:
+            return None
+        return os.path.join(self.code_dir, os.path.relpath(self.script, self.code_root))
 
     @property
     def procs_per_node(self) -> int:
@@ -311,16 +354,11 @@ def _time_limit_seconds(value: str) -> int | None:
 
 def _validate(spec: JobSpec, instance_gpus: int) -> None:
     from hyperlaunch.aws.hyperpod import check_cluster_name
-    from hyperlaunch.core import checkpoints
-    from hyperlaunch.core.models import PRESETS
 
-    check_text("model", spec.model)
-    if checkpoints.is_model_directory(spec.model):
-        if not os.path.isabs(spec.model):
-            fail(f"model directory {shown(spec.model)} must be an absolute path")
-        _check_path("model directory", spec.model)
-    elif spec.model not in PRESETS:
-        fail(f"unknown model {shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+    if spec.is_script_job:
+        _validate_script_job(spec)
+    else:
+        _validate_model(spec)
     _check_count("--nodes", spec.nodes, 1)
     gpus = spec.gpus_per_node
     assert gpus is not None
@@ -375,6 +413,55 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     check_text("torchrun", spec.torchrun, allow_newlines=True)
     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", spec.trainer_module):
         fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
+
+
+def _validate_model(spec: JobSpec) -> None:
+    from hyperlaunch.core import checkpoints
+    from hyperlaunch.core.models import PRESETS
+
+    check_text("model", spec.model)
+    if not spec.model:
+        fail(f"no model given: pass --model (presets: {', '.join(PRESETS)}, or an absolute model directory), or --script for your own")
+    if checkpoints.is_model_directory(spec.model):
+        if not os.path.isabs(spec.model):
+            fail(f"model directory {shown(spec.model)} must be an absolute path")
+        _check_path("model directory", spec.model)
+    elif spec.model not in PRESETS:
+        fail(f"unknown model {shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+    if spec.name is not None:
+        fail("--name names a --script or --module job's run; the bundled trainer's checkpoints go by the model (or `-- --model-name NAME`)")
+
+
+_MODULE = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
+_RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+"""A run name is a file name's start (`<name>-latest`); no leading '.' (hidden names are
+hyperlaunch's own, hyperlaunch.core.checkpoints.is_own_entry)."""
+
+
+def default_run_name(script: str | None, module: str | None) -> str:
+    """A script job's name when --name is not given: the script's stem, the module's last part,
+    with what a file name should not hold replaced by '_'."""
+    base = os.path.splitext(os.path.basename(script))[0] if script else (module or "").rpartition(".")[2]
+    return re.sub(r"^\.|[^A-Za-z0-9_.-]", "_", base) or "script"
+
+
+def _validate_script_job(spec: JobSpec) -> None:
+    if spec.script is not None and spec.module is not None:
+        fail(f"--script {shown(spec.script)} and --module {shown(spec.module)}: give one of them")
+    if spec.model:
+        fail(f"--model {shown(spec.model)} is the bundled trainer's; a --script or --module job builds its own model (drop --model)")
+    for flag_name, value in (("--max-steps", spec.max_steps), ("--data", spec.data)):
+        if value is not None:
+            fail(f"{flag_name} is the bundled trainer's; pass your script's own flag after `--`")
+    _check_path("script", spec.script)
+    if spec.module is not None and not _MODULE.fullmatch(spec.module):
+        fail(f"--module {shown(spec.module)} is not a Python module name (like mypkg.train)")
+    check_text("name", spec.name)
+    if spec.name is not None and (not _RUN_NAME.fullmatch(spec.name) or len(spec.name.encode()) > NAME_MAX_BYTES - len("-latest")):
+        fail(f"--name {shown(spec.name)}: use letters, digits, '_', '.', '-' (not first: '.'), at most {NAME_MAX_BYTES - len('-latest')} bytes")
+    _check_count("--code-limit-mb", spec.code_limit_mb, 1, 1_000_000)
+    _check_path("code_root", spec.code_root)
+    _check_path("code_dir", spec.code_dir)
 
 
 def _validate_time(time: str | None) -> None:

@@ -150,6 +150,10 @@ class JobStatus:
         return {
             "job_id": self.record.job_id,
             "model": spec.model,
+            "name": spec.checkpoint_name,
+            "script": spec.script,
+            "module": spec.module,
+            "code_dir": spec.code_dir,
             "job_name": spec.job_name,
             "nodes": spec.nodes,
             "state": self.state,

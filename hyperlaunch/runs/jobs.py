@@ -241,9 +241,9 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
         try:
             data = _read_record(path)
             spec = data["spec"]
-            if model is None or spec["model"] == model:
+            if model is None or model in (spec.get("model"), spec.get("checkpoint_name")):
                 found.append((float(data["submitted_at"]), _numeric(str(data["job_id"])), path, data))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             unreadable.append(path)
     found.sort(key=lambda item: item[:2], reverse=True)
     records: list[JobRecord] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
+from hyperlaunch.job import code_snapshot
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
@@ -43,14 +44,17 @@ def plan_resume(
     env: Mapping[str, str] | None = None,
     notify: Callable[[str], None] | None = None,
     after_job: str | None = None,
+    refresh_code: bool = False,
 ) -> JobSpec:
     """The spec of a job that continues `record` from its model's -latest checkpoint: the same
     job, without the trainer flags that would start it elsewhere (the trainer follows -latest by
     itself, when it starts), on `nodes` (DCP reshards), with `exclude_failed` away from the nodes
     that failed it (asked of Slurm with `env`) but for those HyperPod has replaced since (said to
     `notify`), starting only after `after_job` ends when given (see
-    hyperlaunch.runs.job_guard.resume_dependency). Refused when the checkpoint folder holds no
-    complete checkpoint of the model, unless it waits for a job that may still save one."""
+    hyperlaunch.runs.job_guard.resume_dependency). A script job runs its recorded code snapshot
+    again, or with `refresh_code` a new one of its project as it is now. Refused when the
+    checkpoint folder holds no complete checkpoint of the model, unless it waits for a job that
+    may still save one."""
     spec = record.spec
     ckpt_dir = Path(spec.checkpoint_dir)
     if after_job is None and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
@@ -58,10 +62,14 @@ def plan_resume(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",
         )
-    changes: dict[str, object] = {
-        "trainer_args": targs.without(spec.trainer_args, targs.RESUME_OVERRIDES),
-        "after_job": after_job,
-    }
+    if refresh_code and not spec.is_script_job:
+        raise InvalidInput(f"--refresh-code: job {record.job_id} runs the bundled trainer, which has no code snapshot")
+    changes: dict[str, object] = {"after_job": after_job}
+    if not spec.is_script_job:  # a script's own arguments are kept as they are
+        changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)
+    if refresh_code and spec.code_root is not None and spec.code_dir is not None:
+        snapshot = code_snapshot.take(Path(spec.code_root), limit_mb=spec.code_limit_mb)
+        changes["code_dir"] = os.path.join(os.path.dirname(spec.code_dir), snapshot.name)
     if nodes is not None:
         changes["nodes"] = nodes
     if max_steps is not None:
@@ -115,6 +123,8 @@ def check_trainer_command(spec: JobSpec) -> None:
     from hyperlaunch.script.render import trainer_argv
     from hyperlaunch.train.config import parse_config
 
+    if spec.is_script_job:
+        return  # the arguments after `--` are the script's own
     owned = targs.owned_flags_given(spec.trainer_args)
     if owned:
         flag = owned[0].split("=", 1)[0]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from hyperlaunch.core.errors import ConfigError, InvalidInput
+from hyperlaunch.job import code_snapshot
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.script import supervisor_bundle
@@ -39,7 +41,7 @@ def submit(
             Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
         except OSError as err:
             raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
-        with _supervisor_written(spec):
+        with _supervisor_written(spec), _code_written(spec):
             job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
@@ -78,6 +80,37 @@ def _supervisor_written(spec: JobSpec) -> Iterator[None]:
     except BaseException:
         if created:
             path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _code_written(spec: JobSpec) -> Iterator[None]:
+    """A script job's code snapshot written where its script runs it from, before Slurm may
+    start the job: taken again now, it must be the one the script names (the code did not
+    change since the job was planned); one that exists already (`resume`, or the same code
+    submitted before) is used as it is. Removed again when this call wrote it and the
+    submission fails."""
+    if spec.code_dir is None or spec.code_root is None:
+        yield
+        return
+    planned = Path(spec.code_dir)
+    created = False
+    if code_snapshot.read_info(planned) is None:
+        snapshot = code_snapshot.take(Path(spec.code_root), limit_mb=spec.code_limit_mb)
+        if snapshot.name != planned.name:
+            raise InvalidInput(
+                f"code snapshot {planned} is not there, and {spec.code_root} no longer holds that code (it is {snapshot.name} now)",
+                hint="submit again; `hyperlaunch resume --refresh-code` resumes with the code as it is now",
+            )
+        try:
+            path, created = code_snapshot.write(snapshot, planned.parent)
+        except OSError as err:
+            raise InvalidInput(f"run_dir {spec.run_dir}: cannot write the code snapshot there: {err.strerror or err}") from None
+    try:
+        yield
+    except BaseException:
+        if created:
+            shutil.rmtree(planned, ignore_errors=True)
         raise
 
 

@@ -54,8 +54,8 @@ class ScriptValues:
 
     version: str
     """The hyperlaunch version, named in the script's first comment."""
-    model: str
-    """The model, named in the script's first comment."""
+    what: str
+    """What the job trains (`model qwen3_0_6b`, `script train.py`), named in the script's first comment."""
     nodes: int
     """The training nodes (spares not counted), named in the script's first comment."""
     instance_type: str
@@ -88,7 +88,7 @@ def script_values(spec: JobSpec) -> ScriptValues:
     """Everything the batch script is rendered with, computed from `spec` alone."""
     return ScriptValues(
         version=__version__,
-        model=spec.model,
+        what=spec.what if spec.is_script_job else f"model {spec.model}",
         nodes=spec.nodes,
         instance_type=spec.instance_type,
         sbatch_flags=tuple(sbatch_flags(spec)),
@@ -138,6 +138,9 @@ def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
     if spec.gpus_per_node:
         # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2).
         flags.append(("--nccl-check",))
+    if spec.is_script_job:
+        # The scripts get the HYPERLAUNCH_* variables and the runtime library on their path.
+        flags.append(("--script-name", spec.checkpoint_name))
     flags += [(f"--srun-flag={flag}",) for flag in srun_flags(spec)]
     return flags
 
@@ -222,11 +225,15 @@ def srun_flags(spec: JobSpec) -> list[str]:
     if spec.hyperpod == "on":
         flags.append("--auto-resume=1")
     container = spec.container
+    if spec.code_dir is not None and container is None:
+        # A script job runs from its snapshot: `-m` finds its module there, relative paths
+        # in its arguments mean the submitted copy.
+        flags.append(f"--chdir={spec.code_dir}")
     if container is not None:
         flags += [
             f"--container-image={container.image}",
             f"--container-mounts={','.join(container_mounts(container, spec.mounted_paths))}",
-            f"--container-workdir={container.workdir or spec.run_dir}",
+            f"--container-workdir={container.workdir or spec.code_dir or spec.run_dir}",
             "--no-container-mount-home",
         ]
         if container.name is not None:
@@ -244,7 +251,19 @@ def launch_command(spec: JobSpec) -> list[str]:
     """torchrun and the trainer's arguments, minus what the step computes on the node
     (--nnodes and the rendezvous; see templates/step.sh.j2)."""
     command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}"]
+    if spec.is_script_job:
+        return command + script_program(spec) + list(spec.trainer_args)
     return command + trainer_program(spec) + trainer_argv(spec)
+
+
+def script_program(spec: JobSpec) -> list[str]:
+    """How torchrun starts a script job's code: the copy of the script in its snapshot, or
+    `-m MODULE` (found in the snapshot, the step's working folder)."""
+    if spec.module is not None:
+        return ["-m", spec.module]
+    target = spec.script_in_snapshot
+    assert target is not None, "a script job is planned with its snapshot (hyperlaunch.job.plan)"
+    return [target]
 
 
 def trainer_program(spec: JobSpec) -> list[str]:

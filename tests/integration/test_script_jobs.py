@@ -1,0 +1,196 @@
+"""A user's own training script, end to end on the dev cluster with the real CLI, supervisor
+and torchrun: the examples/ scripts survive a killed node (the DCP one with the same losses, the
+plain DDP one from its own checkpoint), run the code as submitted, end for good on
+runtime.fail, and save on the time-limit warning without using the restart budget."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperlaunch.core import checkpoints
+from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.integration.fault_helpers import FINAL_STATES, revive
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 40
+EVERY = 10
+
+
+class ScriptJob:
+    """One submitted script job and where its files are (the defaults: ./checkpoints, ./runs/<name>)."""
+
+    def __init__(self, cluster: DevCluster, workdir: Path, job_id: str, name: str) -> None:
+        self.cluster, self.workdir, self.job_id, self.name = cluster, workdir, job_id, name
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir / "runs" / self.name
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.workdir / "checkpoints"
+
+    def status(self) -> dict[str, Any]:
+        result = self.cluster.hyperlaunch("status", self.job_id, "--json", cwd=self.workdir)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def status_text(self) -> str:
+        result = self.cluster.hyperlaunch("status", self.job_id, cwd=self.workdir)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def log(self) -> str:
+        path = self.workdir / "logs" / f"{self.name}_{self.job_id}.out"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def steps(self) -> list[dict[str, Any]]:
+        path = self.run_dir / "metrics.jsonl"
+        rows = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass  # the line being written right now
+        return [row for row in rows if row.get("type") == "step"]
+
+    def losses(self) -> dict[int, float]:
+        return {int(row["step"]): float(row["loss"]) for row in self.steps()}
+
+    def pointer_step(self) -> int | None:
+        named = checkpoints.read_pointer(self.ckpt_dir, self.name)
+        return checkpoints.parse_step(named, self.name) if named else None
+
+    def running_nodes(self) -> list[str]:
+        if self.cluster.job_field(self.job_id, "%T") != "RUNNING":
+            return []
+        return self.cluster.run("scontrol", "show", "hostnames", self.cluster.job_field(self.job_id, "%N")).split()
+
+    def wait_final(self, timeout: float = 400) -> dict[str, Any]:
+        wait_until(lambda: self.status()["state"] in FINAL_STATES, timeout, f"job {self.job_id} to end", interval=2)
+        return self.status()
+
+
+def _project(workdir: Path, example: str) -> Path:
+    """A folder of the user's with one of the examples in it (no git: the folder is the snapshot)."""
+    project = workdir / "project"
+    project.mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / example, project / example)
+    return project / example
+
+
+def _submit(cluster: DevCluster, workdir: Path, script: Path, *flags: str, args: tuple[str, ...] = ()) -> ScriptJob:
+    result = cluster.hyperlaunch(
+        "submit", "--script", str(script), "--nodes", "2", "--exclusive", "--json", *flags, "--", *args, cwd=workdir
+    )
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    return ScriptJob(cluster, workdir, doc["job_id"], doc["name"])
+
+
+def _kill_second_node(job: ScriptJob) -> str:
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    victim = nodes[-1]
+    result = job.cluster.cli("dev-cluster", "kill-node", victim)
+    assert result.returncode == 0, result.stderr
+    return victim
+
+
+def _wait_two_attempts(job: ScriptJob, timeout: float = 200) -> None:
+    wait_until(lambda: len(job.status()["attempts"]) >= 2, timeout, f"attempt 2 of job {job.job_id}", interval=1)
+
+
+def test_the_dcp_example_survives_a_killed_node_with_the_same_losses_and_runs_the_code_as_submitted(
+    dev_cluster: DevCluster, tmp_path: Path
+) -> None:
+    reference_script = _project(tmp_path / "reference", "fsdp2_dcp.py")
+    reference = _submit(dev_cluster, tmp_path / "reference", reference_script, args=("--steps", str(STEPS), "--save-every", str(EVERY)))
+
+    script = _project(tmp_path / "killed", "fsdp2_dcp.py")
+    job = _submit(
+        dev_cluster, tmp_path / "killed", script,
+        args=("--steps", str(STEPS), "--save-every", str(EVERY), "--step-seconds", "0.3"),
+    )
+    # Edited after submit: a requeued attempt must still run the submitted copy.
+    marker = tmp_path / "edited-code-ran"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n" + script.read_text())
+    wait_until(lambda: (job.pointer_step() or 0) >= EVERY, 240, "the first checkpoint", interval=0.2)
+    victim = _kill_second_node(job)
+    _wait_two_attempts(job)
+    revive(dev_cluster, victim)
+
+    assert reference.wait_final()["state"] == "COMPLETED"
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    assert len(final["attempts"]) >= 2
+    assert not marker.exists(), "the requeued attempt ran the edited script"
+    expected = reference.losses()
+    assert sorted(expected) == list(range(1, STEPS + 1))
+    losses = job.losses()
+    assert sorted(losses) == sorted(expected)
+    for step, loss in expected.items():
+        assert abs(losses[step] - loss) <= 1e-6 * max(1.0, abs(loss)), (step, losses[step], loss)
+    assert job.pointer_step() == STEPS
+    text = job.status_text()
+    assert "script fsdp2_dcp.py" in text and "code:" in text and ".hyperlaunch/code-" in text
+
+
+def test_the_plain_ddp_example_resumes_from_its_own_checkpoint_after_a_killed_node(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    script = _project(tmp_path, "plain_ddp.py")
+    job = _submit(dev_cluster, tmp_path, script, args=("--steps", str(STEPS), "--save-every", str(EVERY), "--step-seconds", "0.3"))
+    saved = job.ckpt_dir / f"{job.name}-{EVERY}steps" / "state.pt"
+    wait_until(saved.exists, 240, "the plain script's first checkpoint", interval=0.2)
+    victim = _kill_second_node(job)
+    _wait_two_attempts(job)
+    revive(dev_cluster, victim)
+
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    assert "resumed from step" in job.log()
+    resumed = [line for line in job.log().splitlines() if "resumed from step" in line]
+    assert int(resumed[-1].rsplit(" ", 1)[-1]) >= EVERY
+
+
+def test_runtime_fail_ends_the_job_on_that_attempt_with_the_scripts_line(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "bad_input.py"
+    script.write_text(
+        "import sys\n"
+        "from hyperlaunch import runtime\n"
+        "if '--lr' in sys.argv and float(sys.argv[sys.argv.index('--lr') + 1]) <= 0:\n"
+        "    runtime.fail('--lr must be > 0, got ' + sys.argv[sys.argv.index('--lr') + 1])\n"
+    )
+    job = _submit(dev_cluster, tmp_path, script, "--max-restarts", "3", args=("--lr", "-1"))
+    final = job.wait_final()
+    assert final["state"] == "FAILED", final
+    assert len(final["attempts"]) == 1, "a final failure is never requeued"
+    assert final["failure"] is not None and "--lr must be > 0, got -1" in json.dumps(final["failure"])
+    assert "--lr must be > 0, got -1" in job.status_text()
+
+
+def test_a_time_limited_script_saves_on_the_warning_and_is_requeued_without_using_the_budget(
+    dev_cluster: DevCluster, tmp_path: Path
+) -> None:
+    # A 2-minute limit, the save signal 45 s before it (Slurm may send it up to 30 s early);
+    # no periodic checkpoints and --max-restarts 0: only the committed save lets it come back.
+    script = _project(tmp_path, "fsdp2_dcp.py")
+    steps = 400
+    job = _submit(
+        dev_cluster, tmp_path, script, "--time", "2", "--signal-seconds", "45", "--max-restarts", "0",
+        args=("--steps", str(steps), "--save-every", "100000", "--step-seconds", "0.25"),
+    )
+    final = job.wait_final(timeout=600)
+    assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    assert len(final["attempts"]) >= 2
+    assert final["restarts"] and all(r["cause"] == "time limit" for r in final["restarts"]), final["restarts"]
+    assert "resumed" in job.log() or job.pointer_step() is not None
+    assert sorted(job.losses()) == list(range(1, steps + 1))
