@@ -56,14 +56,14 @@ def plan_resume(
     checkpoint folder holds no complete checkpoint of the model, unless it waits for a job that
     may still save one."""
     spec = record.spec
+    if refresh_code and not spec.is_script_job:
+        raise InvalidInput(f"--refresh-code: job {record.job_id} runs the bundled trainer, which has no code snapshot")
     ckpt_dir = Path(spec.checkpoint_dir)
     if after_job is None and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
         raise CheckpointError(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",
         )
-    if refresh_code and not spec.is_script_job:
-        raise InvalidInput(f"--refresh-code: job {record.job_id} runs the bundled trainer, which has no code snapshot")
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are
         changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)

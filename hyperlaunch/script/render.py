@@ -102,11 +102,12 @@ def script_values(spec: JobSpec) -> ScriptValues:
 
 
 def flag_lines(words: list[str]) -> list[tuple[str, ...]]:
-    """`words` a line each, but a flag and the value after it share one (`--model qwen3_0_6b`)."""
+    """`words` a line each, but a flag and the value after it share one (`--model qwen3_0_6b`,
+    `-m mypkg.train`)."""
     lines: list[tuple[str, ...]] = []
     for word in words:
         last = lines[-1] if lines else ()
-        if len(last) == 1 and last[0].startswith("--") and "=" not in last[0] and not word.startswith("-"):
+        if len(last) == 1 and (last[0].startswith("--") or last[0] == "-m") and "=" not in last[0] and not word.startswith("-"):
             lines[-1] = (last[0], word)
         else:
             lines.append((word,))

@@ -64,6 +64,16 @@ VARIANTS: dict[str, JobSpec] = {
         trainer_args=("--checkpoint-every", "10"), **PATHS,
     ),
     "single_node": JobSpec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", gres_gpus="on", max_steps=100, **PATHS),
+    # A user's own script, run from its code snapshot (hyperlaunch.job.plan derives the code fields).
+    "script_job": JobSpec(
+        script="/home/me/proj/train/main.py", name="exp1", nodes=2, code_root="/home/me/proj",
+        code_dir="/fsx/runs/demo/.hyperlaunch/code-0123456789abcdef", trainer_args=("--lr", "3e-4"), torchrun="torchrun", **PATHS,
+    ),
+    "script_module_container": JobSpec(
+        module="mypkg.train", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off", hyperpod="off",
+        container_image="/fsx/images/train.sqsh", code_root="/home/me/proj",
+        code_dir="/fsx/runs/demo/.hyperlaunch/code-0123456789abcdef", **PATHS,
+    ),
     # HyperPod without GPU GRES: whole nodes, torchrun starts the 8 processes; SageMaker's name.
     "p5_without_gres": JobSpec(
         model="qwen3_0_6b", nodes=2, instance_type="ml.p5.48xlarge", exclusive=True, gres_gpus="off",
