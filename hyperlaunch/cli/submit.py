@@ -95,7 +95,7 @@ def resume(
 ) -> None:
     """Submit a recorded job again; the trainer continues from the model's -latest checkpoint.
 
-    Refuses when the job's checkpoint folder holds no complete checkpoint of the model, and
+    Refuses (a bundled-trainer job) when its checkpoint folder holds no complete checkpoint of the model, and
     while the job is still pending or running (unless --after-end).
     Example: hyperlaunch resume 42 --exclude-failed
     """

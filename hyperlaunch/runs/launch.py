@@ -59,7 +59,9 @@ def plan_resume(
     if refresh_code and not spec.is_script_job:
         raise InvalidInput(f"--refresh-code: job {record.job_id} runs the bundled trainer, which has no code snapshot")
     ckpt_dir = Path(spec.checkpoint_dir)
-    if after_job is None and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
+    # A script job may keep checkpoints of its own kind (torch.save files the library never
+    # committed): it resumes however its script does, so nothing is refused here.
+    if after_job is None and not spec.is_script_job and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
         raise CheckpointError(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",

@@ -32,6 +32,7 @@ def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path
     # The per-node step goes into the supervisor's bundle, rendered from the installed template.
     assert {"hyperlaunch/templates/partials/env.sh.j2", "hyperlaunch/templates/partials/nccl_net.sh.j2", "hyperlaunch/templates/step.sh.j2"} <= set(names)
     assert "hyperlaunch/supervisor/attempt.py" in names
+    assert "hyperlaunch/runtime/__init__.py" in names  # what a script job's scripts import
     assert any(n.startswith("hyperlaunch/env/") and n.endswith(".toml") for n in names)
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"hyperlaunch"}, top_level
