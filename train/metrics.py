@@ -72,8 +72,8 @@ def format_step(r: StepRecord) -> str:
     mfu = f"{r.mfu * 100:.1f}%" if r.mfu is not None else "n/a"
     mfu_with_output = f"{r.mfu_with_output * 100:.1f}%" if r.mfu_with_output is not None else "n/a"
     return (
-        f"step {r.step} | loss {r.loss:.4f} | lr {r.lr:.3e} | grad_norm {r.grad_norm:.3f} | "
-        f"tok/s {r.tokens_per_s:.0f} ({r.tokens_per_s_per_device:.0f}/dev) | "
+        f"step {r.step} | loss {r.loss:.4f} | lr {r.lr or 0.0:.3e} | grad_norm {r.grad_norm:.3f} | "
+        f"tok/s {r.tokens_per_s or 0.0:.0f} ({r.tokens_per_s_per_device:.0f}/dev) | "
         f"TFLOP/s/dev {r.tflops_per_device:.3f} | MFU {mfu} (with output {mfu_with_output}) | "
         f"peak_mem {r.peak_memory_bytes / 2**30:.2f} GiB"
     )

@@ -44,9 +44,10 @@ class StepRecord:
 
     step: int
     loss: float
-    lr: float = 0.0
+    lr: float | None = None
+    """None where the writer logged none (a user's script through hyperlaunch.runtime.log)."""
     grad_norm: float = 0.0
-    tokens_per_s: float = 0.0
+    tokens_per_s: float | None = None
     tokens_per_s_per_device: float = 0.0
     tflops_per_device: float = 0.0
     mfu: float | None = None
