@@ -68,7 +68,7 @@ _TRAINER_ARGS_PARAMETER = inspect.Parameter(
     default=None,
     annotation=Annotated[
         list[str] | None,
-        typer.Argument(help="Extra trainer arguments, after `--` (e.g. -- --lr 3e-4).", metavar="TRAINER_ARGS", show_default=False),
+        typer.Argument(help="Extra trainer arguments (or your --script's own), after `--` (e.g. -- --lr 3e-4).", metavar="TRAINER_ARGS", show_default=False),
     ],
 )
 _ADDED = [*JOB_FLAG_PARAMETERS, _PROFILE_PARAMETER, _TRAINER_ARGS_PARAMETER]

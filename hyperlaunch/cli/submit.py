@@ -53,9 +53,10 @@ def submit(
 ) -> None:
     """Render the sbatch script for a training job, submit it and record it.
 
+    \b
     Examples:
       hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
-      hyperlaunch submit --nodes 4 --script train.py -- --lr 3e-4      (your own script)
+      hyperlaunch submit --nodes 4 --script train.py -- --lr 3e-4    # your own script
       hyperlaunch submit --nodes 2 --module mypkg.train --name exp1
     """
     import functools
