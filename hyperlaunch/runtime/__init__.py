@@ -140,7 +140,10 @@ def requeue() -> NoReturn:
     queue and resumes from the checkpoint (the save signal's cause: no restart budget used)."""
     ignore_stop_signals()
     if is_main():
-        records.request_requeue(run_dir())
+        try:
+            records.request_requeue(run_dir())
+        except OSError as error:  # the exit code says it too (the supervisor reads both)
+            print(f"hyperlaunch: cannot write the requeue request: {error}", file=sys.stderr, flush=True)
     _flush()
     raise SystemExit(REQUEUE_EXIT_CODE)
 
@@ -153,9 +156,10 @@ def log(step: int, **metrics: Any) -> None:
     session.step_logged(step)
     if not is_main():
         return
-    shown = " | ".join(f"{key} {_shown(value)}" for key, value in metrics.items())
+    values = {key: _plain(value) for key, value in metrics.items()}
+    shown = " | ".join(f"{key} {_shown(value)}" for key, value in values.items())
     print(f"step {step} | {shown}" if shown else f"step {step}", flush=True)
-    records.append_record(run_dir(), {"type": "step", "step": step, **metrics, "time": time.time(), **records.job_tags()})
+    records.append_record(run_dir(), {"type": "step", "step": step, **values, "time": time.time(), **records.job_tags()})
 
 
 @contextlib.contextmanager
@@ -177,8 +181,9 @@ def fail(message: str, final: bool = True) -> NoReturn:
     like a crash, within the restart budget. Exits the process (code 1)."""
     ignore_stop_signals()
     kind = FailureKind.SCRIPT_ERROR if final else FailureKind.SCRIPT_RETRY
-    write_trainer_failure(kind, message, rank())
-    print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
+    written = write_trainer_failure(kind, message, rank())
+    if written is not None or is_main():  # one line in the log, not one a rank
+        print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
     _flush()
     raise SystemExit(1)
 
@@ -239,6 +244,17 @@ def _number(env: str, default: float) -> float:
         return float(os.environ.get(env) or default)
     except ValueError:
         return default
+
+
+def _plain(value: object) -> object:
+    """A value JSON can hold: a tensor or numpy scalar as its number (`loss=loss`, no .item()
+    needed), anything else unknown as its text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _shown(value: object) -> str:

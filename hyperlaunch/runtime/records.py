@@ -54,6 +54,7 @@ def record_progress(run_dir: Path, step: int, environ: Mapping[str, str] | None 
     (hyperlaunch.core.protocol.PROGRESS_PREFIX). Nothing outside Slurm."""
     env = _environ(environ)
     if env.get("SLURM_JOB_ID"):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)  # a script may commit before it logs
         write_progress(Path(run_dir), env["SLURM_JOB_ID"], restart_count(env), step)
 
 
@@ -62,6 +63,7 @@ def request_requeue(run_dir: Path, environ: Mapping[str, str] | None = None) -> 
     requeue-request file (hyperlaunch.core.protocol). Nothing outside Slurm."""
     env = _environ(environ)
     if env.get("SLURM_JOB_ID"):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
         requeue_request_path(Path(run_dir), env["SLURM_JOB_ID"], restart_count(env)).touch()
 
 

@@ -198,6 +198,20 @@ def test_log_prints_and_records_steps_that_status_reads_back_with_the_jobs_tags(
     assert first.time > 0
 
 
+class _Scalar:
+    """What a 0-d tensor is to log(): no JSON type, but a number through float()."""
+
+    def __float__(self) -> float:
+        return 1.5
+
+
+def test_log_takes_tensors_as_their_number(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runtime.log(3, loss=_Scalar(), note=object)  # json.dumps would fail on rank 0 alone: a hang
+    assert capsys.readouterr().out.startswith("step 3 | loss 1.5 | note <class 'object'>")
+    record = _records(job / "run")[-1]
+    assert isinstance(record, StepRecord) and record.loss == 1.5
+
+
 def test_outside_slurm_step_records_carry_no_job(workdir: Path) -> None:
     runtime.log(4, loss=1.0)
     (record,) = _records(runtime.run_dir())
@@ -256,7 +270,6 @@ def test_requeue_exits_75_and_rank_0_asks_the_supervisor_for_a_requeue(tmp_path:
     assert request.exists() == (rank == "0")
 
 
-@pytest.mark.xfail(strict=True, reason="records.record_progress and request_requeue write into a run folder they do not make")
 def test_under_slurm_without_a_run_folder_yet_commit_and_requeue_still_do_their_part(tmp_path: Path) -> None:
     # A script run by plain srun/sbatch (SLURM_JOB_ID set, no hyperlaunch job around it) that
     # commits before its first log(): ./runs/<name> does not exist yet.
