@@ -19,6 +19,8 @@ import pytest
 from hyperlaunch.core import checkpoints, protocol
 from hyperlaunch.core.metrics_records import METRICS_FILE, StepRecord, parse_metrics_line
 
+pytestmark = pytest.mark.integration  # real torchrun, 10-30 s a test
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 NAME = "lm"
