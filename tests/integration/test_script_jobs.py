@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hyperlaunch.core import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import FINAL_STATES, revive
+from tests.integration.fault_helpers import Job, kill_a_node_of, revive
 
 pytestmark = pytest.mark.integration
 
@@ -23,24 +23,20 @@ STEPS = 40
 EVERY = 10
 
 
-class ScriptJob:
-    """One submitted script job and where its files are (the defaults: ./checkpoints, ./runs/<name>)."""
+@dataclass
+class ScriptJob(Job):
+    """A submitted script job: the scenarios' Job, its files under its run name (the defaults:
+    ./checkpoints, ./runs/<name>), and its text `status` and log."""
 
-    def __init__(self, cluster: DevCluster, workdir: Path, job_id: str, name: str) -> None:
-        self.cluster, self.workdir, self.job_id, self.name = cluster, workdir, job_id, name
+    name: str = ""
 
     @property
     def run_dir(self) -> Path:
         return self.workdir / "runs" / self.name
 
-    @property
-    def ckpt_dir(self) -> Path:
-        return self.workdir / "checkpoints"
-
-    def status(self) -> dict[str, Any]:
-        result = self.cluster.hyperlaunch("status", self.job_id, "--json", cwd=self.workdir)
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+    def pointer_step(self) -> int | None:
+        named = checkpoints.read_pointer(self.ckpt_dir, self.name)
+        return checkpoints.parse_step(named, self.name) if named else None
 
     def status_text(self) -> str:
         result = self.cluster.hyperlaunch("status", self.job_id, cwd=self.workdir)
@@ -50,32 +46,6 @@ class ScriptJob:
     def log(self) -> str:
         path = self.workdir / "logs" / f"{self.name}_{self.job_id}.out"
         return path.read_text(errors="replace") if path.exists() else ""
-
-    def steps(self) -> list[dict[str, Any]]:
-        path = self.run_dir / "metrics.jsonl"
-        rows = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass  # the line being written right now
-        return [row for row in rows if row.get("type") == "step"]
-
-    def losses(self) -> dict[int, float]:
-        return {int(row["step"]): float(row["loss"]) for row in self.steps()}
-
-    def pointer_step(self) -> int | None:
-        named = checkpoints.read_pointer(self.ckpt_dir, self.name)
-        return checkpoints.parse_step(named, self.name) if named else None
-
-    def running_nodes(self) -> list[str]:
-        if self.cluster.job_field(self.job_id, "%T") != "RUNNING":
-            return []
-        return self.cluster.run("scontrol", "show", "hostnames", self.cluster.job_field(self.job_id, "%N")).split()
-
-    def wait_final(self, timeout: float = 400) -> dict[str, Any]:
-        wait_until(lambda: self.status()["state"] in FINAL_STATES, timeout, f"job {self.job_id} to end", interval=2)
-        return self.status()
 
 
 def _project(workdir: Path, example: str) -> Path:
@@ -92,16 +62,7 @@ def _submit(cluster: DevCluster, workdir: Path, script: Path, *flags: str, args:
     )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    return ScriptJob(cluster, workdir, doc["job_id"], doc["name"])
-
-
-def _kill_second_node(job: ScriptJob) -> str:
-    nodes: list[str] = []
-    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
-    victim = nodes[-1]
-    result = job.cluster.cli("dev-cluster", "kill-node", victim)
-    assert result.returncode == 0, result.stderr
-    return victim
+    return ScriptJob(cluster, workdir, doc["job_id"], name=doc["name"])
 
 
 def _wait_two_attempts(job: ScriptJob, timeout: float = 200) -> None:
@@ -123,7 +84,7 @@ def test_the_dcp_example_survives_a_killed_node_with_the_same_losses_and_runs_th
     marker = tmp_path / "edited-code-ran"
     script.write_text(f"open({str(marker)!r}, 'w').close()\n" + script.read_text())
     wait_until(lambda: (job.pointer_step() or 0) >= EVERY, 240, "the first checkpoint", interval=0.2)
-    victim = _kill_second_node(job)
+    victim = kill_a_node_of(job)
     _wait_two_attempts(job)
     revive(dev_cluster, victim)
 
@@ -148,7 +109,7 @@ def test_the_plain_ddp_example_resumes_from_its_own_checkpoint_after_a_killed_no
     job = _submit(dev_cluster, tmp_path, script, args=("--steps", str(STEPS), "--save-every", str(EVERY), "--step-seconds", "0.3"))
     saved = job.ckpt_dir / f"{job.name}-{EVERY}steps" / "state.pt"
     wait_until(saved.exists, 240, "the plain script's first checkpoint", interval=0.2)
-    victim = _kill_second_node(job)
+    victim = kill_a_node_of(job)
     _wait_two_attempts(job)
     revive(dev_cluster, victim)
 
