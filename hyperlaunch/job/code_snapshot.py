@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -31,6 +32,9 @@ _INFO_MAX_BYTES = 1_000_000
 _GIT_TIMEOUT_S = 60
 _CHUNK = 1 << 20
 _SKIPPED_DIRS = frozenset({"__pycache__", ".git"})
+MAX_FILES = 100_000
+"""More files than any training project holds: a script outside git in a home folder would
+otherwise have all of it listed (and its size summed) before the size limit says no."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,13 @@ def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:
     top = _git_toplevel(folder)
     root = Path(os.path.realpath(top or folder))
     try:
-        files = _regular_files(root, _git_files(root) if top else _walk(root))
+        listed = _git_files(root) if top else list(itertools.islice(_walk(root), MAX_FILES + 1))
+        if len(listed) > MAX_FILES:
+            raise CodeSnapshotTooLarge(
+                f"code snapshot of {root} would hold over {MAX_FILES} files: is it your home folder? "
+                "put the script in its project's folder (or a git work tree) and submit it from there"
+            )
+        files = _regular_files(root, listed)
         if not files:
             raise InvalidInput(f"code snapshot of {root}: no files to copy")
         _check_size(root, files, limit_mb, in_git=top is not None)

@@ -261,3 +261,14 @@ def test_read_info_is_none_for_anything_but_a_json_object(tmp_path: Path) -> Non
     assert cs.read_info(tmp_path) is None
     (tmp_path / cs.INFO_FILE).write_text(json.dumps({"digest": "d"}))
     assert cs.read_info(tmp_path) == {"digest": "d"}
+
+
+def test_a_folder_of_more_files_than_a_project_holds_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cs, "MAX_FILES", 3)
+    for name in "abcd":
+        (tmp_path / f"{name}.py").write_text("x\n")
+    with pytest.raises(CodeSnapshotTooLarge) as caught:
+        cs.take(tmp_path)
+    assert "would hold over 3 files" in str(caught.value) and "\n" not in str(caught.value)
+    (tmp_path / "d.py").unlink()
+    assert len(cs.take(tmp_path).files) == 3
