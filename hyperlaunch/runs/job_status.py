@@ -37,7 +37,7 @@ from hyperlaunch.core.protocol import (
     parse_attempt_marker,
 )
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.core.trainer_failures import TrainerFailure, read_trainer_failure, trainer_failure_path
+from hyperlaunch.core.trainer_failures import FailureKind, TrainerFailure, read_trainer_failure, trainer_failure_path
 from hyperlaunch.runs.attempts import (
     failed_nodes,
     markers_by_restart,
@@ -72,7 +72,9 @@ class Restart:
 
     def describe(self) -> str:
         where = " in allocation" if self.round else ""
-        return f"{self.cause}{where} ({self.detail})" if self.detail else f"{self.cause}{where}"
+        # A user's script stopped with runtime.fail: its error, not the bundled trainer's.
+        cause = "script error" if self.kind == FailureKind.SCRIPT_ERROR.value else self.cause
+        return f"{cause}{where} ({self.detail})" if self.detail else f"{cause}{where}"
 
 
 @dataclass(frozen=True)

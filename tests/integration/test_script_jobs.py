@@ -135,7 +135,7 @@ def test_runtime_fail_ends_the_job_on_that_attempt_with_the_scripts_line(dev_clu
     assert final["state"] == "FAILED", final
     assert len(final["attempts"]) == 1, "a final failure is never requeued"
     assert final["failure"] is not None and "--lr must be > 0, got -1" in json.dumps(final["failure"])
-    assert "--lr must be > 0, got -1" in job.status_text()
+    assert "script error (--lr must be > 0, got -1" in job.status_text()
 
 
 def test_a_time_limited_script_saves_on_the_warning_and_is_requeued_without_using_the_budget(

@@ -176,3 +176,10 @@ def test_each_round_of_scripts_is_told_where_things_are_and_gets_the_library_on_
     probe = "import hyperlaunch.runtime as r, json; print(json.dumps(r.__file__))"
     found = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {first!r}); {probe}"], capture_output=True, text=True, check=True)
     assert json.loads(found.stdout).startswith(first)
+
+
+def test_status_calls_a_scripts_final_failure_a_script_error() -> None:
+    from hyperlaunch.runs.job_status import Restart
+
+    assert Restart(0, "trainer error", "--lr must be > 0", kind="script-error").describe() == "script error (--lr must be > 0)"
+    assert Restart(0, "trainer error", "bad data", kind="invalid-data").describe() == "trainer error (bad data)"
