@@ -321,6 +321,21 @@ def list_models(ckpt_dir: Path) -> list[str]:
     return sorted(models)
 
 
+def pointed_checkpoint(ckpt_dir: Path, model: str) -> Path | None:
+    """The complete checkpoint `<model>-latest` names, None when there is no pointer: what a
+    user's script resumes from (hyperlaunch.runtime) and what its supervisor tells each round.
+    Stricter than choose_resume, which falls back to the newest complete checkpoint: raises
+    CheckpointError for a pointer that names garbage, another model's checkpoint or an
+    incomplete one."""
+    named = read_pointer(Path(ckpt_dir), model)
+    if named is None:
+        return None
+    path = Path(ckpt_dir) / named
+    if not is_complete(path):
+        raise CheckpointError(f"{pointer_path(ckpt_dir, model)} names {named}, which is not a complete checkpoint")
+    return path
+
+
 def newest_complete(ckpt_dir: Path, model: str) -> CheckpointInfo | None:
     complete = [info for info in list_checkpoints(ckpt_dir, model) if info.complete]
     return complete[-1] if complete else None

@@ -114,7 +114,7 @@ def checkpoint_path(step: int) -> Path:
 def resume_path() -> Path | None:
     """The complete checkpoint `<name>-latest` names, None on a fresh start. Raises
     hyperlaunch.core.errors.CheckpointError for a pointer that names something unusable."""
-    return checkpoint.resume_path(checkpoint_dir(), name())
+    return rules.pointed_checkpoint(checkpoint_dir(), name())
 
 
 def commit_checkpoint(step: int, path: Path | str | None = None, keep_last: int | None = None) -> None:

@@ -1,7 +1,7 @@
-"""The checkpoint pointer as a training script meets it: what to resume from, and committing
-a complete checkpoint (the pointer moves, the attempt's progress is recorded). The rules of
-names, completeness and pruning are hyperlaunch.core.checkpoints'; the bundled trainer
-(train/checkpointing.py) commits through `commit` too.
+"""Committing a complete checkpoint as a training script does it (the pointer moves, the
+attempt's progress is recorded). The rules of names, completeness, pruning and what the pointer
+names are hyperlaunch.core.checkpoints'; the bundled trainer (train/checkpointing.py) commits
+through `commit` too.
 
 Standard library only, Python 3.8+."""
 
@@ -14,19 +14,6 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.errors import CheckpointError
 from hyperlaunch.runtime import records
-
-
-def resume_path(ckpt_dir: Path, name: str) -> Path | None:
-    """The complete checkpoint `<name>-latest` names, None when there is no pointer. Raises
-    CheckpointError for a pointer that names garbage, another model's checkpoint or an
-    incomplete one: resuming from the wrong state must never be a guess."""
-    named = rules.read_pointer(Path(ckpt_dir), name)
-    if named is None:
-        return None
-    path = Path(ckpt_dir) / named
-    if not rules.is_complete(path):
-        raise CheckpointError(f"{rules.pointer_path(ckpt_dir, name)} names {named}, which is not a complete checkpoint")
-    return path
 
 
 def commit(

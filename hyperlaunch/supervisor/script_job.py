@@ -23,15 +23,10 @@ def resume_from(checkpoint_dir: str, name: str) -> tuple[str, str | None]:
     """The complete checkpoint `<name>-latest` names ('' for none), and a warning when the
     pointer cannot be used (the runtime library's resume_path() then raises, with the reason)."""
     try:
-        named = checkpoints.read_pointer(Path(checkpoint_dir), name)
+        path = checkpoints.pointed_checkpoint(Path(checkpoint_dir), name)
     except HyperlaunchError as error:
         return "", f"hyperlaunch: {error}; {RESUME_FROM_ENV} is empty"
-    if named is None:
-        return "", None
-    path = Path(checkpoint_dir) / named
-    if not checkpoints.is_complete(path):
-        return "", f"hyperlaunch: {name}-latest names {named}, which is not complete; {RESUME_FROM_ENV} is empty"
-    return str(path), None
+    return ("" if path is None else str(path)), None
 
 
 def script_environment(run_dir: str, checkpoint_dir: str, name: str, environ: Mapping[str, str], resume: str) -> dict[str, str]:
