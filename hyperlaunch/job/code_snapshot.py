@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from hyperlaunch.core.bounded_read import read_regular
 from hyperlaunch.core.errors import CodeSnapshotTooLarge, InvalidInput
+from hyperlaunch.core.paths import job_files_dir
 
 DEFAULT_LIMIT_MB = 100
 INFO_FILE = ".hyperlaunch-snapshot.json"
@@ -99,6 +100,11 @@ def describe_dir(snapshot_dir: Path) -> str:
         str(info.get("digest", "")),
     )
     return f"{text} in {snapshot_dir}"
+
+
+def snapshot_dir(run_dir: str, snapshot: Snapshot) -> str:
+    """Where a job of `run_dir` keeps this snapshot: `<run_dir>/.hyperlaunch/code-<hash>`."""
+    return os.path.join(job_files_dir(run_dir), snapshot.name)
 
 
 def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:

@@ -22,7 +22,7 @@ from hyperlaunch.core.checkpoints import is_model_directory
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.instances import canonical_instance_type, get_instance
 from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
-from hyperlaunch.core.paths import is_dir, is_file, job_files_dir
+from hyperlaunch.core.paths import is_dir, is_file
 from hyperlaunch.core.recommend import Setting
 from hyperlaunch.job import code_snapshot, containers, detect
 from hyperlaunch.job import settings as layered
@@ -327,9 +327,10 @@ def _snapshot_place(settings: Settings, cwd: Path) -> Settings:
     folder = Path(os.path.dirname(str(script))) if isinstance(script, str) else cwd
     limit = settings.get("code_limit_mb", code_snapshot.DEFAULT_LIMIT_MB)
     snapshot = code_snapshot.take(folder, limit_mb=int(typing.cast(int, limit)))
+    placed: Settings = {"code_root": str(snapshot.root), "code_dir": code_snapshot.snapshot_dir(str(settings["run_dir"]), snapshot)}
     if isinstance(script, str):
         inside = os.path.relpath(os.path.realpath(script), os.path.realpath(snapshot.root)).replace(os.sep, "/")
         if inside not in {file.path for file in snapshot.files}:
             raise InvalidInput(f"--script {script} is not part of its project's snapshot ({snapshot.root}): is it ignored by .gitignore?")
-        settings = {**settings, "script": os.path.join(str(snapshot.root), inside)}
-    return {**({"script": settings["script"]} if isinstance(script, str) else {}), "code_root": str(snapshot.root), "code_dir": os.path.join(job_files_dir(str(settings["run_dir"])), snapshot.name)}
+        placed["script"] = os.path.join(str(snapshot.root), inside)
+    return placed

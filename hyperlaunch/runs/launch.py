@@ -69,9 +69,9 @@ def plan_resume(
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are
         changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)
-    if refresh_code and spec.code_root is not None and spec.code_dir is not None:
+    if refresh_code and spec.code_root is not None:
         snapshot = code_snapshot.take(Path(spec.code_root), limit_mb=spec.code_limit_mb)
-        changes["code_dir"] = os.path.join(os.path.dirname(spec.code_dir), snapshot.name)
+        changes["code_dir"] = code_snapshot.snapshot_dir(spec.run_dir, snapshot)
     if nodes is not None:
         changes["nodes"] = nodes
     if max_steps is not None:

@@ -102,10 +102,7 @@ def _code_written(spec: JobSpec) -> Iterator[None]:
                 f"code snapshot {planned} is not there, and {spec.code_root} no longer holds that code (it is {snapshot.name} now)",
                 hint="submit again; `hyperlaunch resume --refresh-code` resumes with the code as it is now",
             )
-        try:
-            path, created = code_snapshot.write(snapshot, planned.parent)
-        except OSError as err:
-            raise InvalidInput(f"run_dir {spec.run_dir}: cannot write the code snapshot there: {err.strerror or err}") from None
+        _, created = code_snapshot.write(snapshot, planned.parent)  # InvalidInput when it cannot
     try:
         yield
     except BaseException:
