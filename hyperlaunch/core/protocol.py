@@ -189,6 +189,26 @@ def made_progress(run_dir: Path, job_id: str, restart_count: int) -> bool:
     return os.path.lexists(progress_path(run_dir, job_id, restart_count))
 
 
+ENDED_PREFIX = "ended-"
+"""The supervisor writes `<run_dir>/ended-<job id>.<restart count>` (holding the RestartCause
+value) when an attempt ends; the next attempt tells its trainers why they start again
+(hyperlaunch.core.trackers.RESTART_CAUSE_ENV). An attempt whose batch host died writes none."""
+
+
+def write_attempt_end(run_dir: Path, job_id: str, restart_count: int, cause: str) -> None:
+    (Path(run_dir) / f"{ENDED_PREFIX}{job_id}.{restart_count}").write_text(f"{cause}\n")
+
+
+def previous_attempt_cause(run_dir: Path, job_id: str, restart_count: int) -> str | None:
+    """Why attempt `restart_count - 1` ended, as it wrote; "requeued" where it wrote nothing (its
+    node died, or Slurm requeued it), None for a first attempt."""
+    if restart_count <= 0:
+        return None
+    raw = read_regular_file(Path(run_dir) / f"{ENDED_PREFIX}{job_id}.{restart_count - 1}", limit=64)
+    cause = raw.decode("utf-8", errors="replace").strip() if raw is not None else ""
+    return cause if cause in CAUSE_TEXT else "requeued"
+
+
 def failures_in_a_row(run_dir: Path, job_id: str, ended: int) -> int:
     """How many of the attempts 0..ended-1, counted back from the last, made no progress: the
     restart budget used when attempt `ended` starts (the supervisor counts so, and `status`)."""

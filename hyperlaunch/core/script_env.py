@@ -12,6 +12,7 @@ presets' NCCL/EFA variables are not reserved: overriding them with `--env` is th
 
 from __future__ import annotations
 
+from hyperlaunch.core import trackers
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
 
 TORCHRUN_SIGNALS_ENV = "PET_SIGNALS_TO_HANDLE"
@@ -46,7 +47,7 @@ RESUME_FROM_ENV = "HYPERLAUNCH_RESUME_FROM"
 empty for a fresh start: set by the supervisor for each round."""
 SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
 """What a script job's scripts are told (README "Your own script")."""
-NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES)
+NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET)
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
 """Variables that change what bash runs or how it splits words."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.aws.hyperpod import check_cluster_name
-from hyperlaunch.core import recommend
+from hyperlaunch.core import recommend, trackers
 from hyperlaunch.core.checkpoints import is_model_directory
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.instances import canonical_instance_type, get_instance
@@ -102,8 +102,26 @@ def plan_job(
     settings = {**settings, **filled}
     filled, hyperpod = _hyperpod(settings, layers, environ)
     settings = {**settings, **filled}
+    settings = {**settings, **_tracker_settings(settings, environ)}
     decided = instance + gpus + exclusive + hyperpod
     return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided)
+
+
+def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """Each tracker's own settings where it keeps them: MLflow's server from MLFLOW_TRACKING_URI
+    when --mlflow-uri is not given; W&B's project, entity, mode and server forwarded by name
+    from this environment (as `--env NAME`: the value is not written into the script)."""
+    chosen = typing.cast("tuple[str, ...]", settings.get("tracker") or ())
+    filled: Settings = {}
+    if trackers.MLFLOW in chosen and not settings.get("mlflow_uri") and environ.get(trackers.MLFLOW_URI_ENV):
+        filled["mlflow_uri"] = environ[trackers.MLFLOW_URI_ENV]
+    if trackers.WANDB in chosen:
+        env = list(typing.cast("tuple[tuple[str, str | None], ...]", settings.get("env") or ()))
+        given = {name for name, _ in env}
+        forwarded = [(name, None) for name in trackers.WANDB_SETTINGS_FORWARDED if environ.get(name) and name not in given]
+        if forwarded:
+            filled["env"] = tuple(env + forwarded)
+    return filled
 
 
 def _preset_defaults(settings: Settings) -> Settings:

@@ -44,13 +44,13 @@ FLAGS_LAYER = "the command line"
 ENVIRONMENT_LAYER = "the environment"
 
 # Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
-_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module", "after_job"})
+_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module", "after_job", "tracker_run_id", "mlflow_run_id", "mlflow_experiment_id"})
 FIELD_TYPES: dict[str, object] = {
     name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
 }
 # Lists that cannot be written unambiguously in one environment variable are left to TOML/flags.
 _NOT_FROM_ENVIRONMENT = frozenset({"env", "trainer_args"})
-PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir")
+PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir", "tensorboard_dir")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
+from hyperlaunch.core.trackers import MLFLOW, NAMES_CHOSEN, TENSORBOARD, TRACKERS
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.text_checks import check_text, fail, shown
 
@@ -135,6 +136,12 @@ class JobSpec:
     job_name: str | None = field(default=None, metadata=flag("--job-name", "-J", help="Slurm job name [default: the model name]."))
     log_dir: str = field(metadata=flag("--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."))
     run_dir: str = field(metadata=flag("--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."))
+    tracker: tuple[str, ...] = field(default=(), metadata=flag("--tracker", help="Also log to an experiment tracker: tensorboard, mlflow or wandb (repeatable). One run for the whole training: "
+        "requeues, restarts and `resume` log into it, and the steps a failed attempt logged past the checkpoint it restarted from are dropped or marked (README: Trackers). "
+        "Needs `pip install \"hyperlaunch[trackers]\"` where the job runs; `status` shows where each run is.", metavar="NAME"))
+    # Derived where the job is built (JobSpec.__post_init__) for --tracker tensorboard.
+    tensorboard_dir: str | None = field(default=None, metadata=flag("--tensorboard-dir", help="TensorBoard log folder of --tracker tensorboard, on storage every node writes [default: <run dir>/tensorboard]."))
+    mlflow_uri: str | None = field(default=None, metadata=flag("--mlflow-uri", help="MLflow tracking server of --tracker mlflow, e.g. http://10.0.0.5:5000; the experiment is the job name [default: MLFLOW_TRACKING_URI]. Credentials: --env MLFLOW_TRACKING_TOKEN.", metavar="URI"))
     # Used by the supervisor's rounds (hyperlaunch.supervisor.attempt).
     spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
     restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
@@ -157,6 +164,15 @@ class JobSpec:
     """Derived for a script job where it is planned (hyperlaunch.job.plan), never set by the user:
     the folder its snapshot copies (the git work tree's top level, else the script's folder or,
     for --module, the current one)."""
+    tracker_run_id: str | None = None
+    """Chosen at submit for a job with trackers (hyperlaunch.runs.submission), never set by the
+    user, kept by requeues and `resume`: the training's run id (W&B's run id, the MLflow run's
+    `hyperlaunch.run_id` tag). None until then (`render` and `--dry-run` show a placeholder)."""
+    mlflow_run_id: str | None = None
+    """Chosen with tracker_run_id for --tracker mlflow: the MLflow run created at submit that
+    every attempt's run nests under (MLFLOW_RUN_ID in the job)."""
+    mlflow_experiment_id: str | None = None
+    """That run's experiment (its page in the MLflow UI)."""
     code_dir: str | None = None
     """Derived with code_root: the snapshot the job runs from, `<run_dir>/.hyperlaunch/code-<hash>`
     (hyperlaunch.job.code_snapshot), written at submit; requeues and `resume` run the same one."""
@@ -187,6 +203,8 @@ class JobSpec:
         if self.job_name is None:
             base = self.name if self.is_script_job else os.path.basename(self.model.rstrip("/"))
             object.__setattr__(self, "job_name", base or "hyperlaunch")
+        if TENSORBOARD in self.tracker and self.tensorboard_dir is None:
+            object.__setattr__(self, "tensorboard_dir", os.path.join(self.run_dir, "tensorboard"))
         _validate(self, instance.gpus_per_node)
         if not self.checkpoint_name:
             if self.is_script_job:
@@ -243,7 +261,7 @@ class JobSpec:
         from hyperlaunch.job import containers
 
         return containers.job_paths(
-            writable=(self.checkpoint_dir, self.log_dir, self.run_dir),
+            writable=tuple(p for p in (self.checkpoint_dir, self.log_dir, self.run_dir, self.tensorboard_dir) if p is not None),
             model=self.model,
             tokenizer=targs.value_of(self.trainer_args, targs.TOKENIZER),
             data=self.data,
@@ -393,6 +411,7 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
             fail(f"--env {key} is refused: {RESERVED_ENV_RULE}")
         if value is not None and "\x00" in value:
             fail(f"--env {key} value must not contain NUL")
+    _validate_trackers(spec)
     if spec.gres_gpus not in GRES_MODES:
         fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {shown(spec.gres_gpus)}")
     if spec.nccl_debug is not None and spec.nccl_debug not in NCCL_DEBUG_LEVELS:
@@ -413,6 +432,33 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     check_text("torchrun", spec.torchrun, allow_newlines=True)
     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", spec.trainer_module):
         fail(f"trainer module {spec.trainer_module!r} is not a Python module name")
+
+
+def _validate_trackers(spec: JobSpec) -> None:
+    for name in spec.tracker:
+        if name not in TRACKERS:
+            fail(f"--tracker {shown(name)} is not a tracker; choose from: {', '.join(TRACKERS)}")
+    if len(set(spec.tracker)) != len(spec.tracker):
+        fail(f"--tracker names {', '.join(spec.tracker)}: give each tracker once")
+    if spec.tensorboard_dir is not None and TENSORBOARD not in spec.tracker:
+        fail("--tensorboard-dir is for --tracker tensorboard, which is not on")
+    _check_path("--tensorboard-dir", spec.tensorboard_dir)
+    if spec.mlflow_uri is not None and MLFLOW not in spec.tracker:
+        fail("--mlflow-uri is for --tracker mlflow, which is not on")
+    if MLFLOW in spec.tracker:
+        if not spec.mlflow_uri:
+            fail("--tracker mlflow needs the tracking server: --mlflow-uri http://HOST:5000 (or MLFLOW_TRACKING_URI)")
+        check_text("--mlflow-uri", spec.mlflow_uri)
+        if any(c.isspace() for c in spec.mlflow_uri):
+            fail(f"--mlflow-uri must not contain spaces: {shown(spec.mlflow_uri)}")
+    for key, _ in spec.env:
+        for name in spec.tracker:
+            if key in NAMES_CHOSEN.get(name, ()):
+                fail(f"--env {key} is refused with --tracker {name}: hyperlaunch sets it to the training's one run")
+    for name in ("tracker_run_id", "mlflow_run_id", "mlflow_experiment_id"):
+        value = getattr(spec, name)
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", value):
+            fail(f"{name} must be letters, digits, _ or - (at most 64), got {shown(value)}")
 
 
 def _validate_model(spec: JobSpec) -> None:

@@ -25,6 +25,7 @@ import jinja2
 
 from hyperlaunch import __version__
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
+from hyperlaunch.core import trackers
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
@@ -203,6 +204,8 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
         ),
         EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
+    if spec.tracker:
+        groups.append(EnvGroup("--tracker: every attempt, round and `resume` of this training logs into one run (`hyperlaunch status` says where)", tracker_exports(spec)))
     if spec.nccl_debug is not None:
         groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))
     values = tuple((name, value) for name, value in spec.env if value is not None)
@@ -212,6 +215,27 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
         title = "--env NAME: forwarded from the submitting environment (sbatch --export), values not written here"
         groups.append(EnvGroup(title, tuple((name, None) for name in forwarded)))
     return groups
+
+
+def tracker_exports(spec: JobSpec) -> tuple[tuple[str, str], ...]:
+    """The trackers, the training's run ids (chosen at submit: absent from `render` and
+    --dry-run) and each tracker's folder or server, under the names the trackers' own libraries
+    read (a script that logs to W&B or MLflow itself joins the same run)."""
+    exports = [(trackers.TRACKERS_ENV, ",".join(spec.tracker))]
+    if spec.tracker_run_id:
+        exports.append((trackers.TRACKER_RUN_ID_ENV, spec.tracker_run_id))
+    if spec.tensorboard_dir:
+        exports.append((trackers.TENSORBOARD_DIR_ENV, spec.tensorboard_dir))
+    if trackers.MLFLOW in spec.tracker and spec.mlflow_uri:
+        exports.append((trackers.MLFLOW_URI_ENV, spec.mlflow_uri))
+        if spec.mlflow_run_id:
+            exports.append((trackers.MLFLOW_RUN_ID_ENV, spec.mlflow_run_id))
+    if trackers.WANDB in spec.tracker:
+        if spec.tracker_run_id:
+            exports += [(trackers.WANDB_RUN_ID_ENV, spec.tracker_run_id), (trackers.WANDB_RESUME_ENV, "allow")]
+        if trackers.WANDB_DIR_ENV not in {name for name, _ in spec.env}:
+            exports.append((trackers.WANDB_DIR_ENV, spec.run_dir))  # its offline runs beside the metrics
+    return tuple(exports)
 
 
 def srun_flags(spec: JobSpec) -> list[str]:

@@ -22,13 +22,16 @@ from hyperlaunch.core.protocol import (
     failures_after,
     failures_in_a_row,
     may_requeue,
+    previous_attempt_cause,
     progress_path,
     progress_step,
     refusal_at_start,
     refusal_to_requeue,
     requeue_request_path,
+    write_attempt_end,
 )
 from hyperlaunch.core.script_env import NCCL_CHECK_ENV, ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
 from hyperlaunch.supervisor import script_job, slurm_calls
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
@@ -105,6 +108,8 @@ class Attempt:
         self.srun_flags = list(settings.srun_flags)
         self.fast_node_check = False
         self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
+        # Why the next round of trainers starts again (the trackers log it with the restart).
+        self.restart_cause = previous_attempt_cause(run_dir, job, self.restart)
 
     # Signals --------------------------------------------------------------------------------
 
@@ -268,6 +273,7 @@ class Attempt:
     def _next_round(self, cause: RestartCause, status: int, fields: str) -> None:
         assert self.round is not None
         self.round += 1
+        self.restart_cause = cause.value
         self.trainer_failure = trainer_failure_path(self.run_dir, self.job_id or "0", self.restart, self.round)
         more = f"{fields} " if fields else ""
         self.marker("restart", f"round={self.round} cause={cause.value} exit={status} {more}action={AttemptAction.RESTART_IN_ALLOCATION.value}")
@@ -349,6 +355,8 @@ class Attempt:
         env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
         if self.settings.nccl_check:
             env[NCCL_CHECK_ENV] = "1"
+        if self.restart_cause:
+            env[RESTART_CAUSE_ENV] = self.restart_cause
         if self.settings.script_name:
             resume, warning = script_job.resume_from(self.settings.checkpoint_dir, self.settings.script_name)
             if warning:
@@ -398,6 +406,10 @@ class Attempt:
 
     def _end_marker(self, status: int, cause: RestartCause, fields: str, action: AttemptAction) -> None:
         self.marker("end", f"exit={status} cause={cause.value} {fields} action={action.value}")
+        try:
+            write_attempt_end(self.run_dir, self.job_id or "0", self.restart, cause.value)
+        except OSError:
+            pass  # only the next attempt's trackers read it: they say "requeued" instead
 
 
 def step_script() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.core import script_env, trainer_failures
+from hyperlaunch.core import script_env, trackers, trainer_failures
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.script_env import NAMES_READ_AS_GIVEN, RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job.plan import build_spec
@@ -62,7 +62,7 @@ def _supervisor_names() -> set[str]:
         if item.name.endswith(".py"):
             text = item.read_text(encoding="utf-8")
             found |= set(_READ_IN_PYTHON.findall(text))
-            found |= {getattr(script_env, name, None) or getattr(trainer_failures, name) for name in _SET_IN_PYTHON.findall(text)}
+            found |= {getattr(script_env, name, None) or getattr(trackers, name, None) or getattr(trainer_failures, name) for name in _SET_IN_PYTHON.findall(text)}
     return found
 
 
@@ -104,6 +104,8 @@ def test_the_list_is_exactly_the_scripts_names_and_the_shells() -> None:
     used: set[str] = set().union(*(_names_used(text) for text in _templates().values())) | _supervisor_names()
     spec = build_spec({"model": "qwen3_tiny"}, cwd=Path("/tmp"), environ={})
     used |= _names_used(render_sbatch(spec)) - set(dict(get_instance(spec.instance_type).env))
+    tracked = build_spec({"model": "qwen3_tiny", "tracker": ("tensorboard",)}, cwd=Path("/tmp"), environ={}).replace(tracker_run_id="abc")
+    used |= _names_used(render_sbatch(tracked)) - set(dict(get_instance(spec.instance_type).env))
     assert RESERVED_ENV_NAMES == used - set(NAMES_READ_AS_GIVEN) | {"BASH_ENV", "ENV", "IFS"}
 
 
