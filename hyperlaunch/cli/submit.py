@@ -34,6 +34,9 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
             "checkpoint_dir": record.spec.checkpoint_dir,
             "run_dir": record.spec.run_dir,
             "resumed_from": record.resumed_from,
+            "trackers": list(record.spec.tracker),
+            "tracker_run_id": record.spec.tracker_run_id,
+            "mlflow_run_id": record.spec.mlflow_run_id,
         }
         out.json(doc)
         return
@@ -42,7 +45,9 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
     out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
     if record.spec.code_dir is not None:
         out.text(f"  code:        {record.spec.code_dir}")
-    out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f")
+    if record.spec.tracker:
+        out.text(f"  trackers:    {', '.join(record.spec.tracker)}, run {record.spec.tracker_run_id} (status says where)")
+    out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f   |   hyperlaunch plot {record.job_id}")
 
 
 @with_job_flags
@@ -58,6 +63,7 @@ def submit(
       hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
       hyperlaunch submit --nodes 4 --script train.py -- --lr 3e-4    # your own script
       hyperlaunch submit --nodes 2 --module mypkg.train --name exp1
+      hyperlaunch submit -N 2 -m qwen3_0_6b --tracker tensorboard --tracker wandb --env WANDB_API_KEY
     """
     import functools
 

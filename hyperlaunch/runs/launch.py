@@ -14,7 +14,7 @@ from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.job import code_snapshot
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.runs import jobs
+from hyperlaunch.runs import jobs, tracker_runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,5 +173,8 @@ def launch(
 
         submit = submit_to_slurm
     instances = recorded_instance_ids(spec, notify or (lambda _: None))
-    record = submit(spec, script, env=env, resumed_from=resumed_from, decided=decided, node_instances=instances)
+    with tracker_runs.chosen(spec) as tracked:
+        if tracked is not spec:
+            spec, script = tracked, render_sbatch(tracked)  # with the run ids chosen now
+        record = submit(spec, script, env=env, resumed_from=resumed_from, decided=decided, node_instances=instances)
     return Launch(script=script, record=record)

@@ -468,7 +468,8 @@ class FakeSbatch:
         if list(args[:1]) == ["sinfo"] or list(args[:2]) == ["scontrol", "show"]:
             return Result(tuple(args), 0, "", "")
         assert args[0] == "sbatch", f"only sbatch and queries are expected here, got {list(args)}"
-        self.scripts.append(Path(args[-1]).read_text())
+        # As sbatch reads it: read_text's universal newlines would turn a smuggled \r\n into \n.
+        self.scripts.append(Path(args[-1]).read_bytes().decode("utf-8"))
         if self.refuse:
             return Result(tuple(args), 1, "", "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
         return Result(tuple(args), 0, f"Submitted batch job {JOB_ID}\n", "")

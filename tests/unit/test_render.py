@@ -74,6 +74,12 @@ VARIANTS: dict[str, JobSpec] = {
         container_image="/fsx/images/train.sqsh", code_root="/home/me/proj",
         code_dir="/fsx/runs/demo/.hyperlaunch/code-0123456789abcdef", **PATHS,
     ),
+    # Three trackers with the run ids a submit chose: one run for the training, whatever restarts it.
+    "trackers": JobSpec(
+        model="qwen3_0_6b", nodes=2, tracker=("tensorboard", "mlflow", "wandb"), mlflow_uri="http://10.0.0.5:5000",
+        tracker_run_id="0a1b2c3d4e5f", mlflow_run_id="5f2a0e0c9c2b4c1f8b8e3d6a7f9e1c2d", mlflow_experiment_id="1",
+        env=(("WANDB_PROJECT", None), ("WANDB_API_KEY", None)), torchrun="torchrun", **PATHS,
+    ),
     # HyperPod without GPU GRES: whole nodes, torchrun starts the 8 processes; SageMaker's name.
     "p5_without_gres": JobSpec(
         model="qwen3_0_6b", nodes=2, instance_type="ml.p5.48xlarge", exclusive=True, gres_gpus="off",

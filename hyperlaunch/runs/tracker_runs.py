@@ -1,0 +1,91 @@
+"""A training's tracker runs, chosen once at submit and kept in the job record, so that every
+attempt, round and `resume` of it logs into the same run: the run id (W&B's id, the MLflow
+run's `hyperlaunch.run_id` tag) and, for MLflow, the run itself, created on the tracking server
+now (its ids are the server's to give). A job resumed from its record keeps the ids it has.
+
+The only module of the launcher that talks to an MLflow server."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+from collections.abc import Iterator
+
+from hyperlaunch.core import trackers
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.job.spec import JobSpec
+
+_MLFLOW_QUICK = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
+"""At submit, a server that does not answer is an error in seconds, not after MLflow's
+default retries (minutes)."""
+
+
+def new_run_id() -> str:
+    """A run id W&B accepts as its own (lower-case letters and digits), unique enough to never
+    meet another training's."""
+    return secrets.token_hex(6)
+
+
+@contextlib.contextmanager
+def chosen(spec: JobSpec) -> Iterator[JobSpec]:
+    """`spec` with its tracker runs chosen (unchanged without trackers, or when a record had
+    them). An MLflow run created here is deleted again when the submission fails."""
+    if not spec.tracker or spec.tracker_run_id is not None:
+        yield spec
+        return
+    run_id = new_run_id()
+    if trackers.MLFLOW not in spec.tracker:
+        yield dataclasses.replace(spec, tracker_run_id=run_id)
+        return
+    assert spec.mlflow_uri is not None  # JobSpec refuses --tracker mlflow without it
+    experiment_id, mlflow_run = _create_mlflow_run(spec.mlflow_uri, spec.job_name or "hyperlaunch", spec.what, run_id)
+    try:
+        yield dataclasses.replace(spec, tracker_run_id=run_id, mlflow_run_id=mlflow_run, mlflow_experiment_id=experiment_id)
+    except BaseException:
+        with contextlib.suppress(Exception), _quick_mlflow():
+            _client(spec.mlflow_uri).delete_run(mlflow_run)
+        raise
+
+
+def _create_mlflow_run(uri: str, experiment: str, what: str, run_id: str) -> tuple[str, str]:
+    """(experiment id, run id) of a new run in `experiment` (created if needed) on `uri`."""
+    with _quick_mlflow():
+        client = _client(uri)
+        try:
+            found = client.get_experiment_by_name(experiment)
+            experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+            run = client.create_run(experiment_id, run_name=f"{experiment}-{run_id}", tags={"hyperlaunch.run_id": run_id, "hyperlaunch.trains": what})
+        except Exception as error:  # MlflowException, a refused connection: any of them ends the same way
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise InvalidInput(
+                f"--tracker mlflow: the tracking server {uri} did not create the run: {first[:300]}",
+                hint=f"check --mlflow-uri (or MLFLOW_TRACKING_URI) and that the server answers from here: curl {uri}/health",
+            ) from None
+    return str(experiment_id), str(run.info.run_id)
+
+
+def _client(uri: str):  # type: ignore[no-untyped-def]  # mlflow is an optional dependency
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise InvalidInput(
+            f"--tracker mlflow needs the mlflow client where you submit, to create the training's run: pip install {trackers.PACKAGES[trackers.MLFLOW]}",
+            hint='or pip install "hyperlaunch[trackers]"',
+        ) from None
+    return MlflowClient(tracking_uri=uri)
+
+
+@contextlib.contextmanager
+def _quick_mlflow() -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in _MLFLOW_QUICK}
+    os.environ.update(_MLFLOW_QUICK)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
