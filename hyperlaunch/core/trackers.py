@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.atomic_file import write_atomically
+from hyperlaunch.core.bounded_read import read_regular
 
 TENSORBOARD = "tensorboard"
 MLFLOW = "mlflow"
@@ -51,6 +52,7 @@ NAMES_SET = (TRACKERS_ENV, TRACKER_RUN_ID_ENV, TENSORBOARD_DIR_ENV, RESTART_CAUS
 NAMES_CHOSEN = {MLFLOW: (MLFLOW_URI_ENV, MLFLOW_RUN_ID_ENV), WANDB: (WANDB_RUN_ID_ENV, WANDB_RESUME_ENV)}
 """The tracker's own variables a job with that tracker sets to its run: `--env` refuses them there."""
 
+_LOCATIONS_LIMIT = 64 * 1024
 LOCATIONS_FILE = ".hyperlaunch/trackers.json"
 """Under the run dir: where each tracker's run is ({"tensorboard": dir, "mlflow": url, "wandb":
 path or offline folder}), written by the job once each tracker's run is open; `status` shows it."""
@@ -71,8 +73,8 @@ def mlflow_run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
 
 def read_locations(run_dir: Path) -> dict[str, str]:
     """What LOCATIONS_FILE holds ({} when absent or unreadable)."""
-    try:
-        data = json.loads((Path(run_dir) / LOCATIONS_FILE).read_text())
+    try:  # a FIFO or a huge file there must not hang or swamp `status`
+        data = json.loads(read_regular(Path(run_dir) / LOCATIONS_FILE, limit=_LOCATIONS_LIMIT))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):

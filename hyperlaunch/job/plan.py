@@ -118,7 +118,7 @@ def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Setting
     if trackers.WANDB in chosen:
         env = list(typing.cast("tuple[tuple[str, str | None], ...]", settings.get("env") or ()))
         given = {name for name, _ in env}
-        forwarded = [(name, None) for name in trackers.WANDB_SETTINGS_FORWARDED if environ.get(name) and name not in given]
+        forwarded: list[tuple[str, str | None]] = [(name, None) for name in trackers.WANDB_SETTINGS_FORWARDED if environ.get(name) and name not in given]
         if forwarded:
             filled["env"] = tuple(env + forwarded)
     return filled

@@ -446,11 +446,12 @@ def _validate_trackers(spec: JobSpec) -> None:
     if spec.mlflow_uri is not None and MLFLOW not in spec.tracker:
         fail("--mlflow-uri is for --tracker mlflow, which is not on")
     if MLFLOW in spec.tracker:
-        if not spec.mlflow_uri:
+        uri = spec.mlflow_uri or ""
+        if not uri:
             fail("--tracker mlflow needs the tracking server: --mlflow-uri http://HOST:5000 (or MLFLOW_TRACKING_URI)")
-        check_text("--mlflow-uri", spec.mlflow_uri)
-        if any(c.isspace() for c in spec.mlflow_uri):
-            fail(f"--mlflow-uri must not contain spaces: {shown(spec.mlflow_uri)}")
+        check_text("--mlflow-uri", uri)
+        if any(c.isspace() for c in uri):
+            fail(f"--mlflow-uri must not contain spaces: {shown(uri)}")
     for key, _ in spec.env:
         for name in spec.tracker:
             if key in NAMES_CHOSEN.get(name, ()):

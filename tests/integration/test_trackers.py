@@ -1,0 +1,120 @@
+"""Experiment trackers end to end on the dev cluster: one qwen3_tiny training with TensorBoard,
+a real MLflow server on loopback and W&B offline, a node killed between two checkpoints, then
+`resume`: each tracker shows one run, each step once with the values of the attempt that kept
+it, read back with the trackers' own readers; `plot` draws it with the restarts `status` names."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.devcluster_helpers import DevCluster, importable_tests_env
+from tests.integration.fault_helpers import FAULTY_CLI, Job, kill_a_node_of, revive, submit, wait_attempts
+from tests.mlflow_server import mlflow_server
+
+pytestmark = pytest.mark.integration
+
+STEPS = 30
+EVERY = 10
+MORE = 40
+WANDB_ENV = {"WANDB_MODE": "offline", "WANDB_PROJECT": "hyperlaunch-tests", "WANDB_SILENT": "true"}
+
+
+@pytest.fixture(scope="module")
+def tracked(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The training: submit, a node lost at step 13 (the checkpoint of step 10 kept), finished,
+    then resumed to step MORE. Yields the jobs, the MLflow URI and the job records' specs."""
+    workdir = tmp_path_factory.mktemp("tracked")
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as uri:
+        job = submit(
+            dev_cluster, workdir, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
+            "--tracker", "tensorboard", "--tracker", "mlflow", "--mlflow-uri", uri, "--tracker", "wandb",
+            max_steps=STEPS, checkpoint_every=EVERY, submit_env=WANDB_ENV,
+        )
+        job.wait_step(EVERY + 3)
+        victim = kill_a_node_of(job)
+        try:
+            wait_attempts(job, 2)
+        finally:
+            revive(dev_cluster, victim)
+        final = job.wait_final()
+        assert final["state"] == "COMPLETED", final
+        resumed = dev_cluster.hyperlaunch(
+            "resume", job.job_id, "--max-steps", str(MORE), "--json", cwd=workdir,
+            extra_env={**importable_tests_env(), **WANDB_ENV}, module=FAULTY_CLI,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        second = Job(dev_cluster, workdir, json.loads(resumed.stdout)["job_id"])
+        assert second.wait_final()["state"] == "COMPLETED"
+        yield {"job": job, "second": second, "uri": uri, "final": final}
+
+
+def _kept(job: Job) -> dict[int, float]:
+    """Each step's loss as finally trained (a repeated step keeps its last value)."""
+    return job.losses()
+
+
+def test_tensorboard_holds_each_step_once_with_the_kept_values(tracked: dict[str, Any]) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    job: Job = tracked["job"]
+    kept = _kept(job)
+    assert sorted(kept) == list(range(1, MORE + 1))
+    events = EventAccumulator(str(job.run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    scalars = events.Scalars("train/loss")
+    assert [s.step for s in scalars] == list(range(1, MORE + 1)), "each step once, the failed attempt's tail purged"
+    for s in scalars:
+        assert s.value == pytest.approx(kept[s.step], rel=1e-5), s.step
+    relogged = [r["step"] for r in job.metrics("step")]
+    assert len(relogged) > MORE, "the lost attempt logged steps that were trained again"
+
+
+def test_mlflow_has_one_run_with_the_kept_curve_and_each_attempt_under_it(tracked: dict[str, Any]) -> None:
+    from mlflow.tracking import MlflowClient
+
+    job: Job = tracked["job"]
+    second: Job = tracked["second"]
+    client = MlflowClient(tracking_uri=tracked["uri"])
+    parent_id = job.status()["trackers"]["mlflow_run_id"]
+    assert second.status()["trackers"]["mlflow_run_id"] == parent_id, "resume logs into the same run"
+    history = client.get_metric_history(parent_id, "train/loss")
+    kept = _kept(job)
+    assert sorted(m.step for m in history) == list(range(1, MORE + 1))
+    for m in history:
+        assert m.value == pytest.approx(kept[m.step], rel=1e-5), m.step
+    parent = client.get_run(parent_id)
+    assert parent.info.status == "FINISHED"
+    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    assert len(children) >= 3, "the lost attempt, its restart, and the resume"
+    discarded = [c for c in children if c.data.tags.get("hyperlaunch.discarded_from_step")]
+    assert [c.data.tags["hyperlaunch.discarded_from_step"] for c in discarded] == [str(EVERY + 1)]
+
+
+def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, Any]) -> None:
+    from tests.wandb_offline import offline_run_ids
+
+    job: Job = tracked["job"]
+    run_id = job.status()["trackers"]["tracker_run_id"]
+    ids = offline_run_ids(job.run_dir / "wandb")
+    assert len(ids) >= 3 and set(ids) == {run_id}
+
+
+def test_plot_draws_the_training_with_the_restarts_status_names(tracked: dict[str, Any]) -> None:
+    second: Job = tracked["second"]
+    png = second.workdir / "loss.png"
+    result = second.cluster.hyperlaunch("plot", second.job_id, "-o", str(png), cwd=second.workdir)
+    assert result.returncode == 0, result.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 600 and height >= 400
+    drawn = json.loads(second.cluster.hyperlaunch("plot", second.job_id, "--json", cwd=second.workdir).stdout)
+    causes = [r["cause"] for r in tracked["job"].status()["restarts"]]
+    assert causes == ["node failure"]
+    assert [m["cause"] for m in drawn["markers"] if m.get("kind") == "restart"] == causes
