@@ -12,6 +12,7 @@ The restarts come from JobStatus, so a marker says exactly what `status` says.""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -216,3 +217,16 @@ def training_curves(records: Sequence[MetricsRecord], statuses: Sequence[JobStat
 def finite(points: Iterable[Point]) -> list[Point]:
     """The points a chart can place (a diverged step's NaN or inf left out)."""
     return [p for p in points if math.isfinite(p.value)]
+
+
+def breaks(points: Sequence[Point], markers: Iterable[Marker]) -> list[int]:
+    """The indices of `points` (in step order) where the training had started again since the
+    point before: a wall-time chart breaks its line there instead of drawing one across the
+    hours a job waited in the queue."""
+    steps = sorted({m.step for m in markers if m.step is not None})
+    found = []
+    for index in range(1, len(points)):
+        following = bisect.bisect_right(steps, points[index - 1].step)  # the first marker after the point before
+        if following < len(steps) and steps[following] <= points[index].step:
+            found.append(index)
+    return found
