@@ -121,3 +121,10 @@ def test_lineage_follows_resumed_from_and_keeps_the_id_of_a_lost_record(tmp_path
     looped = JobRecord(job_id="5", spec=spec, submitted_at=0.0, resumed_from="6")
     known["5"] = looped
     assert curves.lineage(known["6"], load).job_ids == ("5", "6")
+
+
+def test_a_wall_time_line_breaks_where_the_training_started_again() -> None:
+    points = [curves.Point(step, 0.0, 1.0) for step in (1, 2, 5, 6, 9)]
+    marks = [curves._marker("restart", "crash", "7", 0, 0, parse_metrics_line(json.dumps(_step(step, 1.0)))) for step in (4, 5, 9)]
+    assert curves.breaks(points, marks) == [2, 4]
+    assert curves.breaks(points, [curves._marker("restart", "crash", "7", 0, 0, None)]) == []
