@@ -44,7 +44,12 @@ def plot(
     logged again after restoring its checkpoint shows the later value; the jobs this one
     resumes are part of it.
 
-    Examples: hyperlaunch plot 42 | hyperlaunch plot 42 -o loss.png | hyperlaunch plot 42 --json | jq '.markers[].cause'
+    Examples:
+
+    \b
+      hyperlaunch plot 42
+      hyperlaunch plot 42 -o loss.png
+      hyperlaunch plot 42 --json | jq '.markers[] | "\\(.step) \\(.cause)"'
     """
     from hyperlaunch.core.errors import InvalidInput
 
@@ -148,9 +153,9 @@ def _image_series(
 ) -> None:
     """One curve; against wall time, broken where the training started again (no line across
     the time it waited)."""
-    from hyperlaunch.runs.curves import breaks
+    from hyperlaunch.runs.curves import breaks, finite
 
-    points = [p for p in series if p.time > 0] if by_time else list(series)
+    points = [p for p in finite(series) if p.time > 0 or not by_time]  # a diverged step has no height
     if not points:
         return
     xs: list[Any] = [datetime.fromtimestamp(p.time) for p in points] if by_time else [p.step for p in points]
