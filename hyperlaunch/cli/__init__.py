@@ -22,6 +22,7 @@ _COMMANDS = {
     "resume": ("hyperlaunch.cli.submit", "resume"),
     "status": ("hyperlaunch.cli.status", "status"),
     "logs": ("hyperlaunch.cli.logs", "logs"),
+    "plot": ("hyperlaunch.cli.plot", "plot"),
     "cancel": ("hyperlaunch.cli.logs", "cancel"),
     "models": ("hyperlaunch.cli.models", "models"),
     "checkpoints": ("hyperlaunch.cli.checkpoints", "checkpoints"),

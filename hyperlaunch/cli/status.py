@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,7 +15,10 @@ import typer
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
+    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.runs.curves import Point
     from hyperlaunch.runs.job_status import JobStatus
+    from hyperlaunch.runs.jobs import JobRecord
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -33,7 +39,10 @@ def _elapsed(seconds: int) -> str:
 
 def _restarts_cell(status: JobStatus) -> str:
     # Restarts inside an allocation and through the queue alike: both restarted the trainers.
-    every = sorted([*status.in_allocation, *status.restarts], key=lambda r: (r.attempt, r.round == 0, r.round))
+    # In the order `plot` marks them (one home for it).
+    from hyperlaunch.runs.curves import ordered_restarts
+
+    every = ordered_restarts(status)
     if not every:
         return "0"
     return f"{len(every)}: " + "; ".join(r.describe() for r in every)
@@ -82,7 +91,77 @@ def _table(statuses: list[JobStatus]) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-def _detail(status: JobStatus) -> list[Any]:
+_SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+_SPARK_CELLS = 40
+
+
+def sparkline(values: Sequence[float], cells: int = _SPARK_CELLS) -> str:
+    """`values` as a row of at most `cells` blocks, each the mean of its share of them, the
+    lowest ▁ and the highest █. Eight characters need no library."""
+    count = min(cells, len(values))
+    means = [fmean(values[i * len(values) // count : (i + 1) * len(values) // count]) for i in range(count)]
+    low, span = min(means, default=0.0), max(means, default=0.0) - min(means, default=0.0)
+    top = len(_SPARK_BLOCKS) - 1
+    return "".join(_SPARK_BLOCKS[round((m - low) / span * top) if span else top // 2] for m in means)
+
+
+def _loss_line(loss: Sequence[Point]) -> str | None:
+    """The kept loss curve in one line (the finite values: a diverged step has no height)."""
+    from hyperlaunch.runs.curves import finite
+
+    shown = finite(loss)
+    if not shown:
+        return None
+    first, last = shown[0], shown[-1]
+    return f"  loss:       {sparkline([p.value for p in shown])} {first.value:.2f} → {last.value:.2f} (steps {first.step}-{last.step})"
+
+
+def _kept_loss(record: JobRecord) -> tuple[Point, ...]:
+    """The loss the training kept, across this job and the jobs it resumes (as `plot` draws it)."""
+    from hyperlaunch.runs import curves, jobs
+
+    lineage = curves.lineage(record, jobs.load)
+    return curves.kept_curves(curves.read_records(lineage.metrics_paths), lineage.job_ids).loss
+
+
+def tracker_locations(spec: JobSpec) -> dict[str, dict[str, str | None]]:
+    """Where each of the job's experiment trackers keeps its run: what the job wrote once the
+    run was open, else what the spec knows from submit (W&B: only the run id)."""
+    from hyperlaunch.core import trackers
+
+    written = trackers.read_locations(Path(spec.run_dir))
+    found: dict[str, dict[str, str | None]] = {}
+    for name in spec.tracker:
+        if name == trackers.TENSORBOARD:
+            folder = written.get(name) or spec.tensorboard_dir or str(Path(spec.run_dir) / "tensorboard")
+            found[name] = {"where": folder, "command": f"tensorboard --logdir {shlex.quote(folder)}"}
+        elif name == trackers.MLFLOW:
+            found[name] = {"where": written.get(name) or _mlflow_run(spec), "run_id": spec.mlflow_run_id}
+        elif name == trackers.WANDB:
+            found[name] = {"where": written.get(name), "run_id": spec.tracker_run_id}
+    return found
+
+
+def _mlflow_run(spec: JobSpec) -> str:
+    from hyperlaunch.core.trackers import mlflow_run_url
+
+    uri = spec.mlflow_uri or "-"
+    if spec.mlflow_run_id and spec.mlflow_experiment_id:
+        return mlflow_run_url(uri, spec.mlflow_experiment_id, spec.mlflow_run_id)
+    return f"{uri} run {spec.mlflow_run_id}" if spec.mlflow_run_id else uri
+
+
+def _tracker_lines(locations: dict[str, dict[str, str | None]]) -> list[str]:
+    lines = []
+    for name, run in locations.items():
+        shown = run["where"] or f"run id {run.get('run_id') or '-'}"
+        if run.get("command"):
+            shown += f" ({run['command']})"
+        lines.append(f"  {(name + ':').ljust(11)} {shown}")
+    return lines
+
+
+def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     from rich.table import Table
 
     spec, p = status.record.spec, status.progress
@@ -90,7 +169,9 @@ def _detail(status: JobStatus) -> list[Any]:
         f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status)}",
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
+        *filter(None, [_loss_line(loss)]),
         f"  log:        {status.record.log_paths[0]}",
+        *_tracker_lines(tracker_locations(spec)),
     ]
     if spec.code_dir is not None:
         from hyperlaunch.job.code_snapshot import describe_dir
@@ -184,13 +265,14 @@ def status(
 
     while True:
         statuses = gather()
-        if as_json:
-            doc: Any = statuses[0].to_json() if job_id is not None else {"jobs": [s.to_json() for s in statuses]}
-            out.json(doc)
+        if as_json and job_id is not None:
+            out.json({**statuses[0].to_json(), "trackers": tracker_locations(statuses[0].record.spec)})
+        elif as_json:
+            out.json({"jobs": [s.to_json() for s in statuses]})
         elif not statuses:
             out.text("no recorded jobs (submit one with 'hyperlaunch submit')")
         elif job_id is not None:
-            out.table(*_detail(statuses[0]))
+            out.table(*_detail(statuses[0], _kept_loss(statuses[0].record)))
         else:
             out.text(_table(statuses))
         if not watch:

@@ -299,3 +299,12 @@ def test_start_markers_of_an_earlier_job_with_the_same_id_add_no_attempts(record
     _log(record, out=f"### hyperlaunch attempt-start restart=1 job=7 nodes=node9 host=h time={_utc_marker_time('2025-06-01T00:00:00')}\n")
     status = summarize(record, [_attempt("RUNNING", end="Unknown")], [], queue_state="RUNNING")
     assert len(status.attempts) == 1 and status.nodes == "node[1-2]"
+
+
+def test_the_loss_sparkline_is_at_most_40_cells_from_lowest_to_highest() -> None:
+    from hyperlaunch.cli.status import sparkline
+
+    falling = sparkline([1000.0 - i for i in range(1000)])
+    assert len(falling) == 40 and falling[0] == "█" and falling[-1] == "▁"
+    assert list(falling) == sorted(falling, reverse=True)
+    assert sparkline([2.0, 2.0, 2.0]) == "▄▄▄" and sparkline([]) == ""
