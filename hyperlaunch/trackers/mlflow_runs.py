@@ -12,6 +12,8 @@ the attempt that kept it. A child's stale tail stays in the child, which a later
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,6 +46,7 @@ class MlflowRuns:
         self._pending: dict[int, tuple[int, dict[str, float]]] = {}
         """Step -> (time in ms, values): what this process logged and the parent does not hold yet."""
         self._client: Any = None
+        self._sender: _Sender | None = None
 
     def open(self, start: Start, params: Mapping[str, Any]) -> str:
         for name, value in HTTP_DEFAULTS.items():
@@ -74,16 +77,17 @@ class MlflowRuns:
         job = f"job {start.job_id} " if start.job_id else ""
         name = f"{job}attempt {start.attempt} round {start.round} from step {start.first_step}"
         self.child_id = client.create_run(experiment, run_name=name, tags=tags).info.run_id
+        self._sender = _Sender(client, self.child_id)
         if params:
             self.params(params)
         return names.mlflow_run_url(uri, experiment, self.parent_id)
 
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import Metric
 
+        assert self._sender is not None
         at = now_ms()
-        metrics = [Metric(key, value, at, step) for key, value in values.items()]
-        self._client.log_batch(self.child_id, metrics=metrics, tags=[RunTag(LAST_STEP_TAG, str(step))], synchronous=False)
+        self._sender.send(step, [Metric(key, value, at, step) for key, value in values.items()])
         kept = self._pending.setdefault(step, (at, {}))
         kept[1].update(values)
 
@@ -105,11 +109,10 @@ class MlflowRuns:
         self._keep(lambda logged: logged <= step, through=step)
 
     def close(self, ok: bool) -> None:
-        import mlflow
-
         if ok:
             self._keep(lambda logged: True, through=max(self._pending, default=self.kept_through))
-        mlflow.flush_async_logging()
+        if self._sender is not None:
+            self._sender.close()
         self._client.set_terminated(self.child_id, status="FINISHED" if ok else "KILLED")
         if ok:
             self._client.set_terminated(self.parent_id, status="FINISHED")
@@ -145,6 +148,61 @@ class MlflowRuns:
             if last is not None and last >= first_step:
                 earlier = _int(tags.get(DISCARDED_TAG))
                 client.set_tag(run_id, DISCARDED_TAG, str(first_step if earlier is None else min(earlier, first_step)))
+
+
+class _Sender:
+    """The child's values, sent by a daemon thread in batches (MlflowClient.log_batch, with the
+    child's last-step tag). Not MLflow's own asynchronous logging (log_batch(synchronous=False)):
+    its thread pool takes no more work once Python starts to exit, so a script's run, closed at
+    exit (atexit), lost the values still queued; this thread runs on through atexit. An error
+    stops it and is raised by the next send or close (and the tracker is switched off)."""
+
+    MAX_METRICS = 1000
+    """MLflow's limit on metrics in one log_batch."""
+    CLOSE_TIMEOUT_S = 60.0
+
+    def __init__(self, client: Any, run_id: str) -> None:
+        self._client = client
+        self._run_id = run_id
+        self._queue: queue.Queue[tuple[int, list[Any]] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="hyperlaunch-mlflow", daemon=True)
+        self._thread.start()
+
+    def send(self, step: int, metrics: list[Any]) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((step, metrics))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(self.CLOSE_TIMEOUT_S)
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        from mlflow.entities import RunTag
+
+        done = False
+        while not done:
+            item = self._queue.get()
+            if item is None:
+                return
+            last_step, metrics = item
+            while len(metrics) < self.MAX_METRICS // 2:  # whatever else waits, in one request
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    done = True
+                    break
+                last_step, metrics = more[0], metrics + more[1]
+            try:
+                self._client.log_batch(self._run_id, metrics=metrics, tags=[RunTag(LAST_STEP_TAG, str(last_step))])
+            except Exception as error:  # noqa: BLE001 - handed to the main thread
+                self._error = error
+                return
 
 
 def _int(value: object) -> int | None:
