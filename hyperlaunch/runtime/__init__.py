@@ -165,6 +165,11 @@ def log(step: int, **metrics: Any) -> None:
     shown = " | ".join(f"{key} {_shown(value)}" for key, value in values.items())
     print(f"step {step} | {shown}" if shown else f"step {step}", flush=True)
     records.append_record(run_dir(), {"type": "step", "step": step, **values, "time": time.time(), **records.job_tags()})
+    if not session.closes_trackers and records.trackers(run_dir()) is not None:
+        # Once the first step opened the trackers' runs: atexit calls the last registered
+        # first, so this close comes before the trackers' own exit handlers (W&B's ends its service).
+        atexit.register(_close_trackers_at_exit)
+        session.closes_trackers = True
 
 
 @contextlib.contextmanager
@@ -205,8 +210,7 @@ class _Session:
         self.stop = StopRequest()
         self.watchdog: HangWatchdog | None = None
         self.last_step = 0
-        if is_main() and records.trackers(run_dir()) is not None:
-            atexit.register(_close_trackers_at_exit)
+        self.closes_trackers = False
         if _in_main_thread():
             self.stop.install()
             # Python gives handled signals back to their default action while it shuts down,
