@@ -97,6 +97,7 @@ class Trackers:
         self.live = list(chosen)
         self.previous_last_step = last_logged_step(self.run_dir)
         self.start: Start | None = None
+        self.last_step = 0
         self._waiting_events: list[tuple[str, str]] = []
         self._params: dict[str, Any] = {}
         self._closed = False
@@ -109,6 +110,7 @@ class Trackers:
         if record.get("type") == "step" and isinstance(step, int):
             if self.start is None:
                 self._open(step, record)
+            self.last_step = step
             values = step_scalars(record)
             self._each("log", lambda tracker: tracker.scalars(step, values))
         elif record.get("type") == "event":
@@ -173,7 +175,8 @@ class Trackers:
         if self.start is None:
             self._waiting_events.append((event, text))
             return
-        at = step if isinstance(step, int) and step >= self.start.first_step else self.start.first_step
+        # An event without a step (exported) or before this process's first goes with the last step logged.
+        at = step if isinstance(step, int) and step >= self.start.first_step else max(self.last_step, self.start.first_step)
         if values:
             self._each("log", lambda tracker: tracker.scalars(at, values))
         else:

@@ -194,3 +194,15 @@ def test_step_records_become_train_scalars_and_a_scripts_own_keys_too() -> None:
 def test_a_job_without_trackers_builds_none() -> None:
     assert trackers.for_environ(Path("."), {}) is None
     assert trackers.for_environ(Path("."), {names.TRACKERS_ENV: "nosuch"}) is None
+
+
+def test_an_event_without_a_step_goes_with_the_last_step_logged(tmp_path: Path) -> None:
+    recorder = _Recorder("tensorboard")
+    tracked = Trackers(tmp_path, [recorder], {})
+    for step in (3, 4):
+        tracked.record({"type": "step", "step": step, "loss": 1.0})
+    tracked.record({"type": "event", "event": "exported", "message": "exported to /x"})
+    tracked.record({"type": "event", "event": "checkpoint_saving", "step": 4})  # left out
+    tracked.record({"type": "event", "event": "validation", "step": 4, "val_loss": 0.5, "message": "val"})
+    assert recorder.events == [(4, "exported", "exported to /x")]
+    assert recorder.logged[-1] == (4, {"val/loss": 0.5})
