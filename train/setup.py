@@ -3,6 +3,8 @@ weights, optimizer, schedule, checkpointer, and the state to resume from."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
+from hyperlaunch.runtime import records
 from hyperlaunch.runtime.signals import StopRequest
 from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
@@ -46,6 +49,8 @@ class Job:
     tokenizer: LoadedTokenizer
     cfg: TrainConfig
     d: Dist
+    finished: bool = False
+    """The training reached its last step (and exported, if asked): the trackers' runs end as finished."""
 
     def export(self) -> Path:
         path = export_final(
@@ -57,6 +62,9 @@ class Job:
 
     def close(self) -> None:
         self.trainer.checkpointer.close()
+        tracked = records.trackers(self.cfg.run_dir) if self.d.is_main else None
+        if tracked is not None:
+            tracked.close(self.finished)
         shutdown()
 
 
@@ -77,6 +85,21 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
         data_tokenizer=manifest_tokenizer(cfg.data),
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
+
+
+def tracked_params(cfg: TrainConfig, model: str, world_size: int) -> dict[str, object]:
+    """What the trackers record once per run: every option (the recommended defaults filled in)
+    and the job's shape."""
+    params: dict[str, object] = {field.name: _plain(getattr(cfg, field.name)) for field in dataclasses.fields(cfg)}
+    params.update({"job/model": model, "job/world_size": world_size})
+    for name, env in (("job/nodes", "SLURM_JOB_NUM_NODES"), ("job/job_id", "SLURM_JOB_ID")):
+        if os.environ.get(env):
+            params[name] = os.environ[env]
+    return params
+
+
+def _plain(value: object) -> object:
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
@@ -170,6 +193,10 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         metrics.event(TrainerEvent.STARTED, f"training {spec.name} from step 0 on {d.world_size} rank(s)",
             world_size=d.world_size, sharding=sharding_info, startup=startup, data=data_info,
         )
+
+    tracked = records.trackers(cfg.run_dir) if d.is_main else None
+    if tracked is not None:
+        tracked.params(tracked_params(cfg, spec.name, d.world_size))
 
     trainer = Trainer(
         spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,

@@ -15,8 +15,9 @@ import os
 import sys
 
 from hyperlaunch.core import checkpoints as rules
-from hyperlaunch.core.errors import DataError, HyperlaunchError
+from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
+from hyperlaunch.runtime.records import trackers_missing
 from hyperlaunch.runtime.signals import ignore_stop_signals
 
 from .config import TrainConfig, parse_config
@@ -27,6 +28,9 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
     """Every check that needs neither torch.distributed nor the model: fail in one line,
     before any rank waits on another and before anything is written."""
     name = _model_name(cfg)
+    missing = trackers_missing()
+    if missing:  # final: no attempt would find the library
+        raise InvalidInput(missing)
     if cfg.data is not None and not cfg.data.exists():
         raise DataError(f"--data {cfg.data}: no such file or directory")
     resume = rules.choose_resume(
@@ -56,6 +60,7 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         code = job.trainer.run(job.state)
         if code == 0 and cfg.export:
             job.export()
+        job.finished = code == 0
         return code
     except Exception as err:
         # Before close(): closing the process group fails the other ranks' collectives, and

@@ -23,6 +23,10 @@ The contract (README "Your own script"):
   the library falls back to ./checkpoints, ./runs/<name> and the script's name.
 - The save signal (Slurm's warning before the time limit, a preemption's TERM) is caught from
   the first call into the library on: call resume_path() early.
+- Experiment trackers (`submit --tracker`): every log() and commit reaches them from rank 0
+  (hyperlaunch.trackers); a missing tracker library fails the job at the first call, for good.
+  The run is closed at the process's end, as a finished training unless the script raised,
+  failed or requeued.
 - A hang: once log() was called, a process that logs nothing for 10 times the median interval
   between its logs (at least 300 s; HYPERLAUNCH_HANG_TIMEOUT and HYPERLAUNCH_HANG_FLOOR, 0
   turns it off) prints every thread's stack and exits, and the job restarts as after a crash.
@@ -139,6 +143,7 @@ def requeue() -> NoReturn:
     """End this attempt after a committed save, asking to be requeued: the job goes back to the
     queue and resumes from the checkpoint (the save signal's cause: no restart budget used)."""
     ignore_stop_signals()
+    _close_trackers(finished=False)
     if is_main():
         try:
             records.request_requeue(run_dir())
@@ -160,6 +165,11 @@ def log(step: int, **metrics: Any) -> None:
     shown = " | ".join(f"{key} {_shown(value)}" for key, value in values.items())
     print(f"step {step} | {shown}" if shown else f"step {step}", flush=True)
     records.append_record(run_dir(), {"type": "step", "step": step, **values, "time": time.time(), **records.job_tags()})
+    if not session.closes_trackers and records.trackers(run_dir()) is not None:
+        # Once the first step opened the trackers' runs: atexit calls the last registered
+        # first, so this close comes before the trackers' own exit handlers (W&B's ends its service).
+        atexit.register(_close_trackers_at_exit)
+        session.closes_trackers = True
 
 
 @contextlib.contextmanager
@@ -184,6 +194,7 @@ def fail(message: str, final: bool = True) -> NoReturn:
     written = write_trainer_failure(kind, message, rank())
     if written is not None or is_main():  # one line in the log, not one a rank
         print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
+    _close_trackers(finished=False)
     _flush()
     raise SystemExit(1)
 
@@ -193,9 +204,13 @@ class _Session:
     thread) and, from the first log() on, the hang watchdog."""
 
     def __init__(self) -> None:
+        missing = records.trackers_missing()
+        if missing:
+            fail(missing, final=True)
         self.stop = StopRequest()
         self.watchdog: HangWatchdog | None = None
         self.last_step = 0
+        self.closes_trackers = False
         if _in_main_thread():
             self.stop.install()
             # Python gives handled signals back to their default action while it shuts down,
@@ -225,6 +240,19 @@ def _session() -> _Session:
     if _SESSION is None:
         _SESSION = _Session()
     return _SESSION
+
+
+def _close_trackers(finished: bool) -> None:
+    """The trackers' runs end with this process (rank 0's): finished or not."""
+    tracked = records.trackers(run_dir()) if is_main() else None
+    if tracked is not None:
+        tracked.close(finished)
+
+
+def _close_trackers_at_exit() -> None:
+    # Python sets sys.last_value for an exception that ended the program, before atexit runs;
+    # requeue() and fail() have closed them already (a second close does nothing).
+    _close_trackers(finished=not hasattr(sys, "last_value"))
 
 
 def _in_main_thread() -> bool:

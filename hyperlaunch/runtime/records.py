@@ -2,7 +2,9 @@
 metrics and events (`<run_dir>/metrics.jsonl`), the progress record of each completed
 checkpoint, the request to be requeued after a save. The bundled trainer (train/metrics.py)
 writes through these, and so does a user's script through hyperlaunch.runtime; the formats are
-hyperlaunch.core.protocol's and hyperlaunch.core.metrics_records'.
+hyperlaunch.core.protocol's and hyperlaunch.core.metrics_records'. Where the job names experiment
+trackers (HYPERLAUNCH_TRACKERS), every record and every checkpoint commit also reaches them
+(hyperlaunch.trackers, imported only then).
 
 Standard library only, Python 3.8+."""
 
@@ -13,11 +15,15 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, TrainerEvent
 from hyperlaunch.core.protocol import requeue_request_path, write_progress
 from hyperlaunch.core.script_env import ROUND_ENV
+from hyperlaunch.core.trackers import TRACKERS_ENV
+
+if TYPE_CHECKING:
+    from hyperlaunch.trackers import Trackers
 
 
 def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -42,20 +48,48 @@ def job_tags(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def append_record(run_dir: Path, record: Mapping[str, Any]) -> None:
-    """One metrics.jsonl line (keys sorted, as readers diff them); the folder made if needed."""
+    """One metrics.jsonl line (keys sorted, as readers diff them); the folder made if needed.
+    The job's trackers get the record too."""
+    tracked = trackers(run_dir)  # before the write: they read the lineage's last step from the file
     path = Path(run_dir) / METRICS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         handle.write(json.dumps(dict(record), sort_keys=True) + "\n")
+    if tracked is not None:
+        tracked.record(record)
+
+
+def trackers(run_dir: Path) -> Trackers | None:
+    """This process's experiment trackers (hyperlaunch.trackers), None where the job names none:
+    a job without trackers imports nothing of them."""
+    if not os.environ.get(TRACKERS_ENV):
+        return None
+    from hyperlaunch import trackers as chosen
+
+    return chosen.current(run_dir)
+
+
+def trackers_missing() -> str | None:
+    """One line naming the job's trackers whose library is not installed here, else None."""
+    if not os.environ.get(TRACKERS_ENV):
+        return None
+    from hyperlaunch import trackers as chosen
+
+    return chosen.preflight()
 
 
 def record_progress(run_dir: Path, step: int, environ: Mapping[str, str] | None = None) -> None:
     """This attempt completed the checkpoint of `step`: its requeue uses no restart budget
-    (hyperlaunch.core.protocol.PROGRESS_PREFIX). Nothing outside Slurm."""
+    (hyperlaunch.core.protocol.PROGRESS_PREFIX; nothing outside Slurm), and the trackers keep
+    what this process logged up to it (the trainer and scripts both commit through here:
+    hyperlaunch.runtime.checkpoint.commit)."""
     env = _environ(environ)
     if env.get("SLURM_JOB_ID"):
         Path(run_dir).mkdir(parents=True, exist_ok=True)  # a script may commit before it logs
         write_progress(Path(run_dir), env["SLURM_JOB_ID"], restart_count(env), step)
+    tracked = trackers(run_dir)
+    if tracked is not None:
+        tracked.committed(step)
 
 
 def request_requeue(run_dir: Path, environ: Mapping[str, str] | None = None) -> None:

@@ -85,12 +85,14 @@ def _bundled_modules() -> list[str]:
 
 
 def test_every_module_the_supervisor_imports_is_bundled() -> None:
-    """The modules of hyperlaunch an import of the supervisor and of the runtime library (which
-    script jobs import from the bundle) loads are exactly the bundled ones."""
+    """The modules of hyperlaunch an import of the supervisor, of the runtime library (which
+    script jobs import from the bundle) and of the trackers it forwards to loads are exactly
+    the bundled ones."""
     probe = (
         "import sys\n"
         "import hyperlaunch.supervisor.attempt\n"
         "import hyperlaunch.runtime\n"
+        "import hyperlaunch.trackers\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('hyperlaunch.'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
