@@ -12,6 +12,7 @@ import dataclasses
 import os
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 from hyperlaunch.core import trackers
 from hyperlaunch.core.errors import InvalidInput
@@ -66,7 +67,7 @@ def _create_mlflow_run(uri: str, experiment: str, what: str, run_id: str) -> tup
     return str(experiment_id), str(run.info.run_id)
 
 
-def _client(uri: str):  # type: ignore[no-untyped-def]  # mlflow is an optional dependency
+def _client(uri: str) -> Any:  # mlflow is an optional dependency
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:

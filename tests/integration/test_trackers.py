@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,8 +83,8 @@ def test_mlflow_has_one_run_with_the_kept_curve_and_each_attempt_under_it(tracke
     job: Job = tracked["job"]
     second: Job = tracked["second"]
     client = MlflowClient(tracking_uri=tracked["uri"])
-    parent_id = job.status()["trackers"]["mlflow_run_id"]
-    assert second.status()["trackers"]["mlflow_run_id"] == parent_id, "resume logs into the same run"
+    parent_id = job.status()["trackers"]["mlflow"]["run_id"]
+    assert second.status()["trackers"]["mlflow"]["run_id"] == parent_id, "resume logs into the same run"
     history = client.get_metric_history(parent_id, "train/loss")
     kept = _kept(job)
     assert sorted(m.step for m in history) == list(range(1, MORE + 1))
@@ -96,13 +98,21 @@ def test_mlflow_has_one_run_with_the_kept_curve_and_each_attempt_under_it(tracke
     assert [c.data.tags["hyperlaunch.discarded_from_step"] for c in discarded] == [str(EVERY + 1)]
 
 
-def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, Any]) -> None:
-    from tests.wandb_offline import offline_run_ids
+def _offline_run_id(folder: Path) -> str:
+    """The run id in an offline run's transaction log, as W&B's own reader gives it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--summary", "--json", str(folder)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    return str(json.loads(result.stdout)["run_id"])
 
+
+def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, Any]) -> None:
     job: Job = tracked["job"]
-    run_id = job.status()["trackers"]["tracker_run_id"]
-    ids = offline_run_ids(job.run_dir / "wandb")
-    assert len(ids) >= 3 and set(ids) == {run_id}
+    run_id = job.status()["trackers"]["wandb"]["run_id"]
+    folders = sorted((job.run_dir / "wandb").glob("offline-run-*"))
+    assert len(folders) >= 3, "the lost attempt, its restart, and the resume"
+    assert {_offline_run_id(folder) for folder in folders} == {run_id}
 
 
 def test_plot_draws_the_training_with_the_restarts_status_names(tracked: dict[str, Any]) -> None:
@@ -117,4 +127,6 @@ def test_plot_draws_the_training_with_the_restarts_status_names(tracked: dict[st
     drawn = json.loads(second.cluster.hyperlaunch("plot", second.job_id, "--json", cwd=second.workdir).stdout)
     causes = [r["cause"] for r in tracked["job"].status()["restarts"]]
     assert causes == ["node failure"]
-    assert [m["cause"] for m in drawn["markers"] if m.get("kind") == "restart"] == causes
+    marked = [m for m in drawn["markers"] if m["kind"] == "restart"]
+    assert len(marked) == 1 and marked[0]["cause"].startswith("node failure") and marked[0]["step"] == EVERY + 1
+    assert [m["job_id"] for m in drawn["markers"] if m["kind"] == "resume"] == [second.job_id]
