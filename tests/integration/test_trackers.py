@@ -53,7 +53,18 @@ def tracked(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -
         assert resumed.returncode == 0, resumed.stderr
         second = Job(dev_cluster, workdir, json.loads(resumed.stdout)["job_id"])
         assert second.wait_final()["state"] == "COMPLETED"
-        yield {"job": job, "second": second, "uri": uri, "final": final}
+        # Each test has a home of its own: what needs the job records is read here.
+        png = workdir / "loss.png"
+        plotted = dev_cluster.hyperlaunch("plot", second.job_id, "-o", str(png), cwd=workdir)
+        assert plotted.returncode == 0, plotted.stderr
+        drawn = dev_cluster.hyperlaunch("plot", second.job_id, "--json", cwd=workdir)
+        assert drawn.returncode == 0, drawn.stderr
+        shown = dev_cluster.hyperlaunch("status", second.job_id, cwd=workdir)
+        assert shown.returncode == 0, shown.stderr
+        yield {
+            "job": job, "second": second, "uri": uri, "final": final, "status": job.status(), "second_status": second.status(),
+            "png": png, "drawn": json.loads(drawn.stdout), "shown": shown.stdout,
+        }
 
 
 def _kept(job: Job) -> dict[int, float]:
@@ -83,8 +94,8 @@ def test_mlflow_has_one_run_with_the_kept_curve_and_each_attempt_under_it(tracke
     job: Job = tracked["job"]
     second: Job = tracked["second"]
     client = MlflowClient(tracking_uri=tracked["uri"])
-    parent_id = job.status()["trackers"]["mlflow"]["run_id"]
-    assert second.status()["trackers"]["mlflow"]["run_id"] == parent_id, "resume logs into the same run"
+    parent_id = tracked["status"]["trackers"]["mlflow"]["run_id"]
+    assert tracked["second_status"]["trackers"]["mlflow"]["run_id"] == parent_id, "resume logs into the same run"
     history = client.get_metric_history(parent_id, "train/loss")
     kept = _kept(job)
     assert sorted(m.step for m in history) == list(range(1, MORE + 1))
@@ -109,7 +120,7 @@ def _offline_run_id(folder: Path) -> str:
 
 def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, Any]) -> None:
     job: Job = tracked["job"]
-    run_id = job.status()["trackers"]["wandb"]["run_id"]
+    run_id = tracked["status"]["trackers"]["wandb"]["run_id"]
     folders = sorted((job.run_dir / "wandb").glob("offline-run-*"))
     assert len(folders) >= 3, "the lost attempt, its restart, and the resume"
     assert {_offline_run_id(folder) for folder in folders} == {run_id}
@@ -117,16 +128,22 @@ def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, An
 
 def test_plot_draws_the_training_with_the_restarts_status_names(tracked: dict[str, Any]) -> None:
     second: Job = tracked["second"]
-    png = second.workdir / "loss.png"
-    result = second.cluster.hyperlaunch("plot", second.job_id, "-o", str(png), cwd=second.workdir)
-    assert result.returncode == 0, result.stderr
-    data = png.read_bytes()
+    data = tracked["png"].read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert width >= 600 and height >= 400
-    drawn = json.loads(second.cluster.hyperlaunch("plot", second.job_id, "--json", cwd=second.workdir).stdout)
-    causes = [r["cause"] for r in tracked["job"].status()["restarts"]]
+    causes = [r["cause"] for r in tracked["status"]["restarts"]]
     assert causes == ["node failure"]
-    marked = [m for m in drawn["markers"] if m["kind"] == "restart"]
+    markers = tracked["drawn"]["markers"]
+    marked = [m for m in markers if m["kind"] == "restart"]
     assert len(marked) == 1 and marked[0]["cause"].startswith("node failure") and marked[0]["step"] == EVERY + 1
-    assert [m["job_id"] for m in drawn["markers"] if m["kind"] == "resume"] == [second.job_id]
+    assert [m["job_id"] for m in markers if m["kind"] == "resume"] == [second.job_id]
+
+
+def test_status_shows_the_loss_and_where_each_run_is(tracked: dict[str, Any]) -> None:
+    shown: str = tracked["shown"]
+    job: Job = tracked["job"]
+    assert "loss:" in shown and any(ch in shown for ch in "▁▂▃▄▅▆▇█")
+    assert f"tensorboard --logdir {job.run_dir / 'tensorboard'}" in shown
+    assert f"{tracked['uri']}/#/experiments/" in shown
+    assert str(job.run_dir / "wandb" / "offline-run-") in shown
