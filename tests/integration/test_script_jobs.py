@@ -77,7 +77,7 @@ def test_the_dcp_example_survives_a_killed_node_with_the_same_losses_and_runs_th
 
     script = _project(tmp_path / "killed", "fsdp2_dcp.py")
     job = _submit(
-        dev_cluster, tmp_path / "killed", script,
+        dev_cluster, tmp_path / "killed", script, "--tracker", "tensorboard",
         args=("--steps", str(STEPS), "--save-every", str(EVERY), "--step-seconds", "0.3"),
     )
     # Edited after submit: a requeued attempt must still run the submitted copy.
@@ -102,6 +102,14 @@ def test_the_dcp_example_survives_a_killed_node_with_the_same_losses_and_runs_th
     assert job.pointer_step() == STEPS
     text = job.status_text()
     assert "script fsdp2_dcp.py" in text and "code:" in text and ".hyperlaunch/code-" in text
+    # runtime.log reached the tracker: each step once, the attempt that kept it, across the restart.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(job.run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    scalars = events.Scalars("train/loss")
+    assert [s.step for s in scalars] == list(range(1, STEPS + 1))
+    assert all(abs(s.value - losses[s.step]) <= 1e-5 * max(1.0, abs(s.value)) for s in scalars)
 
 
 def test_the_plain_ddp_example_resumes_from_its_own_checkpoint_after_a_killed_node(dev_cluster: DevCluster, tmp_path: Path) -> None:

@@ -117,3 +117,18 @@ def test_a_failing_rank_records_before_closing_the_process_group(
         train_main.main(args)
     record = read_trainer_failure(record_file)
     assert record is not None and record.message == "RuntimeError: injected failure at step 8 on rank 1 (rank 1)"
+
+
+def test_a_tracker_missing_where_the_job_runs_fails_the_trainer_for_good_before_step_one(
+    record_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("HYPERLAUNCH_TRACKERS", "wandb")
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed: importlib finds none
+    assert train_main.main(ARGS) == 2
+    record = read_trainer_failure(record_file)
+    assert record is not None and record.final and record.kind == "invalid-arguments"
+    assert record.message.startswith("--tracker wandb: wandb is not installed where the job runs")
+    assert capsys.readouterr().err.count("\n") == 1, "one line"
