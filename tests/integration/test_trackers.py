@@ -92,7 +92,6 @@ def test_mlflow_has_one_run_with_the_kept_curve_and_each_attempt_under_it(tracke
     from mlflow.tracking import MlflowClient
 
     job: Job = tracked["job"]
-    second: Job = tracked["second"]
     client = MlflowClient(tracking_uri=tracked["uri"])
     parent_id = tracked["status"]["trackers"]["mlflow"]["run_id"]
     assert tracked["second_status"]["trackers"]["mlflow"]["run_id"] == parent_id, "resume logs into the same run"

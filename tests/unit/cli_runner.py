@@ -34,3 +34,14 @@ def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch) -> CliResult:
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     return CliResult(code, stdout.getvalue(), stderr.getvalue())
+
+
+def one_error_line(result: CliResult, code: int, *parts: str) -> str:
+    """The CLI failed with `code` and said so in one line, naming each of `parts`, no traceback."""
+    assert result.exit_code == code, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hyperlaunch: error: "), result.stderr
+    assert "internal error" not in lines[0] and "Traceback" not in result.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
+    return lines[0]

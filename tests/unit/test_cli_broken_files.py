@@ -19,7 +19,7 @@ from hyperlaunch.core.metrics_records import METRICS_FILE
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from tests.unit.cli_runner import CliResult, run_cli
+from tests.unit.cli_runner import one_error_line, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -60,16 +60,6 @@ def _record(tmp_path: Path, job_id: str, *, when: float = 1.0, **changes: object
     record = jobs.JobRecord(job_id=job_id, spec=JobSpec(**base), submitted_at=when)  # type: ignore[arg-type]
     jobs.save(record, "#!/bin/bash\n")
     return record
-
-
-def _one_error_line(result: CliResult, code: int, *parts: str) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hyperlaunch: error: "), result.stderr
-    assert "internal error" not in lines[0] and "Traceback" not in result.stderr
-    for part in parts:
-        assert part in lines[0]
-    return lines[0]
 
 
 def _no_longer_valid(job_id: str, how: str) -> Path:
@@ -128,7 +118,7 @@ def test_one_broken_record_never_breaks_the_others(tmp_path: Path, monkeypatch: 
     assert as_json.exit_code == 0 and [j["job_id"] for j in json.loads(as_json.stdout)["jobs"]] == ["13", "11"]
 
     for command in (["status", "12"], ["logs", "12"], ["resume", "12"], ["cancel", "12"]):
-        _one_error_line(run_cli(command, monkeypatch), 7, str(broken))
+        one_error_line(run_cli(command, monkeypatch), 7, str(broken))
 
 
 def test_several_broken_records_are_one_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -304,5 +294,5 @@ def test_odd_files_where_the_job_writes_are_no_files(tmp_path: Path, monkeypatch
     sacct = "61|FAILED|n1|2026-01-01T00:00:00|2026-01-01T00:01:00|1:0|60|10\n"
     monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
     assert run_cli(["status", "61"], monkeypatch).exit_code == 0
-    _one_error_line(run_cli(["logs", "61"], monkeypatch), 7, str(out_log), "not a readable file")
-    _one_error_line(run_cli(["logs", "61", "--err"], monkeypatch), 7, str(err_log))
+    one_error_line(run_cli(["logs", "61"], monkeypatch), 7, str(out_log), "not a readable file")
+    one_error_line(run_cli(["logs", "61", "--err"], monkeypatch), 7, str(err_log))

@@ -15,7 +15,7 @@ from hyperlaunch.core.metrics_records import METRICS_FILE
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
-from tests.unit.cli_runner import CliResult, run_cli
+from tests.unit.cli_runner import one_error_line, run_cli
 
 _SACCT = (
     "12|REQUEUED|node[1-2]|2026-01-01T00:00:00|2026-01-01T01:00:00|0:0|3600|600\n"
@@ -68,16 +68,6 @@ def training(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _one_error_line(result: CliResult, code: int, *parts: str) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hyperlaunch: error: "), result.stderr
-    assert "internal error" not in lines[0] and "Traceback" not in result.stderr
-    for part in parts:
-        assert part in lines[0], lines[0]
-    return lines[0]
-
-
 def test_json_has_the_kept_curve_of_the_lineage_and_markers_with_the_causes_status_gives(training: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run_cli(["plot", "13", "--json"], monkeypatch)
     assert result.exit_code == 0, result.output
@@ -118,23 +108,23 @@ def test_the_terminal_chart_is_plain_text_in_a_pipe_with_the_markers_listed(trai
 
 
 def test_errors_are_one_line_and_leave_nothing_half_written(training: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _one_error_line(run_cli(["plot", "99"], monkeypatch), 7, "no recorded job 99")
+    one_error_line(run_cli(["plot", "99"], monkeypatch), 7, "no recorded job 99")
     spec = _spec(training, run_dir=str(training / "fresh"))
     jobs.save(jobs.JobRecord(job_id="15", spec=spec, submitted_at=4.0), "#!/bin/bash\n")
-    _one_error_line(run_cli(["plot", "15"], monkeypatch), 7, "job 15 has logged no steps yet", f"(metrics: {training / 'fresh' / METRICS_FILE})")
-    _one_error_line(run_cli(["plot", "13", "-o", str(training / "missing" / "loss.png")], monkeypatch), 2, "cannot write", "loss.png")
+    one_error_line(run_cli(["plot", "15"], monkeypatch), 7, "job 15 has logged no steps yet", f"(metrics: {training / 'fresh' / METRICS_FILE})")
+    one_error_line(run_cli(["plot", "13", "-o", str(training / "missing" / "loss.png")], monkeypatch), 2, "cannot write", "loss.png")
     folder = training / "taken.png"
     folder.mkdir()
-    _one_error_line(run_cli(["plot", "13", "-o", str(folder)], monkeypatch), 2, "cannot write")
+    one_error_line(run_cli(["plot", "13", "-o", str(folder)], monkeypatch), 2, "cannot write")
     assert list(training.glob(".taken.png*")) == [] and list(folder.iterdir()) == []
-    _one_error_line(run_cli(["plot", "13", "-o", str(training / "loss.txt")], monkeypatch), 2, "ending in .png")
+    one_error_line(run_cli(["plot", "13", "-o", str(training / "loss.txt")], monkeypatch), 2, "ending in .png")
 
 
 def test_a_missing_plot_library_names_the_extra(training: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "plotext", None)
-    _one_error_line(run_cli(["plot", "13"], monkeypatch), 2, "plotext", 'pip install "hyperlaunch[plot]"')
+    one_error_line(run_cli(["plot", "13"], monkeypatch), 2, "plotext", 'pip install "hyperlaunch[plot]"')
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    _one_error_line(run_cli(["plot", "13", "-o", str(training / "x.png")], monkeypatch), 2, "matplotlib", 'pip install "hyperlaunch[plot]"')
+    one_error_line(run_cli(["plot", "13", "-o", str(training / "x.png")], monkeypatch), 2, "matplotlib", 'pip install "hyperlaunch[plot]"')
     assert not (training / "x.png").exists()
 
 
