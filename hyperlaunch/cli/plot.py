@@ -201,19 +201,20 @@ def _terminal_chart(found: Curves, title: str) -> str:
     figure.subplots(2, 2)
     figure.plot_size(width, max(height - len(notes) - 4, 20))
     start = min((p.time for p in found.loss if p.time > 0), default=0.0)
+    unit, seconds = _time_unit(max((p.time for p in found.loss), default=start) - start)
     panels = (
         (1, 1, "loss (. validation) by step", (found.loss, found.val_loss), None),
         (1, 2, "tokens/s by step", (found.tokens_per_s,), None),
-        (2, 1, "loss by hours since the first step", (found.loss, found.val_loss), start),
-        (2, 2, "tokens/s by hours since the first step", (found.tokens_per_s,), start),
+        (2, 1, f"loss by {unit} since the first step", (found.loss, found.val_loss), start),
+        (2, 2, f"tokens/s by {unit} since the first step", (found.tokens_per_s,), start),
     )
     for row, col, name, series, since in panels:
         sub = figure.subplot(row, col)
         sub.title(name)
         for index, points in enumerate(series):
-            _terminal_series(sub, points, found.markers, since, width, validation=index == 1)
+            _terminal_series(sub, points, found.markers, since, width, seconds, validation=index == 1)
         for m in found.markers:
-            x = m.step if since is None else (None if m.time is None else (m.time - since) / 3600)
+            x = m.step if since is None else (None if m.time is None else (m.time - since) / seconds)
             if x is not None:
                 sub.line(x, orientation="v")
     chart = figure.build().string()
@@ -222,7 +223,18 @@ def _terminal_chart(found: Curves, title: str) -> str:
     return "\n".join([text.rstrip("\n"), *legend])
 
 
-def _terminal_series(sub: Any, series: Sequence[Point], markers: Sequence[Marker], since: float | None, width: int, *, validation: bool) -> None:
+def _time_unit(span_s: float) -> tuple[str, float]:
+    """The unit a time axis reads best in for a run of `span_s` seconds, and its length in seconds."""
+    if span_s < 180:
+        return "seconds", 1.0
+    if span_s < 3 * 3600:
+        return "minutes", 60.0
+    return "hours", 3600.0
+
+
+def _terminal_series(
+    sub: Any, series: Sequence[Point], markers: Sequence[Marker], since: float | None, width: int, seconds: float, *, validation: bool
+) -> None:
     """One curve: the points a terminal can show (finite ones, timed ones for a time axis, a
     few per column at most, so a 100,000-step run draws as fast as a short one); validation
     loss as dots, the rest as lines, broken on a time axis where the training started again."""
@@ -233,7 +245,7 @@ def _terminal_series(sub: Any, series: Sequence[Point], markers: Sequence[Marker
     kept = shown[::stride] + ([shown[-1]] if shown and (len(shown) - 1) % stride else [])
     if not kept:
         return
-    xs = [float(p.step) if since is None else (p.time - since) / 3600 for p in kept]
+    xs = [float(p.step) if since is None else (p.time - since) / seconds for p in kept]
     signal = sub.signal(xs, [p.value for p in kept], marker="dot" if validation else None)
     if not validation:
         signal.lines()
