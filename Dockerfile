@@ -71,9 +71,11 @@ RUN if [ "${INSTALL_EFA}" = "1" ]; then \
 # `--env NCCL_NET_PLUGIN=ofi` on the job. Harmless when absent (INSTALL_EFA=0).
 ENV LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu:/opt/amazon/efa/lib:${LD_LIBRARY_PATH}
 ENV PATH=/opt/amazon/efa/bin:${PATH}
-# The HyperPod scripts' settings that hold on every instance type.
-ENV TORCH_NCCL_BLOCKING_WAIT=1 \
-    HF_HUB_ETAG_TIMEOUT=60 \
+# The HyperPod scripts' settings that hold on every instance type. Not their
+# TORCH_NCCL_BLOCKING_WAIT=1: it makes every wait on a collective block the CPU until the GPU is
+# done (no overlap of the next kernels' launch with communication), and what it guarded against,
+# a hung collective, is what the trainer's hang watchdog and torch's NCCL watchdog catch.
+ENV HF_HUB_ETAG_TIMEOUT=60 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 
