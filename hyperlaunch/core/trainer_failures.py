@@ -41,6 +41,9 @@ class FailureKind(str, enum.Enum):
     """No step (or checkpoint save, or validation pass) finished within the trainer's hang
     limit (hyperlaunch/runtime/watchdog.py): every rank dumped its Python stacks into the log and exited;
     retried like any crash (RestartCause.HANG in the supervisor's markers)."""
+    EFA_PLUGIN_MISSING = "efa-plugin-missing"
+    """`submit --require-efa`: the training step found no aws-ofi-nccl plugin on a node (written
+    by the step script, templates/step.sh.j2): the image or the nodes lack it, no attempt fixes it."""
     SCRIPT_ERROR = "script-error"
     """A user's script called hyperlaunch.runtime.fail(message): its input is wrong, no
     attempt can fix it."""
@@ -55,6 +58,7 @@ FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
         FailureKind.MODEL_UNAVAILABLE,
         FailureKind.CHECKPOINT_UNUSABLE,
         FailureKind.SCRIPT_ERROR,
+        FailureKind.EFA_PLUGIN_MISSING,
     }
 )
 """Failures of the job's own input: every attempt would meet them again, so none is made."""

@@ -128,6 +128,7 @@ class JobSpec:
     # (KEY, VALUE) after the instance preset's exports; VALUE None forwards KEY by name (sbatch --export).
     env: tuple[tuple[str, str | None], ...] = field(default=(), metadata=flag("--env", "-e", help=_ENV_HELP, metavar="KEY[=VALUE]"))
     nccl_debug: str | None = field(default=None, metadata=flag("--nccl-debug", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket).", metavar="LEVEL"))
+    require_efa: bool = field(default=False, metadata=flag("--require-efa/--no-require-efa", help="End the job in its first seconds, for good, when a node's training step finds no aws-ofi-nccl plugin (NCCL's EFA network) instead of letting NCCL fall back to TCP sockets, many times slower between p4d/p5 nodes [default: log which network each node uses, and go on]."))
     # `auto`: decided on the node (/opt/sagemaker_cluster), unless the plan decided it.
     hyperpod: HyperpodMode = field(default="auto", metadata=flag("--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."))
     hyperpod_cluster: str | None = field(default=None, metadata=flag("--hyperpod-cluster", help=_HYPERPOD_CLUSTER_HELP, metavar="NAME"))
@@ -412,6 +413,8 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
         if value is not None and "\x00" in value:
             fail(f"--env {key} value must not contain NUL")
     _validate_trackers(spec)
+    if spec.require_efa and not gpus:
+        fail(f"--require-efa is for GPU jobs (EFA is NCCL's network); {spec.instance_type} trains on CPU")
     if spec.gres_gpus not in GRES_MODES:
         fail(f"gres_gpus must be one of: {', '.join(GRES_MODES)}; got {shown(spec.gres_gpus)}")
     if spec.nccl_debug is not None and spec.nccl_debug not in NCCL_DEBUG_LEVELS:

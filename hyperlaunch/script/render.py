@@ -138,8 +138,9 @@ def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
     else:
         flags.append(("--hyperpod", spec.hyperpod))
     if spec.gpus_per_node:
-        # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2).
-        flags.append(("--nccl-check",))
+        # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2); with
+        # --require-efa a node without one ends the job.
+        flags.append(("--nccl-check",) if not spec.require_efa else ("--nccl-check", "--require-efa"))
     if spec.is_script_job:
         # The scripts get the HYPERLAUNCH_* variables and the runtime library on their path.
         flags.append(("--script-name", spec.checkpoint_name))

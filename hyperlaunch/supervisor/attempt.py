@@ -30,7 +30,7 @@ from hyperlaunch.core.protocol import (
     requeue_request_path,
     write_attempt_end,
 )
-from hyperlaunch.core.script_env import NCCL_CHECK_ENV, ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
 from hyperlaunch.supervisor import script_job, slurm_calls
@@ -354,7 +354,7 @@ class Attempt:
         env[ROUND_ENV] = str(self.round)
         env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
         if self.settings.nccl_check:
-            env[NCCL_CHECK_ENV] = "1"
+            env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.settings.require_efa else "1"
         if self.restart_cause:
             env[RESTART_CAUSE_ENV] = self.restart_cause
         if self.settings.script_name:

@@ -2,7 +2,7 @@
 
     python3 supervisor.pyz --run-dir DIR --checkpoint-dir DIR --checkpoint-lock FILE \\
         --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
-        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check] [--script-name NAME] \\
+        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] \\
         [--srun-flag=FLAG ...] -- torchrun ARGS...
 
 Everything after `--` is the launch command the step script starts on each node (it adds
@@ -35,6 +35,8 @@ class Settings:
     hyperpod_dir: str
     nccl_check: bool
     """Each node logs which NCCL network plugin it finds (GPU jobs)."""
+    require_efa: bool
+    """A node whose step finds no plugin ends the job for good (`submit --require-efa`)."""
     script_name: str
     """A script job's run name ('' for the bundled trainer): its trainers get the HYPERLAUNCH_*
     variables and the runtime library on their path (hyperlaunch.supervisor.script_job)."""
@@ -61,6 +63,7 @@ def parse(argv: Sequence[str]) -> Settings:
     parser.add_argument("--hyperpod", choices=("on", "off", "auto"), default="off")
     parser.add_argument("--hyperpod-dir", default="")
     parser.add_argument("--nccl-check", action="store_true")
+    parser.add_argument("--require-efa", action="store_true")
     parser.add_argument("--script-name", default="")
     parser.add_argument("--srun-flag", action="append", default=[])
     args = parser.parse_args(own)
@@ -74,7 +77,8 @@ def parse(argv: Sequence[str]) -> Settings:
         exclude=tuple(node for node in args.exclude.split(",") if node),
         hyperpod=args.hyperpod,
         hyperpod_dir=args.hyperpod_dir,
-        nccl_check=args.nccl_check,
+        nccl_check=args.nccl_check or args.require_efa,
+        require_efa=args.require_efa,
         script_name=args.script_name,
         srun_flags=tuple(args.srun_flag),
         launch_command=tuple(command),

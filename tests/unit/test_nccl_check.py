@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hyperlaunch.core.trainer_failures import read_trainer_failure
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import nccl_plugin, supervisor_bundle
 from hyperlaunch.script.render import render_sbatch
@@ -80,3 +81,37 @@ def test_cpu_jobs_skip_it(tmp_path: Path) -> None:
     assert "NCCL network" not in render_sbatch(CPU) and "nccl" not in render_sbatch(CPU)
     run = run_script(render_sbatch(CPU), tmp_path)
     assert "NCCL network" not in run.stdout and run.returncode == 0
+
+
+def test_require_efa_ends_the_job_for_good_in_its_first_seconds_when_a_node_has_no_plugin(tmp_path: Path) -> None:
+    import dataclasses
+
+    run_dir = tmp_path / "run"
+    required = dataclasses.replace(P5, require_efa=True, run_dir=str(run_dir), checkpoint_dir=str(tmp_path / "ckpt"))
+    assert "  --nccl-check --require-efa \\\n" in render_sbatch(required)
+    (tmp_path / "lib").mkdir()
+    code, stdout, trained = _step_sees(tmp_path, str(tmp_path / "lib"), required)
+    assert code != 0 and not trained, "the trainer never starts"
+    assert TCP_LINE not in stdout
+    ended = [line for line in stdout.splitlines() if line.startswith("### hyperlaunch attempt-end")]
+    assert len(ended) == 1 and "cause=trainer-error" in ended[0] and "action=exit" in ended[0], stdout
+    (record,) = run_dir.glob("trainer-failure-*")
+    failure = read_trainer_failure(record)
+    assert failure is not None and failure.final and failure.kind == "efa-plugin-missing"
+    assert failure.message.startswith("--require-efa: no aws-ofi-nccl plugin on ")
+
+
+def test_require_efa_with_the_plugin_trains_and_on_cpu_is_refused(tmp_path: Path) -> None:
+    import dataclasses
+
+    import pytest
+
+    from hyperlaunch.core.errors import InvalidInput
+
+    plugin_dir = tmp_path / "ofi"
+    plugin_dir.mkdir()
+    (plugin_dir / "libnccl-net.so").write_bytes(b"")
+    code, stdout, trained = _step_sees(tmp_path, str(plugin_dir), dataclasses.replace(P5, require_efa=True))
+    assert code == 0 and trained and "-> EFA" in stdout
+    with pytest.raises(InvalidInput, match="--require-efa is for GPU jobs"):
+        dataclasses.replace(CPU, require_efa=True)
