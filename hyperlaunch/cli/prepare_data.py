@@ -47,8 +47,8 @@ def prepare_data(
 
     A killed run continues where it stopped when started again; a finished folder is never
     rewritten: the same sources and tokenizer say "already prepared", others are refused
-    unless --overwrite. Needs the trainer's libraries (pip install 'hyperlaunch[train]');
-    .parquet and save_to_disk inputs also need pip install 'hyperlaunch[data]'.
+    unless --overwrite. Needs pip install 'hyperlaunch[data]' (tokenizers, numpy, transformers,
+    pyarrow and datasets; no torch), which a login node can have without the trainer's libraries.
 
     Examples:
 

@@ -7,7 +7,7 @@ worker process with the fast tokenizer's batch API, complete once its marker fil
 killed preparation continues where it stopped; the manifest is written last, atomically; a
 finished folder is never written again unless asked to (--overwrite).
 
-Torch-free; numpy and tokenizers (the `train` extra) are imported when there is work to do.
+Torch-free; numpy and tokenizers (the `data` extra) are imported when there is work to do.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.data.sources import Source, Unit, find_sources, plan_units, read_unit
-from hyperlaunch.data.tokenizer import TRAIN_EXTRA_HINT, LoadedTokenizer
+from hyperlaunch.data.tokenizer import DATA_EXTRA_HINT, LoadedTokenizer
 
 DEFAULT_SHARD_MB = 32.0
 """Largest unit of work (and shard), in MB of input: what one worker holds in memory at once."""
@@ -359,7 +359,7 @@ def _require_libraries() -> None:
         import numpy  # noqa: F401
         import tokenizers  # noqa: F401
     except ImportError as err:
-        raise InvalidInput(f"preparing data needs the trainer's libraries ({err.name} is not installed)", hint=TRAIN_EXTRA_HINT) from None
+        raise InvalidInput(f"preparing data needs {err.name}, which is not installed", hint=DATA_EXTRA_HINT) from None
 
 
 def _run(state: _WorkerState, pending: list[int], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:

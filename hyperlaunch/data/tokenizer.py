@@ -39,7 +39,9 @@ EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 """The offline tokenizer's padding token."""
 
-TRAIN_EXTRA_HINT = "pip install 'hyperlaunch[train]'"
+DATA_EXTRA_HINT = "pip install 'hyperlaunch[data]'"
+"""Tokenizing needs tokenizers and numpy (and transformers for a Hugging Face tokenizer), not torch:
+the `data` extra has them, for a login node that prepares data without the trainer's libraries."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def _require_tokenizers() -> None:
     try:
         import tokenizers  # noqa: F401
     except ImportError:
-        raise InvalidInput("tokenizing needs the trainer's libraries (tokenizers, transformers)", hint=TRAIN_EXTRA_HINT) from None
+        raise InvalidInput("tokenizing needs tokenizers (and transformers for a Hugging Face tokenizer)", hint=DATA_EXTRA_HINT) from None
 
 
 def _offline() -> LoadedTokenizer:
@@ -164,7 +166,7 @@ def _auto_tokenizer(name: str, **kwargs: Any) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise InvalidInput("loading a Hugging Face tokenizer needs transformers", hint=TRAIN_EXTRA_HINT) from None
+        raise InvalidInput("loading a Hugging Face tokenizer needs transformers", hint=DATA_EXTRA_HINT) from None
     return AutoTokenizer.from_pretrained(name, **kwargs)
 
 

@@ -239,7 +239,7 @@ def test_training_checks_the_tokenizer_and_the_vocabulary_in_one_line(tmp_path: 
         fmt.check_vocabulary(manifest, manifest.max_token_id, "tiny", tmp_path / "out")
 
 
-def test_without_the_train_extra_prepare_data_says_so_in_one_line(tmp_path: Path) -> None:
+def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path) -> None:
     blocked = ["numpy", "tokenizers", "transformers", "torch"]
     code = (
         "import sys\n"
@@ -259,7 +259,7 @@ def test_without_the_train_extra_prepare_data_says_so_in_one_line(tmp_path: Path
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "hyperlaunch: error: tokenizing needs the trainer's libraries (tokenizers, transformers) (pip install 'hyperlaunch[train]')"
+        "hyperlaunch: error: tokenizing needs tokenizers (and transformers for a Hugging Face tokenizer) (pip install 'hyperlaunch[data]')"
     ]
 
 
@@ -276,3 +276,25 @@ def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_pa
     assert targs.value_of(plan.spec.trainer_args, "--tokenizer") == "offline"
     raw = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "a.jsonl")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
     assert {s.name: s.value for s in raw.settings}["tokenizer"] != "offline"
+
+
+def test_prepare_data_runs_where_torch_is_not_installed(tmp_path: Path) -> None:
+    """A login node with the `data` extra and no torch prepares data (tokenizing needs none)."""
+    code = (
+        "import sys\n"
+        "class NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.partition('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "sys.argv = ['hyperlaunch', *sys.argv[1:]]\n"
+        "from hyperlaunch.cli import main\n"
+        "main()\n"
+    )
+    jsonl = _write_jsonl(tmp_path / "a.jsonl", _docs(5))
+    result = subprocess.run(
+        [sys.executable, "-c", code, "prepare-data", str(jsonl), "--tokenizer", "offline", "-o", str(tmp_path / "o")],
+        cwd=ROOT, capture_output=True, text=True, check=False, env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "o" / "manifest.json").exists() or any((tmp_path / "o").iterdir())
