@@ -58,7 +58,13 @@ def up(
     ),
     directory: Path | None = DirOption,
 ) -> None:
-    """Start the cluster (idempotent: a running cluster is left as it is)."""
+    """Start the cluster (idempotent: a running cluster is left as it is).
+
+    \b
+    Examples:
+      hyperlaunch dev-cluster up --nodes 3
+      export SLURM_CONF=~/.hyperlaunch/dev-cluster/etc/slurm.conf   # as `up` prints it
+    """
     from hyperlaunch.devcluster import cluster
 
     result = cluster.up(
@@ -86,7 +92,12 @@ def up(
 
 @app.command()
 def down(directory: Path | None = DirOption) -> None:
-    """Stop every process the cluster started (daemons and their jobs), nothing else."""
+    """Stop every process the cluster started (daemons and their jobs), nothing else.
+
+    \b
+    Example:
+      hyperlaunch dev-cluster down
+    """
     from hyperlaunch.devcluster import cluster
 
     stopped = cluster.down(root=_root(directory), progress=_progress)
@@ -137,7 +148,12 @@ def _not_running(root: Path) -> Exception:
 
 @app.command("kill-node")
 def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), directory: Path | None = DirOption) -> None:
-    """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it."""
+    """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it.
+
+    \b
+    Example:
+      hyperlaunch dev-cluster kill-node node2   # then watch: hyperlaunch status 42
+    """
     from hyperlaunch.devcluster import cluster
 
     killed = cluster.kill_node(root=_root(directory), node=node)
@@ -150,7 +166,12 @@ def revive_node(
     directory: Path | None = DirOption,
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once slurmd runs, before Slurm marks the node ready."),
 ) -> None:
-    """Start a killed node's slurmd again; Slurm returns it to service when it registers."""
+    """Start a killed node's slurmd again; Slurm returns it to service when it registers.
+
+    \b
+    Example:
+      hyperlaunch dev-cluster revive-node node2
+    """
     from hyperlaunch.devcluster import cluster
 
     record = cluster.revive_node(root=_root(directory), node=node, progress=_progress, wait=not no_wait)

@@ -59,7 +59,13 @@ def logs(
     attempt: Annotated[int | None, typer.Option("--attempt", "-a", help="Only this attempt (0 = first run).")] = None,
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
 ) -> None:
-    """Print a job's log, every attempt of it, each under a header naming the attempt."""
+    """Print a job's log, every attempt of it, each under a header naming the attempt.
+
+    \b
+    Examples:
+      hyperlaunch logs 42 -f            # follow it while it runs
+      hyperlaunch logs 42 --attempt 2   # the third attempt only (restart count 2)
+    """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import JobNotFound
     from hyperlaunch.core.protocol import read_regular_file
@@ -102,7 +108,12 @@ def logs(
 
 
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
-    """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it."""
+    """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it.
+
+    \b
+    Example:
+      hyperlaunch cancel 42
+    """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs import jobs
     from hyperlaunch.slurm import commands as slurm

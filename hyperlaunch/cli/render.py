@@ -19,7 +19,13 @@ def render(
         Path | None, typer.Option("--output", "-o", help="Write the script to this file instead of stdout.")
     ] = None,
 ) -> None:
-    """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`."""
+    """Print the sbatch script for a job (nothing is submitted). Trainer arguments go after `--`.
+
+    \b
+    Examples:
+      hyperlaunch render --nodes 2 --model qwen3_0_6b --instance-type p5.48xlarge
+      hyperlaunch render -N 2 -m qwen3_0_6b -o job.sbatch -- --lr 3e-4   # then: sbatch job.sbatch
+    """
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.runs.launch import launch
 
