@@ -123,9 +123,30 @@ def _partition_nodes(
     return ask
 
 
+_SET_THE_TYPE = (
+    "pass --instance-type (e.g. p5.48xlarge), set instance_type in hyperlaunch.toml (or "
+    "HYPERLAUNCH_INSTANCE_TYPE), or --hyperpod-cluster on HyperPod"
+)
+"""The three ways to name the instance type, for every warning that had to guess."""
+
+
 def _cpu(tried: list[str], nodes: Callable[[], _NodesAnswer], where: str) -> Decision:
+    """No HyperPod answer: the GPU instance type the partition's nodes carry as a feature
+    (sinfo %f, as AWS ParallelCluster and many sites set it), else `cpu`, warned about where
+    the nodes have GPU GRES."""
     source = "default, nothing names another (no --instance-type; " + "; ".join(tried) + ")"
     found, _ = nodes()
+    by_feature = _featured_types(found or [])
+    if by_feature:
+        chosen = max(by_feature, key=lambda name: (by_feature[name], name))
+        named = f"the features of {where}'s nodes name it (sinfo %f: {chosen} on {by_feature[chosen]} node(s))"
+        if len(by_feature) == 1:
+            return Decision("instance_type", chosen, named)
+        others = ", ".join(f"{name} on {count}" for name, count in sorted(by_feature.items()) if name != chosen)
+        return Decision(
+            "instance_type", chosen, f"{named}; warning: also {others}",
+            f"{where}'s nodes are of several GPU types ({chosen} the most numerous; also {others}): {_SET_THE_TYPE}",
+        )
     with_gpus = sorted({node.gres for node in found or () if _GPU_GRES.search(node.gres)})
     if not with_gpus:
         return Decision("instance_type", "cpu", source)
@@ -133,8 +154,21 @@ def _cpu(tried: list[str], nodes: Callable[[], _NodesAnswer], where: str) -> Dec
     return Decision(
         "instance_type", "cpu", f"{source}; warning: {where}'s nodes have GPU GRES ({gres})",
         f"{where}'s nodes have GPUs (GRES {gres}), but the job is rendered for cpu (one process per node, "
-        "no GPU): pass --instance-type (e.g. p5.48xlarge), or --hyperpod-cluster on HyperPod",
+        f"no GPU): {_SET_THE_TYPE}",
     )
+
+
+def _featured_types(nodes: list[slurm.PartitionNode]) -> dict[str, int]:
+    """GPU instance types with a preset that the nodes' features name, with how many nodes each."""
+    known = set(known_instance_types())
+    counts: dict[str, int] = {}
+    for node in nodes:
+        for feature in node.features:
+            name = canonical_instance_type(feature.strip().lower())
+            if name in known and get_instance(name).gpus_per_node:
+                counts[name] = counts.get(name, 0) + 1
+                break
+    return counts
 
 
 def hyperpod_mode(*, hyperpod_cluster: str | None, environ: Mapping[str, str], marker: str | None = None) -> Decision:

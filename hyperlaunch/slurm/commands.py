@@ -155,20 +155,24 @@ class PartitionNode:
     """The partition is the cluster's default (sinfo marks it with `*`)."""
     gres: str = "(null)"
     """As sinfo writes it (`gpu:8`), or `(null)`."""
+    features: tuple[str, ...] = ()
+    """The node's features (sinfo %f): where a cluster names the instance type there (AWS
+    ParallelCluster: `dynamic,p5.48xlarge,...`), the job's presets can be chosen by it."""
 
 
 def all_partition_nodes(*, env: Mapping[str, str] | None = None) -> list[PartitionNode]:
-    """Every node of every partition with its state and GRES, in one sinfo call."""
-    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P|%G"], env=env, timeout=15).stdout
+    """Every node of every partition with its state, GRES and features, in one sinfo call."""
+    out = run(["sinfo", "-h", "-N", "-o", "%N|%T|%P|%G|%f"], env=env, timeout=15).stdout
     rows = []
     for line in out.splitlines():
-        fields = line.split("|", 3)
+        fields = line.split("|", 4)
         if len(fields) < 3 or not fields[0].strip() or not fields[2].strip():
             continue
         names, state, partition = (field.strip() for field in fields[:3])
         gres = fields[3].strip() if len(fields) > 3 else "(null)"
+        features = tuple(f for f in fields[4].strip().split(",") if f and f != "(null)") if len(fields) > 4 else ()
         for name in hostlist.expand(names):  # -N writes one name a line; a list expands too
-            rows.append(PartitionNode(name, state, partition.rstrip("*"), partition.endswith("*"), gres))
+            rows.append(PartitionNode(name, state, partition.rstrip("*"), partition.endswith("*"), gres, features))
     return sorted(rows, key=lambda row: (row.partition, _natural_key(row.name)))
 
 

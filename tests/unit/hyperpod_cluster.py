@@ -68,17 +68,21 @@ def create_cluster(aws: LocalAws, groups: Sequence[tuple[str, str, int]], name: 
 class FakePartition:
     """slurm.partition_nodes answering with these nodes (None: no Slurm answers); calls kept."""
 
-    def __init__(self, names: Sequence[str] | None, gres: str = "(null)") -> None:
-        self.names, self.gres, self.calls = names, gres, []
+    def __init__(self, names: Sequence[str] | None, gres: str = "(null)", features: Sequence[Sequence[str]] = ()) -> None:
+        self.names, self.gres, self.features, self.calls = names, gres, list(features), []
 
     def __call__(self, partition: str | None, *, env: object = None) -> list[slurm.PartitionNode]:
         self.calls.append(partition)
         if self.names is None:
             raise SlurmError("sinfo failed: Unable to contact slurm controller")
-        return [slurm.PartitionNode(name=name, gres=self.gres) for name in self.names]
+        features = self.features or [()] * len(self.names)
+        return [slurm.PartitionNode(name=name, gres=self.gres, features=tuple(f)) for name, f in zip(self.names, features)]
 
 
-def fake_partition(monkeypatch: pytest.MonkeyPatch, names: Sequence[str] | None, gres: str = "(null)") -> FakePartition:
-    fake = FakePartition(names, gres)
+def fake_partition(
+    monkeypatch: pytest.MonkeyPatch, names: Sequence[str] | None, gres: str = "(null)", features: Sequence[Sequence[str]] = ()
+) -> FakePartition:
+    """Nodes of the partition; `features`: each node's (sinfo %f), in the order of `names`."""
+    fake = FakePartition(names, gres, features)
     monkeypatch.setattr(slurm, "partition_nodes", fake)
     return fake

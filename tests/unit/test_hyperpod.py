@@ -66,7 +66,7 @@ def test_partition_nodes_come_from_one_sinfo_call(monkeypatch: pytest.MonkeyPatc
         ("ip-10-1-38-2", "gpu:8"), ("ip-10-1-38-3", "gpu:8"), ("ip-10-1-38-128", "gpu:8"),
     ]
     assert slurm.partition_nodes("nope") == []
-    assert calls[0] == ("sinfo", "-h", "-N", "-o", "%N|%T|%P|%G")
+    assert calls[0] == ("sinfo", "-h", "-N", "-o", "%N|%T|%P|%G|%f")
 
 
 def test_the_api_view_maps_nodes_that_have_an_address() -> None:

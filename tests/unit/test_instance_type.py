@@ -154,6 +154,23 @@ def test_cpu_when_nothing_says_otherwise_warns_about_gpu_gres(tmp_path: Path, mo
     assert instance_decision(plan(tmp_path))[2] == ""
 
 
+def test_a_gpu_instance_type_in_the_nodes_features_is_taken_and_several_are_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As AWS ParallelCluster labels its nodes, no GPU GRES: the type comes from the features.
+    fake_partition(monkeypatch, ["q1", "q2"], features=[("dynamic", "p5.48xlarge", "efa"), ("dynamic", "P5.48XLARGE")])
+    value, source, warning = instance_decision(plan(tmp_path, {**JOB, "partition": "gpu"}))
+    assert (value, warning) == ("p5.48xlarge", "")
+    assert source == "the features of partition gpu's nodes name it (sinfo %f: p5.48xlarge on 2 node(s))"
+    fake_partition(monkeypatch, ["a1", "a2", "b1"], features=[("p4d.24xlarge",), ("p4d.24xlarge",), ("ml.p5.48xlarge",)])
+    value, source, warning = instance_decision(plan(tmp_path, {**JOB, "partition": "gpu"}))
+    assert value == "p4d.24xlarge" and "also p5.48xlarge on 1" in source
+    assert "several GPU types" in warning and "instance_type in hyperlaunch.toml" in warning
+    # A CPU type, or a feature that is no instance type, names nothing: cpu as before.
+    fake_partition(monkeypatch, ["c1"], features=[("c5.xlarge", "static")])
+    assert instance_decision(plan(tmp_path))[:1] == ("cpu",)
+
+
 def test_a_type_hyperlaunch_has_no_preset_for_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trn = ("trainium", "ml.trn1.32xlarge", {"10.1.50.1": "i-0t00000000000001"})
     path = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config([CONTROLLER, trn]))
