@@ -76,7 +76,7 @@ class FakePartition:
         if self.names is None:
             raise SlurmError("sinfo failed: Unable to contact slurm controller")
         features = self.features or [()] * len(self.names)
-        return [slurm.PartitionNode(name=name, gres=self.gres, features=tuple(f)) for name, f in zip(self.names, features)]
+        return [slurm.PartitionNode(name=name, gres=self.gres, features=tuple(f)) for name, f in zip(self.names, features, strict=True)]
 
 
 def fake_partition(
