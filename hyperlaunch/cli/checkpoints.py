@@ -57,9 +57,14 @@ def checkpoints(
       hyperlaunch checkpoints --json | jq '.models[].latest'
     """
     from hyperlaunch.core.checkpoints import list_models
+    from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.job.settings import resolve_checkpoint_dir
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+    # A missing folder is only a warning (no job has saved yet); something else at its place
+    # is a mistyped path, and listing "no checkpoints" there would hide it.
+    if root.exists() and not root.is_dir():
+        raise InvalidInput(f"checkpoint folder {root} is not a folder", hint="pass the folder the checkpoints are in to --checkpoint-dir")
     if model is not None:
         model = _checkpoint_name(model)
     names = [model] if model else list_models(root)

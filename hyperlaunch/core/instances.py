@@ -9,6 +9,7 @@ new instance type is a TOML edit.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -127,18 +128,22 @@ SAGEMAKER_PREFIX = "ml."
 
 
 def canonical_instance_type(name: str) -> str:
-    """`ml.p5.48xlarge` -> `p5.48xlarge`; other names as they are."""
-    return name.removeprefix(SAGEMAKER_PREFIX)
+    """`ml.p5.48xlarge`, `P5.48XLARGE` -> `p5.48xlarge`: AWS's names are lower case, and one
+    typed from a console or a doc in capitals means the same type."""
+    return name.lower().removeprefix(SAGEMAKER_PREFIX)
 
 
 def get_instance(name: str) -> InstancePreset:
-    """The preset for an instance type, by its EC2 or SageMaker (`ml.`) name; InvalidInput
-    listing the known ones when it is unknown."""
+    """The preset for an instance type, by its EC2 or SageMaker (`ml.`) name in any case;
+    InvalidInput listing the known ones, and the closest when one is close, when it is unknown."""
+    canonical = canonical_instance_type(name)
     try:
-        return all_presets()[canonical_instance_type(name)]
+        return all_presets()[canonical]
     except KeyError:
+        close = difflib.get_close_matches(canonical, known_instance_types(), n=1)
         raise InvalidInput(
-            f"unknown instance type {name!r}; known: {', '.join(known_instance_types())}",
+            f"unknown instance type {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+            + f"; known: {', '.join(known_instance_types())}",
             hint="add a file under env/ for a new one",
         ) from None
 

@@ -12,7 +12,9 @@ if needed; large: micro-batch 1, bf16, activation checkpointing, prefetch.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -360,13 +362,32 @@ def preset_names() -> list[str]:
     return list(PRESETS)
 
 
+def _folded(name: str) -> str:
+    """A name as model cards and hubs spell it (`Qwen3-0.6B`) and as presets do (`qwen3_0_6b`)
+    read alike."""
+    return re.sub(r"[-.]", "_", name.lower())
+
+
+def closest_preset(name: str) -> str | None:
+    """The preset a mistyped name most likely meant (`qwen3-0.6b` -> `qwen3_0_6b`), or None."""
+    by_folded = {_folded(preset): preset for preset in PRESETS}
+    close = difflib.get_close_matches(_folded(name), list(by_folded), n=1)
+    return by_folded[close[0]] if close else None
+
+
+def did_you_mean_preset(name: str) -> str:
+    """` (did you mean qwen3_0_6b?)` for an unknown preset name, or "" when none is close."""
+    close = closest_preset(name)
+    return f" (did you mean {close}?)" if close else ""
+
+
 def get_preset(name: str) -> ModelSpec:
-    """The spec for a preset name; InvalidInput listing the presets when it is unknown."""
+    """The spec for a preset name; InvalidInput listing the presets (and the closest) when it is unknown."""
     try:
         factory = PRESETS[name]
     except KeyError:
         raise InvalidInput(
-            f"unknown model preset {name!r}; presets: {', '.join(PRESETS)}",
+            f"unknown model preset {name!r}{did_you_mean_preset(name)}; presets: {', '.join(PRESETS)}",
             hint="or pass a local Hugging Face model directory",
         ) from None
     return factory()

@@ -17,6 +17,7 @@ from is kept (`source`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import sys
@@ -30,6 +31,7 @@ from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.text_checks import shown
 
 PROJECT_CONFIG_NAME = "hyperlaunch.toml"
 PROFILE_ENV_VAR = "HYPERLAUNCH_PROFILE"
@@ -144,17 +146,28 @@ def _layers_below_flags(
         raise InvalidInput("--profile must name a profile ([profile.NAME] in a config file), not be empty")
     files = [user_config or user_config_path(), cwd / PROJECT_CONFIG_NAME]
     layers: list[Layer] = []
-    profile_found = profile is None
+    defined: list[str] = []
     for path in files:
         top, profiles = _read_toml(path)
         layers.append((str(path), top))
+        defined += [name for name in profiles if name not in defined]
         if profile is not None and profile in profiles:
             layers.append((f"{path} [profile.{profile}]", profiles[profile]))
-            profile_found = True
-    if not profile_found:
-        raise ConfigError(f"profile {profile!r} is not defined in {' or '.join(str(f) for f in files)}")
+    if profile is not None and profile not in defined:
+        raise ConfigError(_unknown_profile(profile, defined, files))
     layers.append((ENVIRONMENT_LAYER, _from_environment(environ)))
     return layers
+
+
+def _unknown_profile(profile: str, defined: list[str], files: list[Path]) -> str:
+    """One line: where profiles were looked for, the ones defined there, the closest to the
+    name asked for."""
+    close = difflib.get_close_matches(profile, defined, n=1)
+    return (
+        f"profile {shown(profile)} is not defined in {' or '.join(str(f) for f in files)}"
+        + (f" (did you mean {shown(close[0])}?)" if close else "")
+        + (f"; profiles there: {', '.join(shown(name, 40) for name in defined)}" if defined else "; no [profile.NAME] there")
+    )
 
 
 def _read_toml(path: Path) -> tuple[Settings, dict[str, Settings]]:

@@ -32,6 +32,11 @@ NCCL_DEBUG_LEVELS: tuple[str, ...] = ("VERSION", "WARN", "INFO", "ABORT", "TRACE
 # fullmatch, since `$` would let a trailing newline through.
 _SLURM_TIME = re.compile(r"[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}")
 _UNLIMITED = ("UNLIMITED", "INFINITE")
+# What people type (4h, 90m, 2d, 1d12h, 30s), each unit at most once and in this order, so a
+# value has one reading; JobSpec turns it into Slurm's D-HH:MM:SS. Digits bounded: a longer
+# number is past Slurm's limit anyway, and int() refuses very long ones.
+_HUMAN_TIME = re.compile(r"(?:([0-9]{1,12})d)?(?:([0-9]{1,12})h)?(?:([0-9]{1,12})m)?(?:([0-9]{1,12})s)?", re.IGNORECASE)
+_TIME_FORMS = "M, H:M:S, D-H, D-H:M:S, UNLIMITED, or 4h, 90m, 2d, 1d12h, 30s"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INT32_MAX = 2**31 - 1
 """The bound of every count: Slurm keeps node counts and time limits in 32 bits, and the
@@ -105,7 +110,7 @@ class JobSpec:
     partition: str | None = field(default=None, metadata=flag("--partition", "-p", help="Slurm partition."))
     account: str | None = field(default=None, metadata=flag("--account", "-A", help="Slurm account."))
     qos: str | None = field(default=None, metadata=flag("--qos", help="Slurm QOS."))
-    time: str | None = field(default=None, metadata=flag("--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00:00."))
+    time: str | None = field(default=None, metadata=flag("--time", "-t", help="Time limit: Slurm's 4:00:00 or 2-00:00:00, or 4h, 90m, 2d, 1d12h (written to the script as D-HH:MM:SS)."))
     exclusive: bool = field(default=False, metadata=flag("--exclusive/--no-exclusive", help="Whole nodes only [default: on for GPU instance types]."))
     # `on`/`off`, decided before rendering (hyperlaunch.job.detect); `auto`, a choice nobody made, renders as off.
     gres_gpus: GresMode = field(default="auto", metadata=flag("--gres-gpus/--no-gres-gpus", help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."))
@@ -188,6 +193,8 @@ class JobSpec:
 
         _check_types(self)
         instance = get_instance(self.instance_type)
+        if self.time is not None:
+            object.__setattr__(self, "time", slurm_time(self.time))
         # One name for the type (the preset's), whether the user typed SageMaker's `ml.` form or not.
         object.__setattr__(self, "instance_type", instance.name)
         if isinstance(self.nccl_debug, str):
@@ -356,6 +363,18 @@ def _check_path(name: str, value: str | None) -> None:
         fail(f"{name} has a component of {len(longest)} bytes; at most {NAME_MAX_BYTES} fit in a file name: {shown(value)}")
 
 
+def slurm_time(value: str) -> str:
+    """`4h`, `90m`, `1d12h` -> Slurm's `0-04:00:00`, `0-01:30:00`, `1-12:00:00`; any other value
+    as it is (a Slurm form, or one _validate_time refuses)."""
+    match = _HUMAN_TIME.fullmatch(value)
+    if not value or match is None:
+        return value
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    days, rest = divmod(total, 86400)
+    return f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
 def _time_limit_seconds(value: str) -> int | None:
     if value.upper() in _UNLIMITED:
         return None
@@ -467,7 +486,7 @@ def _validate_trackers(spec: JobSpec) -> None:
 
 def _validate_model(spec: JobSpec) -> None:
     from hyperlaunch.core import checkpoints
-    from hyperlaunch.core.models import PRESETS
+    from hyperlaunch.core.models import PRESETS, did_you_mean_preset
 
     check_text("model", spec.model)
     if not spec.model:
@@ -477,7 +496,7 @@ def _validate_model(spec: JobSpec) -> None:
             fail(f"model directory {shown(spec.model)} must be an absolute path")
         _check_path("model directory", spec.model)
     elif spec.model not in PRESETS:
-        fail(f"unknown model {shown(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+        fail(f"unknown model {shown(spec.model)}{did_you_mean_preset(spec.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
     if spec.name is not None:
         fail("--name names a --script or --module job's run; the bundled trainer's checkpoints go by the model (or `-- --model-name NAME`)")
 
@@ -518,7 +537,7 @@ def _validate_time(time: str | None) -> None:
     if time is None or time.upper() in _UNLIMITED:
         return
     if not _SLURM_TIME.fullmatch(time):
-        fail(f"--time {shown(time)} is not a Slurm time: use M, H:M:S, D-H, D-H:M:S or UNLIMITED")
+        fail(f"--time {shown(time)} is not a Slurm time: use {_TIME_FORMS}")
     minutes = (_time_limit_seconds(time) or 0) // 60
     if minutes > _MAX_TIME_MINUTES:
         fail(f"--time {shown(time)} is too long: Slurm takes at most {_MAX_TIME_MINUTES} minutes, or UNLIMITED")
