@@ -239,8 +239,8 @@ def test_training_checks_the_tokenizer_and_the_vocabulary_in_one_line(tmp_path: 
         fmt.check_vocabulary(manifest, manifest.max_token_id, "tiny", tmp_path / "out")
 
 
-def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path) -> None:
-    blocked = ["numpy", "tokenizers", "transformers", "torch"]
+def _prepare_data_without(blocked: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`hyperlaunch prepare-data` of a small JSONL file in a Python where `blocked` cannot be imported."""
     code = (
         "import sys\n"
         "class NotInstalled:\n"
@@ -253,14 +253,25 @@ def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path)
         "main()\n"
     )
     jsonl = _write_jsonl(tmp_path / "a.jsonl", _docs(5))
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code, "prepare-data", str(jsonl), "--tokenizer", "offline", "-o", str(tmp_path / "o")],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )
+
+
+def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path) -> None:
+    result = _prepare_data_without(["numpy", "tokenizers", "transformers", "torch"], tmp_path)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "hyperlaunch: error: tokenizing needs tokenizers (and transformers for a Hugging Face tokenizer) (pip install 'hyperlaunch[data]')"
     ]
+
+
+def test_prepare_data_runs_where_torch_is_not_installed(tmp_path: Path) -> None:
+    """A login node with the `data` extra and no torch prepares data (tokenizing needs none)."""
+    result = _prepare_data_without(["torch"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert any((tmp_path / "o").iterdir())
 
 
 def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_path: Path, offline: LoadedTokenizer) -> None:
@@ -277,24 +288,3 @@ def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_pa
     raw = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "a.jsonl")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
     assert {s.name: s.value for s in raw.settings}["tokenizer"] != "offline"
 
-
-def test_prepare_data_runs_where_torch_is_not_installed(tmp_path: Path) -> None:
-    """A login node with the `data` extra and no torch prepares data (tokenizing needs none)."""
-    code = (
-        "import sys\n"
-        "class NoTorch:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.partition('.')[0] == 'torch':\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "sys.meta_path.insert(0, NoTorch())\n"
-        "sys.argv = ['hyperlaunch', *sys.argv[1:]]\n"
-        "from hyperlaunch.cli import main\n"
-        "main()\n"
-    )
-    jsonl = _write_jsonl(tmp_path / "a.jsonl", _docs(5))
-    result = subprocess.run(
-        [sys.executable, "-c", code, "prepare-data", str(jsonl), "--tokenizer", "offline", "-o", str(tmp_path / "o")],
-        cwd=ROOT, capture_output=True, text=True, check=False, env={**os.environ, "HOME": str(tmp_path)},
-    )
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "o" / "manifest.json").exists() or any((tmp_path / "o").iterdir())
