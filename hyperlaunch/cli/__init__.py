@@ -8,6 +8,7 @@ and shell completion (hyperlaunch.cli.completion) build them all."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Any
 
@@ -34,8 +35,12 @@ _COMMANDS = {
     "prepare-data": ("hyperlaunch.cli.prepare_data", "prepare_data"),
     "doctor": ("hyperlaunch.cli.doctor", "doctor"),
     "ecr-login": ("hyperlaunch.cli.ecr_login", "ecr_login"),
+    "completion": ("hyperlaunch.cli.completion", "completion"),
 }
 _VERSION_FLAGS = ("--version", "-V")
+PROG_NAME = "hyperlaunch"
+COMPLETE_VAR = "_HYPERLAUNCH_COMPLETE"
+"""Set by the shell completion script when it asks what may follow the words typed."""
 
 
 def _load(target: tuple[str, str]) -> Any:
@@ -95,6 +100,11 @@ def __getattr__(name: str) -> object:
 
 
 def main() -> None:
+    request = os.environ.get(COMPLETE_VAR)
+    if request:  # the shell asks what may follow the words typed: every command is built
+        from hyperlaunch.cli.completion import answer
+
+        sys.exit(answer(build_app(), request))
     first = sys.argv[1] if len(sys.argv) > 1 else None
     if first in _COMMANDS or first in _GROUPS or first in _VERSION_FLAGS:
         run_app(build_app(only=first))
