@@ -86,7 +86,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     app.callback()(_top_level_options)
     for name, target in _GROUPS.items():
         if only in (None, name):
-            app.add_typer(_load(target), name=name)
+            app.add_typer(_load(target), name=name, cls=CommandGroup)
     for name, target in _COMMANDS.items():
         if only in (None, name):
             app.command(name=name)(_load(target))

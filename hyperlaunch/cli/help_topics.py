@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import typer
 
-from hyperlaunch.cli._errors import CommandGroup, exit_code_table
+from hyperlaunch.cli._errors import exit_code_table
 from hyperlaunch.cli._output import out
 
 app = typer.Typer(
     name="help",
     help="Help topics: exit-codes (what each exit code means).",
-    cls=CommandGroup,
     invoke_without_command=True,
     rich_markup_mode=None,
 )

@@ -100,6 +100,8 @@ def test_version_is_printed_without_building_a_command(flag: str) -> None:
         (["sumbit"], ["'sumbit'", "did you mean 'submit'?"]),
         (["stauts", "123"], ["'stauts'", "'status'"]),
         (["help", "exit-code"], ["'exit-code'", "did you mean 'exit-codes'?"]),
+        (["dev-cluster", "upp"], ["'upp'", "did you mean 'up'?"]),
+        (["dev-cluster", "nope"], ["'hyperlaunch dev-cluster --help' lists the commands"]),
         (["zzzzzz"], ["no command 'zzzzzz'", "'hyperlaunch --help' lists the commands"]),
     ],
 )
