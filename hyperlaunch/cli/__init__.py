@@ -2,20 +2,26 @@
 
 Commands are named here and imported when used: `hyperlaunch render ...` imports and builds
 only `render` (Typer turns each command's signature into Click parameters up front, and the
-job-flag commands have 27 of them), while `hyperlaunch --help` builds them all."""
+job-flag commands have 27 of them), `hyperlaunch --version` none, while `hyperlaunch --help`
+and shell completion (hyperlaunch.cli.completion) build them all."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from hyperlaunch.cli._errors import EXIT_CODE_HELP, run_app
+from hyperlaunch import __version__
+from hyperlaunch.cli._errors import EXIT_CODES_POINTER, CommandGroup, run_app
 
 # name -> (module, attribute), in the order --help lists them.
-_GROUPS = {"dev-cluster": ("hyperlaunch.cli.dev_cluster", "app")}
+_GROUPS = {
+    "dev-cluster": ("hyperlaunch.cli.dev_cluster", "app"),
+    "help": ("hyperlaunch.cli.help_topics", "app"),
+}
 _COMMANDS = {
     "render": ("hyperlaunch.cli.render", "render"),
     "submit": ("hyperlaunch.cli.submit", "submit"),
@@ -29,7 +35,12 @@ _COMMANDS = {
     "prepare-data": ("hyperlaunch.cli.prepare_data", "prepare_data"),
     "doctor": ("hyperlaunch.cli.doctor", "doctor"),
     "ecr-login": ("hyperlaunch.cli.ecr_login", "ecr_login"),
+    "completion": ("hyperlaunch.cli.completion", "completion"),
 }
+_VERSION_FLAGS = ("--version", "-V")
+PROG_NAME = "hyperlaunch"
+COMPLETE_VAR = "_HYPERLAUNCH_COMPLETE"
+"""Set by the shell completion script when it asks what may follow the words typed."""
 
 
 def _load(target: tuple[str, str]) -> Any:
@@ -38,29 +49,44 @@ def _load(target: tuple[str, str]) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-def _no_options() -> None:
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        print(f"hyperlaunch {__version__}")
+        raise typer.Exit()
+
+
+def _top_level_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="Print hyperlaunch's version and exit."),
+    ] = False,
+) -> None:
     pass
 
 
 def build_app(only: str | None = None) -> typer.Typer:
-    """The CLI with every command, or with just the command `only` (same behaviour for it)."""
+    """The CLI with every command, or with just the command `only` (same behaviour for it;
+    a name that is no command builds none)."""
     app = typer.Typer(
         name="hyperlaunch",
         help=(
             "Launch, watch and resume FSDP2 training of Hugging Face causal LMs on Slurm "
-            "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODE_HELP
+            "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODES_POINTER
         ),
+        cls=CommandGroup,
         no_args_is_help=True,
+        # Completion is a command of its own (`hyperlaunch completion SHELL`), and main()
+        # answers the shell's requests with every command built, which this app may not have.
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
     # A callback keeps this a command group even when it holds a single command; without it
     # Typer would run that command as the whole CLI and read its name as an argument.
-    app.callback()(_no_options)
+    app.callback()(_top_level_options)
     for name, target in _GROUPS.items():
         if only in (None, name):
-            app.add_typer(_load(target), name=name)
+            app.add_typer(_load(target), name=name, cls=CommandGroup)
     for name, target in _COMMANDS.items():
         if only in (None, name):
             app.command(name=name)(_load(target))
@@ -74,5 +100,13 @@ def __getattr__(name: str) -> object:
 
 
 def main() -> None:
+    request = os.environ.get(COMPLETE_VAR)
+    if request:  # the shell asks what may follow the words typed: every command is built
+        from hyperlaunch.cli.completion import answer
+
+        sys.exit(answer(build_app(), request))
     first = sys.argv[1] if len(sys.argv) > 1 else None
-    run_app(build_app(only=first if first in _COMMANDS or first in _GROUPS else None))
+    if first in _COMMANDS or first in _GROUPS or first in _VERSION_FLAGS:
+        run_app(build_app(only=first))
+    else:  # --help, or a mistyped command whose error names the closest ones
+        run_app(build_app())

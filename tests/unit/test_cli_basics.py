@@ -7,6 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import hyperlaunch
+from hyperlaunch.core.errors import EXIT_CODES
+from tests.unit.cli_runner import one_error_line, run_cli
+
 
 def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -17,7 +23,7 @@ def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None)
 def test_help_works_from_any_directory(tmp_path: Path) -> None:
     result = _cli("--help", cwd=tmp_path)
     assert result.returncode == 0
-    assert "dev-cluster" in result.stdout and "Exit codes" in result.stdout
+    assert "dev-cluster" in result.stdout and "hyperlaunch help exit-codes" in result.stdout
     sub = _cli("dev-cluster", "--help", cwd=tmp_path)
     assert sub.returncode == 0
     for command in ("up", "down", "status", "kill-node", "revive-node"):
@@ -62,9 +68,52 @@ def test_help_does_not_import_torch_or_transformers() -> None:
     assert "HEAVY []" in result.stdout
 
 
+def test_exit_codes_are_documented_in_a_help_topic_the_top_level_help_points_to() -> None:
+    top = _cli("--help")
+    options_at = top.stdout.index("Options:")
+    pointer = [line for line in top.stdout[:options_at].splitlines() if "Exit codes" in line]
+    assert pointer == ["  Exit codes: `hyperlaunch help exit-codes` says what each one means."]
+    assert "invalid input" not in top.stdout  # the table itself is no longer in the way
+    topic = _cli("help", "exit-codes")
+    assert topic.returncode == 0, topic.stderr
+    documented = {int(line.split()[0]): line.split(maxsplit=1)[1] for line in topic.stdout.splitlines()}
+    assert documented == EXIT_CODES
+    listed = _cli("help")
+    assert listed.returncode == 0 and "exit-codes" in listed.stdout
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_printed_without_building_a_command(flag: str) -> None:
+    code = (
+        f"import sys; sys.argv=['hyperlaunch', {flag!r}]; from hyperlaunch.cli import main; main();"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('hyperlaunch.cli.') and m != 'hyperlaunch.cli._errors'))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"hyperlaunch {hyperlaunch.__version__}", "LOADED []"]
+    assert _cli(flag).stdout == f"hyperlaunch {hyperlaunch.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "parts"),
+    [
+        (["sumbit"], ["'sumbit'", "did you mean 'submit'?"]),
+        (["stauts", "123"], ["'stauts'", "'status'"]),
+        (["help", "exit-code"], ["'exit-code'", "did you mean 'exit-codes'?"]),
+        (["dev-cluster", "upp"], ["'upp'", "did you mean 'up'?"]),
+        (["dev-cluster", "nope"], ["'hyperlaunch dev-cluster --help' lists the commands"]),
+        (["zzzzzz"], ["no command 'zzzzzz'", "'hyperlaunch --help' lists the commands"]),
+    ],
+)
+def test_a_mistyped_command_is_one_line_naming_the_closest(
+    args: list[str], parts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_error_line(run_cli(args, monkeypatch), 2, *parts)
+
+
 def test_usage_errors_exit_2_with_clicks_message_and_no_traceback() -> None:
     for args, message in (
-        (("rendr",), "No such command 'rendr'"),
+        (("rendr",), "no command 'rendr'; did you mean 'render'?"),
         (("render", "--nodes", "x"), "'x' is not a valid int"),
         (("status", "--bogus"), "No such option: --bogus"),
     ):
