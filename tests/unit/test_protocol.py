@@ -95,6 +95,7 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)
     tf.FailureKind.SCRIPT_ERROR: ([], True),  # no exception: a script calls hyperlaunch.runtime.fail
     tf.FailureKind.SCRIPT_RETRY: ([], False),  # fail(..., final=False)
+    tf.FailureKind.EFA_PLUGIN_MISSING: ([], True),  # no exception: the step script writes it (--require-efa)
 }
 
 
