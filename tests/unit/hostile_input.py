@@ -481,6 +481,10 @@ def run_case(case: Case, *, refuse: bool = False, mp: pytest.MonkeyPatch, sandbo
     for name in list(os.environ):
         if name.startswith(("HYPERLAUNCH_", "SLURM_")):
             mp.delenv(name)
+    # The templates' bytecode cache (hyperlaunch.script.template_cache) is written under the home
+    # by whichever render first builds the Jinja environment in this process: by design, and not
+    # what "wrote nothing" means here. Off, so the property does not depend on the test order.
+    mp.setenv("HYPERLAUNCH_NO_TEMPLATE_CACHE", "1")
     mp.setenv("HOME", str(sandbox.home))
     mp.setenv("HYPERLAUNCH_HOME", str(sandbox.hlhome))
     mp.setenv("SLURM_CONF", str(sandbox.root / "slurm.conf"))  # a cluster is "configured": no dev-cluster lookup
