@@ -9,7 +9,6 @@ new instance type is a TOML edit.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from importlib import resources
 
 from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import ConfigError, InvalidInput
+from hyperlaunch.core.suggest import did_you_mean
 
 _FAMILY_KEYS = frozenset(
     {"description", "gpu", "peak_bf16_tflops_per_gpu", "efa", "instance_types", "env", "efa_env", "container_env"}
@@ -140,9 +140,8 @@ def get_instance(name: str) -> InstancePreset:
     try:
         return all_presets()[canonical]
     except KeyError:
-        close = difflib.get_close_matches(canonical, known_instance_types(), n=1)
         raise InvalidInput(
-            f"unknown instance type {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+            f"unknown instance type {name!r}{did_you_mean(canonical, known_instance_types())}"
             + f"; known: {', '.join(known_instance_types())}",
             hint="add a file under env/ for a new one",
         ) from None

@@ -12,7 +12,6 @@ if needed; large: micro-batch 1, bf16, activation checkpointing, prefetch.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from hyperlaunch.core.errors import InvalidInput, ModelUnavailable
+from hyperlaunch.core.suggest import did_you_mean
 
 ArchitectureKind = Literal["qwen3", "llama"]
 Sharding = Literal["full", "grad-op", "hybrid", "none"]
@@ -368,17 +368,9 @@ def _folded(name: str) -> str:
     return re.sub(r"[-.]", "_", name.lower())
 
 
-def closest_preset(name: str) -> str | None:
-    """The preset a mistyped name most likely meant (`qwen3-0.6b` -> `qwen3_0_6b`), or None."""
-    by_folded = {_folded(preset): preset for preset in PRESETS}
-    close = difflib.get_close_matches(_folded(name), list(by_folded), n=1)
-    return by_folded[close[0]] if close else None
-
-
 def did_you_mean_preset(name: str) -> str:
-    """` (did you mean qwen3_0_6b?)` for an unknown preset name, or "" when none is close."""
-    close = closest_preset(name)
-    return f" (did you mean {close}?)" if close else ""
+    """` (did you mean qwen3_0_6b?)` for an unknown preset name (`qwen3-0.6b`), or "" when none is close."""
+    return did_you_mean(name, PRESETS, fold=_folded)
 
 
 def get_preset(name: str) -> ModelSpec:

@@ -17,7 +17,6 @@ from is kept (`source`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
+from hyperlaunch.core.suggest import did_you_mean
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.job.text_checks import shown
 
@@ -162,10 +162,9 @@ def _layers_below_flags(
 def _unknown_profile(profile: str, defined: list[str], files: list[Path]) -> str:
     """One line: where profiles were looked for, the ones defined there, the closest to the
     name asked for."""
-    close = difflib.get_close_matches(profile, defined, n=1)
     return (
         f"profile {shown(profile)} is not defined in {' or '.join(str(f) for f in files)}"
-        + (f" (did you mean {shown(close[0])}?)" if close else "")
+        + did_you_mean(profile, defined, show=shown)
         + (f"; profiles there: {', '.join(shown(name, 40) for name in defined)}" if defined else "; no [profile.NAME] there")
     )
 
