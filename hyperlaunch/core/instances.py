@@ -4,7 +4,10 @@ Each file describes one instance family (GPU, EFA or not, environment exports) a
 instance types in it with their GPUs per node: `"g5.xlarge" = 1`, or a table for a size that
 differs from its family (`"g5.8xlarge" = { gpus = 1, efa = true }`: the larger g5/g6 sizes have
 EFA). `[efa_env]` is exported on top of `[env]` for the sizes with EFA. Data, not code, so a
-new instance type is a TOML edit.
+new instance type is a TOML edit: a user's own files, in the same format, go in
+`~/.hyperlaunch/instances/*.toml` (`$HYPERLAUNCH_HOME/instances`) and take precedence over the
+shipped ones for the types they name. A type nobody described runs with `--gpus-per-node N`
+(undescribed(): no EFA settings, no GPU model).
 """
 
 from __future__ import annotations
@@ -12,15 +15,26 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 from importlib import resources
+from pathlib import Path
 
 from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import ConfigError, InvalidInput
-from hyperlaunch.core.suggest import did_you_mean
+from hyperlaunch.core.paths import hyperlaunch_home
+from hyperlaunch.core.suggest import closest, did_you_mean
 
 _FAMILY_KEYS = frozenset(
-    {"description", "gpu", "peak_bf16_tflops_per_gpu", "efa", "instance_types", "env", "efa_env", "container_env"}
+    {
+        "description", "gpu", "gpu_memory_gib", "peak_bf16_tflops_per_gpu", "efa",
+        "instance_types", "env", "efa_env", "container_env",
+    }
 )
+USER_INSTANCES_DIR = "instances"
+"""Under the hyperlaunch home: the user's own instance presets, one family a .toml file."""
+UNDESCRIBED_FAMILY = "undescribed"
+TYPO_CUTOFF = 0.9
+"""An unknown type this close to a known one (`p5.48xlarg`) is a typo, never a new type."""
 _SIZE_KEYS = frozenset({"gpus", "efa"})
 
 
@@ -42,6 +56,8 @@ class InstancePreset:
     """The GPU model as CUDA names it (a part of torch.cuda.get_device_name), e.g. `H100`."""
     peak_bf16_tflops_per_gpu: float | None
     """Dense bf16 peak used for MFU; None where no reliable figure is published."""
+    gpu_memory_gib: float | None
+    """Memory of one GPU (NVIDIA's figure); sizes the recommended sequence length and micro-batch."""
     env: tuple[tuple[str, str], ...]
     """Environment exported on every node, in file order: `[env]`, then `[efa_env]` where it has EFA."""
     container_env: tuple[tuple[str, str], ...]
@@ -54,15 +70,15 @@ def _pairs(table: object, where: str) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), v) for k, v in table.items())
 
 
-def _family_presets(family: str, data: dict[str, object]) -> list[InstancePreset]:
-    where = f"env/{family}.toml"
+def _family_presets(family: str, data: dict[str, object], where: str) -> list[InstancePreset]:
     unknown = sorted(set(data) - _FAMILY_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_FAMILY_KEYS))}")
     instance_types = data.get("instance_types")
     if not isinstance(instance_types, dict) or not instance_types:
         raise ConfigError(f"{where}: [instance_types] must map instance type names to GPU counts")
-    peak = data.get("peak_bf16_tflops_per_gpu")
+    peak = _number(data.get("peak_bf16_tflops_per_gpu"), f"{where}: peak_bf16_tflops_per_gpu")
+    memory = _number(data.get("gpu_memory_gib"), f"{where}: gpu_memory_gib")
     family_efa = _flag(data.get("efa", False), f"{where}: efa")
     env = _pairs(data.get("env", {}), f"{where} [env]")
     efa_env = _pairs(data.get("efa_env", {}), f"{where} [efa_env]")
@@ -77,12 +93,21 @@ def _family_presets(family: str, data: dict[str, object]) -> list[InstancePreset
                 gpus_per_node=gpus,
                 efa=efa,
                 gpu=str(data["gpu"]) if data.get("gpu") else None,
-                peak_bf16_tflops_per_gpu=float(peak) if isinstance(peak, (int, float)) else None,
+                peak_bf16_tflops_per_gpu=peak,
+                gpu_memory_gib=memory,
                 env=tuple({**dict(env), **(dict(efa_env) if efa else {})}.items()),
                 container_env=_pairs(data.get("container_env", {}), f"{where} [container_env]"),
             )
         )
     return presets
+
+
+def _number(value: object, where: str) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
 
 
 def _flag(value: object, where: str) -> bool:
@@ -106,16 +131,73 @@ def _size(size: object, family_efa: bool, where: str) -> tuple[int, bool]:
 
 
 @functools.cache
-def all_presets() -> dict[str, InstancePreset]:
-    """Every known instance type, read once per process from the shipped env/*.toml files."""
+def shipped_presets() -> dict[str, InstancePreset]:
+    """The instance types hyperlaunch ships, read once per process from env/*.toml."""
     presets: dict[str, InstancePreset] = {}
     for entry in sorted(resources.files("hyperlaunch.env").iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".toml"):
             continue
         family = entry.name.removesuffix(".toml")
-        for preset in _family_presets(family, tomllib.loads(entry.read_text(encoding="utf-8"))):
+        data = tomllib.loads(entry.read_text(encoding="utf-8"))
+        for preset in _family_presets(family, data, f"env/{family}.toml"):
             presets[preset.name] = preset
     return presets
+
+
+def user_presets_dir() -> Path:
+    return hyperlaunch_home() / USER_INSTANCES_DIR
+
+
+def _user_presets(folder: Path) -> dict[str, InstancePreset]:
+    """The presets of the user's files, read again only when a file changed."""
+    try:
+        files = sorted(path for path in folder.iterdir() if path.suffix == ".toml")
+        stamps = tuple((path, path.stat().st_mtime_ns) for path in files)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{folder}: cannot list it ({exc.strerror})") from None
+    return _read_user_presets(stamps)
+
+
+@functools.cache
+def _read_user_presets(stamps: tuple[tuple[Path, int], ...]) -> dict[str, InstancePreset]:
+    presets: dict[str, InstancePreset] = {}
+    for path, _ in stamps:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: not a readable TOML file ({exc})") from None
+        for preset in _family_presets(path.stem, data, str(path)):
+            presets[canonical_instance_type(preset.name)] = dataclass_replace(preset, name=canonical_instance_type(preset.name))
+    return presets
+
+
+def all_presets() -> dict[str, InstancePreset]:
+    """Every known instance type: the shipped ones, and the user's (USER_INSTANCES_DIR) over them."""
+    return {**shipped_presets(), **_user_presets(user_presets_dir())}
+
+
+def is_user_preset(name: str) -> bool:
+    return canonical_instance_type(name) in _user_presets(user_presets_dir())
+
+
+def undescribed(name: str, gpus_per_node: int) -> InstancePreset:
+    """An instance type no preset describes, with the GPUs the user said it has: NCCL over the
+    network NCCL finds itself, no EFA settings, no GPU model (so no MFU, and recommendations
+    sized as for the preset's target GPU)."""
+    return InstancePreset(
+        name=canonical_instance_type(name),
+        family=UNDESCRIBED_FAMILY,
+        description=f"{gpus_per_node} GPUs a node, described by --gpus-per-node only (no EFA settings)",
+        gpus_per_node=gpus_per_node,
+        efa=False,
+        gpu=None,
+        peak_bf16_tflops_per_gpu=None,
+        gpu_memory_gib=None,
+        env=(("NCCL_SOCKET_IFNAME", "^docker,lo,veth"), ("HF_HUB_ETAG_TIMEOUT", "60")),
+        container_env=(("NCCL_SOCKET_IFNAME", "^docker0,lo"),),
+    )
 
 
 def known_instance_types() -> list[str]:
@@ -133,25 +215,29 @@ def canonical_instance_type(name: str) -> str:
     return name.lower().removeprefix(SAGEMAKER_PREFIX)
 
 
-def get_instance(name: str) -> InstancePreset:
-    """The preset for an instance type, by its EC2 or SageMaker (`ml.`) name in any case;
-    InvalidInput listing the known ones, and the closest when one is close, when it is unknown."""
+def get_instance(name: str, *, gpus_per_node: int | None = None) -> InstancePreset:
+    """The preset for an instance type, by its EC2 or SageMaker (`ml.`) name in any case; for a
+    type nobody described, the one `gpus_per_node` (the user's --gpus-per-node) describes, else
+    InvalidInput listing the known ones, and the closest when one is close."""
     canonical = canonical_instance_type(name)
-    try:
-        return all_presets()[canonical]
-    except KeyError:
-        raise InvalidInput(
-            f"unknown instance type {name!r}{did_you_mean(canonical, known_instance_types())}"
-            + f"; known: {', '.join(known_instance_types())}",
-            hint="add a file under env/ for a new one",
-        ) from None
+    presets = all_presets()
+    if canonical in presets:
+        return presets[canonical]
+    if gpus_per_node is not None and gpus_per_node > 0 and closest(canonical, presets, cutoff=TYPO_CUTOFF) is None:
+        return undescribed(canonical, gpus_per_node)
+    suggestion = did_you_mean(canonical, list(presets))
+    raise InvalidInput(
+        f"unknown instance type {name!r}{suggestion}; known: {', '.join(presets)}",
+        hint=f"describe it in {user_presets_dir() / (canonical.split('.')[0] + '.toml')} (as env/*.toml), "
+        + "or give --gpus-per-node N",
+    ) from None
 
 
 def peak_bf16_flops(device_name: str) -> float | None:
     """Dense bf16 peak FLOP/s of a GPU by the name CUDA gives it (e.g. `NVIDIA H100 80GB HBM3`),
     from the instance presets; None for a GPU none of them names. The model must be a whole
     word of the name, so an L40S is never taken for an L4."""
-    for preset in all_presets().values():
+    for preset in shipped_presets().values():
         if preset.gpu and preset.peak_bf16_tflops_per_gpu and re.search(rf"\b{re.escape(preset.gpu)}\b", device_name):
             return preset.peak_bf16_tflops_per_gpu * 1e12
     return None

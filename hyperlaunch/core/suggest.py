@@ -7,10 +7,11 @@ import difflib
 from collections.abc import Callable, Iterable
 
 
-def closest(name: str, choices: Iterable[str], fold: Callable[[str], str] = str) -> str | None:
-    """The choice `name` most likely meant, compared as `fold` spells both; None when none is close."""
+def closest(name: str, choices: Iterable[str], fold: Callable[[str], str] = str, cutoff: float = 0.6) -> str | None:
+    """The choice `name` most likely meant, compared as `fold` spells both; None when none is
+    close (difflib's similarity below `cutoff`; 0.9 is about one wrong character in ten)."""
     by_folded = {fold(choice): choice for choice in choices}
-    close = difflib.get_close_matches(fold(name), list(by_folded), n=1)
+    close = difflib.get_close_matches(fold(name), list(by_folded), n=1, cutoff=cutoff)
     return by_folded[close[0]] if close else None
 
 

@@ -192,7 +192,7 @@ class JobSpec:
         from hyperlaunch.job import containers
 
         _check_types(self)
-        instance = get_instance(self.instance_type)
+        instance = get_instance(self.instance_type, gpus_per_node=self.gpus_per_node)
         if self.time is not None:
             object.__setattr__(self, "time", slurm_time(self.time))
         # One name for the type (the preset's), whether the user typed SageMaker's `ml.` form or not.

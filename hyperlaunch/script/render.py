@@ -187,7 +187,7 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
     """Exports in the order they apply: instance preset, launcher settings, --nccl-debug, the user's --env.
     A forwarded name (`--env NAME`, value None) is exported by name only: its value arrives
     through sbatch --export, so the preset must not set it over the forwarded one."""
-    instance = get_instance(spec.instance_type)
+    instance = get_instance(spec.instance_type, gpus_per_node=spec.gpus_per_node)
     forwarded = tuple(name for name, value in spec.env if value is None)
     preset = dict(instance.env)
     if spec.container_image is not None:
