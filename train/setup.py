@@ -79,10 +79,13 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
     gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     pretrained = source.pretrained_dir
     own_tokenizer = pretrained is not None and (pretrained / "tokenizer_config.json").exists()
+    memory = torch.cuda.get_device_properties(0).total_memory / 1024**3 if gpu and torch.cuda.is_available() else None
     settings = recommend.recommended(
         source.spec, origin=model_origin(source), gpu=gpu, hardware="GPU nodes" if gpu else "CPU nodes",
         data_given=cfg.data is not None, model_tokenizer=str(pretrained) if own_tokenizer else None,
         data_tokenizer=manifest_tokenizer(cfg.data),
+        gpu_memory_gib=memory, world=int(os.environ.get("WORLD_SIZE", "1")),
+        given={name: getattr(cfg, name) for name in ("seq_len", "micro_batch_size", "activation_checkpointing") if getattr(cfg, name) is not None},
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
 

@@ -8,9 +8,10 @@ hand without them. Torch-free (the CLI imports it on a login node)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hyperlaunch.core import gpu_memory
 from hyperlaunch.core.models import ModelSpec
 
 BUILT_IN_CORPUS_TOKENIZER = "offline"
@@ -45,19 +46,39 @@ def recommended(
     data_given: bool,
     model_tokenizer: str | None = None,
     data_tokenizer: str | None = None,
+    gpu_memory_gib: float | None = None,
+    world: int = 1,
+    given: Mapping[str, int | bool] | None = None,
 ) -> list[Setting]:
     """The settings of a run of `spec` on `hardware` (GPU nodes when `gpu`), in the order
     `submit` prints them; `origin` says where the model's numbers come from (`preset X`, a
     config.json). The tokenizer: the one a prepared --data folder was made with
     (`data_tokenizer`, from its manifest: any other would fail the trainer's check); else
     `model_tokenizer`, a local model directory that holds its own; else the preset's; and
-    without data, the tokenizer shipped with the built-in corpus."""
+    without data, the tokenizer shipped with the built-in corpus.
+
+    On GPUs whose memory is known (`gpu_memory_gib`, over `world` ranks) the sequence length,
+    micro-batch and activation checkpointing are the preset's where they fit, else smaller
+    (hyperlaunch.core.gpu_memory.fit), keeping the values the user set (`given`)."""
     sized = f"{origin}, for {hardware}"
     seq_len, micro_batch = (spec.seq_len, spec.micro_batch_size) if gpu else (spec.cpu_seq_len, spec.cpu_micro_batch_size)
-    seq_source = sized
+    checkpointing, checkpointing_source = spec.activation_checkpointing, origin
+    seq_source = batch_source = sized
     if seq_len > spec.max_position_embeddings:
         seq_len = spec.max_position_embeddings
         seq_source = f"{sized}, capped at the model's max_position_embeddings"
+    if gpu and gpu_memory_gib is not None:
+        fitted = gpu_memory.fit(
+            spec, seq_len=seq_len, micro_batch=micro_batch, gpu_memory_gib=gpu_memory_gib, world=world,
+            sharding=spec.sharding, activation_checkpointing=spec.activation_checkpointing, given=given or {},
+        )
+        why = f"{sized}: {fitted.reason}"
+        if fitted.seq_len != seq_len:
+            seq_source = why
+        if fitted.micro_batch != micro_batch or fitted.seq_len != seq_len:
+            batch_source = why
+        seq_len, micro_batch = fitted.seq_len, fitted.micro_batch
+        checkpointing, checkpointing_source = fitted.activation_checkpointing, why
     if not data_given:
         tokenizer, tokenizer_source = BUILT_IN_CORPUS_TOKENIZER, "no --data: the built-in corpus and its shipped tokenizer (no network)"
     elif data_tokenizer is not None:
@@ -71,9 +92,9 @@ def recommended(
         Setting("checkpoint_every", spec.checkpoint_every, origin),
         Setting("val_every", spec.val_every, origin),
         Setting("seq_len", seq_len, seq_source),
-        Setting("micro_batch_size", micro_batch, sized),
+        Setting("micro_batch_size", micro_batch, batch_source),
         Setting("sharding", spec.sharding, origin),
-        Setting("activation_checkpointing", spec.activation_checkpointing, origin),
+        Setting("activation_checkpointing", checkpointing, checkpointing_source),
         Setting("cpu_offload", spec.cpu_offload, origin),
         Setting("tokenizer", tokenizer, tokenizer_source),
     ]

@@ -20,7 +20,7 @@ from hyperlaunch.aws.hyperpod import check_cluster_name
 from hyperlaunch.core import recommend, trackers
 from hyperlaunch.core.checkpoints import is_model_directory
 from hyperlaunch.core.errors import InvalidInput
-from hyperlaunch.core.instances import canonical_instance_type, get_instance
+from hyperlaunch.core.instances import InstancePreset, canonical_instance_type, get_instance
 from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.core.paths import is_dir, is_file
 from hyperlaunch.core.recommend import Setting
@@ -124,6 +124,13 @@ def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Setting
     return filled
 
 
+def _instance(settings: Settings) -> InstancePreset:
+    """The instance preset of the type settled so far; a type nobody described is what the
+    user's --gpus-per-node says (hyperlaunch.core.instances.undescribed)."""
+    gpus = settings.get("gpus_per_node")
+    return get_instance(str(settings.get("instance_type", "cpu")), gpus_per_node=gpus if isinstance(gpus, int) else None)
+
+
 def _preset_defaults(settings: Settings) -> Settings:
     """Nodes and GPUs per node recommended by the model preset, within what the instance has;
     on whole nodes (--exclusive) every GPU of the instance, since no other job can use the rest."""
@@ -131,7 +138,7 @@ def _preset_defaults(settings: Settings) -> Settings:
     if not isinstance(model, str) or model not in PRESETS:
         return {}
     preset = get_preset(model)
-    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    instance = _instance(settings)
     gpus = instance.gpus_per_node if settings.get("exclusive") else min(preset.gpus_per_node, instance.gpus_per_node)
     return {"nodes": preset.nodes, "gpus_per_node": gpus}
 
@@ -170,7 +177,7 @@ def _hyperpod(settings: Settings, layers: list[Layer], environ: Mapping[str, str
         cluster = settings.get("hyperpod_cluster")
         decision = detect.hyperpod_mode(hyperpod_cluster=cluster if isinstance(cluster, str) else None, environ=environ)
     filled: Settings = {"hyperpod": decision.value}
-    if decision.value == "auto" and get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+    if decision.value == "auto" and _instance(settings).gpus_per_node == 0:
         return filled, ()  # a CPU job nobody said anything about (the dev cluster): nothing worth a line
     return filled, (decision,)
 
@@ -179,7 +186,7 @@ def _whole_nodes(settings: Settings, layers: list[Layer]) -> Decided:
     """--exclusive for GPU instance types unless a layer sets it. AWS's reference scripts and
     the guide take whole nodes: without GRES nothing else keeps two GPU jobs off the same node.
     CPU jobs (the dev cluster) keep Slurm's default."""
-    if get_instance(str(settings.get("instance_type", "cpu"))).gpus_per_node == 0:
+    if _instance(settings).gpus_per_node == 0:
         return {}, ()
     given = source(layers, "exclusive")
     if given is None:
@@ -190,7 +197,7 @@ def _whole_nodes(settings: Settings, layers: list[Layer]) -> Decided:
 def _gpus(settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mapping[str, str]] | None) -> Decided:
     """GPUs per node and whether Slurm sees them as GRES: a layer's value wins; else GRES
     where the cluster has it (asked only then)."""
-    instance = get_instance(str(settings.get("instance_type", "cpu")))
+    instance = _instance(settings)
     if instance.gpus_per_node == 0:
         return {}, ()
     gpus = settings.get("gpus_per_node", instance.gpus_per_node)
@@ -269,18 +276,22 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
     if not model or (model not in PRESETS and not is_model_directory(model)):
         return {}, ()  # an unknown name: JobSpec's validation says which models exist
     spec, origin = _model_spec(model)
-    instance_type = str(settings.get("instance_type", "cpu"))
-    gpu = get_instance(instance_type).gpus_per_node > 0
+    instance = _instance(settings)
+    gpu = instance.gpus_per_node > 0
     user_args = tuple(typing.cast(tuple, settings.get("trainer_args", ())))
     from hyperlaunch.data.prepared_data import manifest_tokenizer  # its folder format, only when a job is planned
 
     own_tokenizer = model not in PRESETS and is_file(Path(model) / "tokenizer_config.json")
+    given = recommend.given_names(user_args)
+    gpus = settings.get("gpus_per_node", instance.gpus_per_node)
     chosen = recommend.recommended(
-        spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance_type})",
+        spec, origin=origin, gpu=gpu, hardware=f"{'GPU' if gpu else 'CPU'} nodes ({instance.name})",
         data_given=settings.get("data") is not None, model_tokenizer=model if own_tokenizer else None,
         data_tokenizer=manifest_tokenizer(typing.cast("str | None", settings.get("data"))),
+        gpu_memory_gib=instance.gpu_memory_gib,
+        world=int(typing.cast(int, settings.get("nodes", 1))) * (gpus if isinstance(gpus, int) and gpus > 0 else 1),
+        given=_given_sizes(user_args, given),
     )
-    given = recommend.given_names(user_args)
     filled: Settings = {}
     added: list[str] = []
     shown: list[Setting] = []
@@ -297,6 +308,19 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
         shown.append(setting)
     filled["trainer_args"] = (*added, *user_args)
     return filled, tuple(shown)
+
+
+def _given_sizes(args: tuple[str, ...], given: set[str]) -> dict[str, int | bool]:
+    """The sizes the user set after `--` that the GPU-memory fit must keep (a value that is not
+    a number is left to the trainer's parser, which refuses it before anything is submitted)."""
+    sizes: dict[str, int | bool] = {}
+    for name in ("seq_len", "micro_batch_size"):
+        value = targs.value_of(args, "--" + name.replace("_", "-"))
+        if value is not None and value.isdigit() and int(value) > 0:
+            sizes[name] = int(value)
+    if "activation_checkpointing" in given:
+        sizes["activation_checkpointing"] = "--activation-checkpointing" in args
+    return sizes
 
 
 def _given_value(args: tuple[str, ...], setting: Setting) -> int | bool | str:
