@@ -89,7 +89,9 @@ def build_app(only: str | None = None) -> typer.Typer:
             app.add_typer(_load(target), name=name, cls=CommandGroup)
     for name, target in _COMMANDS.items():
         if only in (None, name):
-            app.command(name=name)(_load(target))
+            from hyperlaunch.cli._help import HelpCommand  # with the first command: `--version` loads none
+
+            app.command(name=name, cls=HelpCommand)(_load(target))
     return app
 
 

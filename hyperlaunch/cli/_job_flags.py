@@ -20,11 +20,8 @@ if TYPE_CHECKING:
     from hyperlaunch.job.detect import Decision
     from hyperlaunch.job.plan import Plan
 
-_PANEL = "Job (override hyperlaunch.toml and HYPERLAUNCH_* settings)"
-
-
-def _option(field: str, kind: Any, *decls: str, help: str, metavar: str | None = None) -> inspect.Parameter:
-    option = typer.Option(*decls, help=help, metavar=metavar, show_default=False, rich_help_panel=_PANEL)
+def _option(field: str, kind: Any, *decls: str, help: str, metavar: str | None = None, panel: str = "Job") -> inspect.Parameter:
+    option = typer.Option(*decls, help=help, metavar=metavar, show_default=False, rich_help_panel=panel)
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind, option])
 
 
@@ -51,7 +48,10 @@ def _declared_flags(kinds: dict[str, Any]) -> list[inspect.Parameter]:
     from hyperlaunch.job.spec import FLAG, JobSpec
 
     return [
-        _option(field.name, _option_type(kinds[field.name]), *declared.names, help=declared.help, metavar=declared.metavar)
+        _option(
+            field.name, _option_type(kinds[field.name]), *declared.names,
+            help=declared.help, metavar=declared.metavar, panel=declared.panel,
+        )
         for field in dataclasses.fields(JobSpec)
         if (declared := field.metadata.get(FLAG)) is not None
     ]
@@ -61,7 +61,10 @@ _KINDS = _field_types()
 JOB_FLAG_PARAMETERS: list[inspect.Parameter] = _declared_flags(_KINDS)
 SWITCHES = tuple(p.name for p in JOB_FLAG_PARAMETERS if typing.get_origin(_KINDS[p.name]) is Literal)
 """Flags that say on or off for a field stored as auto/on/off."""
-_PROFILE_PARAMETER = _option("profile", str | None, "--profile", help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE.")
+_PROFILE_PARAMETER = _option(
+    "profile", str | None, "--profile", metavar="NAME",
+    help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE. Flags override hyperlaunch.toml and HYPERLAUNCH_* settings.",
+)
 _TRAINER_ARGS_PARAMETER = inspect.Parameter(
     "trainer_args",
     inspect.Parameter.KEYWORD_ONLY,

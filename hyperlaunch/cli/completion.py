@@ -36,6 +36,7 @@ def completion(shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bas
     or save it where the shell looks for completions (then open a new shell):
 
     \b
+    Examples:
       eval "$(hyperlaunch completion bash)"
       hyperlaunch completion bash > ~/.local/share/bash-completion/completions/hyperlaunch
       hyperlaunch completion zsh > ~/.zfunc/_hyperlaunch

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from hyperlaunch.cli._help import HelpCommand
 from hyperlaunch.cli._output import out
 from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, GPU_PARTITION, GPUS_PER_GPU_NODE
 
@@ -40,7 +41,7 @@ def _progress(message: str) -> None:
     out.note(message, source="dev-cluster")
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def up(
     nodes: int = typer.Option(3, "--nodes", "-N", help="Number of nodes (slurmd daemons), named node1..nodeN."),
     cpus_per_node: int = typer.Option(2, "--cpus-per-node", help="CPUs each node offers to Slurm."),
@@ -90,12 +91,12 @@ def up(
     out.text(f"  export SLURM_CONF={layout.slurm_conf}")
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def down(directory: Path | None = DirOption) -> None:
     """Stop every process the cluster started (daemons and their jobs), nothing else.
 
     \b
-    Example:
+    Examples:
       hyperlaunch dev-cluster down
     """
     from hyperlaunch.devcluster import cluster
@@ -104,13 +105,19 @@ def down(directory: Path | None = DirOption) -> None:
     out.text("dev cluster stopped" if stopped else "no dev cluster was running")
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def status(
     directory: Path | None = DirOption,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Which daemons are alive, and each node's Slurm state. Exits 5 when no dev cluster is
-    running (with --json: 0, and "running": false)."""
+    running (with --json: 0, and "running": false).
+
+    \b
+    Examples:
+      hyperlaunch dev-cluster status
+      hyperlaunch dev-cluster status --json
+    """
     from hyperlaunch.devcluster import cluster
 
     info = cluster.status(root=_root(directory))
@@ -146,12 +153,12 @@ def _not_running(root: Path) -> Exception:
     return ClusterError(f"no dev cluster running in {root}", hint="start it with 'hyperlaunch dev-cluster up'")
 
 
-@app.command("kill-node")
+@app.command("kill-node", cls=HelpCommand)
 def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), directory: Path | None = DirOption) -> None:
     """Simulate a dead machine: SIGKILL the node's slurmd and every job process on it.
 
     \b
-    Example:
+    Examples:
       hyperlaunch dev-cluster kill-node node2   # then watch: hyperlaunch status 42
     """
     from hyperlaunch.devcluster import cluster
@@ -160,7 +167,7 @@ def kill_node(node: str = typer.Argument(..., help="Node name, e.g. node2."), di
     out.text(f"killed {node}: {len(killed)} processes ({' '.join(map(str, killed))})")
 
 
-@app.command("revive-node")
+@app.command("revive-node", cls=HelpCommand)
 def revive_node(
     node: str = typer.Argument(..., help="Node name, e.g. node2."),
     directory: Path | None = DirOption,
@@ -169,7 +176,7 @@ def revive_node(
     """Start a killed node's slurmd again; Slurm returns it to service when it registers.
 
     \b
-    Example:
+    Examples:
       hyperlaunch dev-cluster revive-node node2
     """
     from hyperlaunch.devcluster import cluster

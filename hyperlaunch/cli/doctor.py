@@ -64,7 +64,7 @@ def doctor(
     not in a job). Busy nodes are skipped and named.
 
     Run it on the login node you submit from. Exit code 0 when no check fails (warnings
-    allowed), 8 when at least one fails; other codes as in `hyperlaunch --help`.
+    allowed), 8 when at least one fails; other codes: `hyperlaunch help exit-codes`.
 
     Examples:
 

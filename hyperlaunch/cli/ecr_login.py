@@ -33,7 +33,7 @@ _FILE_HELP = (
 
 def ecr_login(
     region: Annotated[str | None, typer.Option("--region", metavar="REGION", help=_REGION_HELP)] = None,
-    registry: Annotated[str | None, typer.Option("--registry", metavar="ACCOUNT.dkr.ecr.REGION.amazonaws.com", help=_REGISTRY_HELP)] = None,
+    registry: Annotated[str | None, typer.Option("--registry", metavar="REGISTRY", help=_REGISTRY_HELP)] = None,
     literal_token: Annotated[bool, typer.Option("--literal-token", help=_LITERAL_HELP)] = False,
     credentials_file: Annotated[Path | None, typer.Option("--credentials-file", metavar="PATH", help=_FILE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")] = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from hyperlaunch.cli._errors import exit_code_table
+from hyperlaunch.cli._help import HelpCommand
 from hyperlaunch.cli._output import out
 
 app = typer.Typer(
@@ -22,7 +23,12 @@ def topics(ctx: typer.Context) -> None:
         out.text(ctx.get_help())
 
 
-@app.command("exit-codes")
+@app.command("exit-codes", cls=HelpCommand)
 def exit_codes() -> None:
-    """What each exit code of hyperlaunch (and of its trainer) means."""
+    """What each exit code of hyperlaunch (and of its trainer) means.
+
+    \b
+    Examples:
+      hyperlaunch help exit-codes
+    """
     out.text(exit_code_table())

@@ -111,7 +111,7 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
     """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it.
 
     \b
-    Example:
+    Examples:
       hyperlaunch cancel 42
     """
     from hyperlaunch.cli._cluster import slurm_env

@@ -26,7 +26,7 @@ def prepare_data(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR", help="Folder to write (created if needed).")],
     tokenizer: Annotated[
         str | None,
-        typer.Option("--tokenizer", metavar="T", help="'offline', a local tokenizer folder, or a Hugging Face hub name."),
+        typer.Option("--tokenizer", metavar="TOKENIZER", help="'offline', a local tokenizer folder, or a Hugging Face hub name."),
     ] = None,
     model: Annotated[
         str | None,
@@ -35,7 +35,7 @@ def prepare_data(
     workers: Annotated[
         int | None, typer.Option("--workers", metavar="N", min=1, help="Tokenizing processes [default: the CPUs this process may use].")
     ] = None,
-    text_field: Annotated[str, typer.Option("--text-field", metavar="F", help="Field or column holding the text (.jsonl, .parquet, datasets).")] = "text",
+    text_field: Annotated[str, typer.Option("--text-field", metavar="FIELD", help="Field or column holding the text (.jsonl, .parquet, datasets).")] = "text",
     shard_mb: Annotated[float, typer.Option("--shard-mb", metavar="MB", help="Largest shard, in MB of input text.")] = 32.0,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a folder prepared from other sources or with another tokenizer.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,

@@ -238,7 +238,11 @@ def status(
     crash), the restart budget left (BUDGET: --max-restarts less the attempts in a row without
     a new checkpoint), nodes, latest checkpoint, last loss and throughput.
 
-    Examples: hyperlaunch status | hyperlaunch status 42 | hyperlaunch status --json
+    \b
+    Examples:
+      hyperlaunch status                # your recent jobs
+      hyperlaunch status 42             # one job: attempts, restarts and why, recent steps
+      hyperlaunch status --json         # for scripts
     """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput

@@ -47,7 +47,10 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
         out.text(f"  code:        {record.spec.code_dir}")
     if record.spec.tracker:
         out.text(f"  trackers:    {', '.join(record.spec.tracker)}, run {record.spec.tracker_run_id} (status says where)")
-    out.text(f"  follow it:   hyperlaunch status {record.job_id}   |   hyperlaunch logs {record.job_id} -f   |   hyperlaunch plot {record.job_id}")
+    # One command a line: several on one line joined by `|` would be a pipeline when pasted.
+    out.text(f"  follow it:   hyperlaunch status {record.job_id}")
+    out.text(f"               hyperlaunch logs {record.job_id} -f")
+    out.text(f"               hyperlaunch plot {record.job_id}")
 
 
 @with_job_flags
@@ -104,7 +107,12 @@ def resume(
 
     Refuses (a bundled-trainer job) when its checkpoint folder holds no complete checkpoint of the model, and
     while the job is still pending or running (unless --after-end).
-    Example: hyperlaunch resume 42 --exclude-failed
+
+    \b
+    Examples:
+      hyperlaunch resume 42 --exclude-failed        # off the nodes that failed it
+      hyperlaunch resume 42 --max-steps 2000        # train further than it was told
+      hyperlaunch resume 42 --after-end             # queue behind a job still running
     """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs.job_guard import resume_dependency

@@ -58,7 +58,7 @@ def gres_gpus(*, gpus: int, partition: str | None, slurm_env: Mapping[str, str] 
         rows = slurm.partition_nodes(partition, env=slurm_env)
     except SlurmError as err:
         where = "no Slurm here (scontrol not on PATH)" if "not found on PATH" in str(err) else "no Slurm cluster answered"
-        return off(f"{where}; --gres-gpus requests GPUs as GRES anyway")
+        return off(f"{where}; pass --gres-gpus to request them as GRES anyway")
     where = f"partition {partition}" if partition else "the default partition"
     if not rows:
         return off(f"sinfo lists no {where}")

@@ -46,7 +46,9 @@ FLAGS_LAYER = "the command line"
 ENVIRONMENT_LAYER = "the environment"
 
 # Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
-_INTERNAL_FIELDS = frozenset({"checkpoint_name", "trainer_module", "after_job", "tracker_run_id", "mlflow_run_id", "mlflow_experiment_id"})
+_INTERNAL_FIELDS = frozenset(
+    {"checkpoint_name", "trainer_module", "after_job", "tracker_run_id", "mlflow_run_id", "mlflow_experiment_id", "code_root", "code_dir"}
+)
 FIELD_TYPES: dict[str, object] = {
     name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
 }

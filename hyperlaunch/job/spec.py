@@ -64,11 +64,21 @@ class Flag:
     names: tuple[str, ...]
     help: str
     metavar: str | None = None
+    panel: str = "Job"
 
 
-def flag(*names: str, help: str, metavar: str | None = None) -> dict[str, Flag]:
+JOB_PANEL = "Job"
+CLUSTER_PANEL = "Cluster"
+CONTAINER_PANEL = "Container"
+RECOVERY_PANEL = "Recovery"
+OUTPUT_PANEL = "Output"
+PANELS = (JOB_PANEL, CLUSTER_PANEL, CONTAINER_PANEL, RECOVERY_PANEL, OUTPUT_PANEL)
+"""The groups `--help` shows the job options in, in this order (after the command's own)."""
+
+
+def flag(*names: str, help: str, metavar: str | None = None, panel: str = JOB_PANEL) -> dict[str, Flag]:
     """Field metadata declaring the field's flag, e.g. `field(default=1, metadata=flag("--nodes", "-N", help=...))`."""
-    return {FLAG: Flag(names, help, metavar)}
+    return {FLAG: Flag(names, help, metavar, panel)}
 
 
 _ENV_HELP = (
@@ -94,65 +104,65 @@ class JobSpec:
 
     # Paths are absolute because the script runs on other machines (and maybe inside a container).
     # "" in a script job (script or module set): the script builds its own model.
-    model: str = field(default="", metadata=flag("--model", "-m", help="Model preset (see `hyperlaunch models`) or a local HF model directory, for the bundled trainer (or --script: your own)."))
+    model: str = field(default="", metadata=flag("--model", "-m", panel=JOB_PANEL, help="Model preset (see `hyperlaunch models`) or a local HF model directory, for the bundled trainer (or --script: your own)."))
     # Absolute, as submitted; the job runs the copy in code_dir.
-    script: str | None = field(default=None, metadata=flag("--script", help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
+    script: str | None = field(default=None, metadata=flag("--script", panel=JOB_PANEL, help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
         "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
         "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, or through `from hyperlaunch import runtime` (README: Your own script).", metavar="FILE"))
-    module: str | None = field(default=None, metadata=flag("--module", help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
-    name: str | None = field(default=None, metadata=flag("--name", help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
-    code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
-    nodes: int = field(default=1, metadata=flag("--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."))
+    module: str | None = field(default=None, metadata=flag("--module", panel=JOB_PANEL, help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
+    name: str | None = field(default=None, metadata=flag("--name", panel=JOB_PANEL, help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
+    code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", panel=JOB_PANEL, help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
+    nodes: int = field(default=1, metadata=flag("--nodes", "-N", panel=JOB_PANEL, help="Number of nodes [default: the preset's recommendation]."))
     # GPUs = torchrun processes per node; None takes all of the instance type's GPUs.
-    gpus_per_node: int | None = field(default=None, metadata=flag("--gpus-per-node", help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."))
+    gpus_per_node: int | None = field(default=None, metadata=flag("--gpus-per-node", panel=CLUSTER_PANEL, help="GPUs (torchrun processes) per node [default: the preset's, at most the instance's]."))
     # The preset's name (env/*.toml): SageMaker's `ml.p5.48xlarge` is kept as `p5.48xlarge`; `cpu` on the dev cluster.
-    instance_type: str = field(default="cpu", metadata=flag("--instance-type", help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: the HyperPod cluster's (see --hyperpod-cluster), else cpu]."))
-    partition: str | None = field(default=None, metadata=flag("--partition", "-p", help="Slurm partition."))
-    account: str | None = field(default=None, metadata=flag("--account", "-A", help="Slurm account."))
-    qos: str | None = field(default=None, metadata=flag("--qos", help="Slurm QOS."))
-    time: str | None = field(default=None, metadata=flag("--time", "-t", help="Time limit: Slurm's 4:00:00 or 2-00:00:00, or 4h, 90m, 2d, 1d12h (written to the script as D-HH:MM:SS)."))
-    exclusive: bool = field(default=False, metadata=flag("--exclusive/--no-exclusive", help="Whole nodes only [default: on for GPU instance types]."))
+    instance_type: str = field(default="cpu", metadata=flag("--instance-type", panel=CLUSTER_PANEL, help="Instance type whose EFA/NCCL preset is used (e.g. p5.48xlarge or ml.p5.48xlarge) [default: the HyperPod cluster's (see --hyperpod-cluster), else cpu]."))
+    partition: str | None = field(default=None, metadata=flag("--partition", "-p", panel=CLUSTER_PANEL, help="Slurm partition."))
+    account: str | None = field(default=None, metadata=flag("--account", "-A", panel=CLUSTER_PANEL, help="Slurm account."))
+    qos: str | None = field(default=None, metadata=flag("--qos", panel=CLUSTER_PANEL, help="Slurm QOS."))
+    time: str | None = field(default=None, metadata=flag("--time", "-t", panel=CLUSTER_PANEL, help="Time limit: Slurm's 4:00:00 or 2-00:00:00, or 4h, 90m, 2d, 1d12h (written to the script as D-HH:MM:SS)."))
+    exclusive: bool = field(default=False, metadata=flag("--exclusive/--no-exclusive", panel=CLUSTER_PANEL, help="Whole nodes only [default: on for GPU instance types]."))
     # `on`/`off`, decided before rendering (hyperlaunch.job.detect); `auto`, a choice nobody made, renders as off.
-    gres_gpus: GresMode = field(default="auto", metadata=flag("--gres-gpus/--no-gres-gpus", help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."))
-    exclude: tuple[str, ...] = field(default=(), metadata=flag("--exclude", help="A node Slurm must not use (repeatable).", metavar="NODE"))
+    gres_gpus: GresMode = field(default="auto", metadata=flag("--gres-gpus/--no-gres-gpus", panel=CLUSTER_PANEL, help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."))
+    exclude: tuple[str, ...] = field(default=(), metadata=flag("--exclude", panel=CLUSTER_PANEL, help="A node Slurm must not use (repeatable).", metavar="NODE"))
     # As Pyxis reads it (containers.pyxis_image); None runs on the host.
-    container_image: str | None = field(default=None, metadata=flag("--container-image", help="Run the trainer in a Pyxis/enroot container: a .sqsh file on storage every node reads (see setup-pyxis.sh), "
+    container_image: str | None = field(default=None, metadata=flag("--container-image", panel=CONTAINER_PANEL, help="Run the trainer in a Pyxis/enroot container: a .sqsh file on storage every node reads (see setup-pyxis.sh), "
         "or a registry image such as 123456789012.dkr.ecr.us-west-2.amazonaws.com/repo:tag (sent to Pyxis as REGISTRY#repo:tag; "
         "for ECR run `hyperlaunch ecr-login` first)."))
-    container_mounts: tuple[str, ...] = field(default=(), metadata=flag("--container-mounts", help="Extra container mount SRC[:DST[:FLAGS]], FLAGS joined by '+' such as ro (repeatable). Already mounted at the same path: "
+    container_mounts: tuple[str, ...] = field(default=(), metadata=flag("--container-mounts", panel=CONTAINER_PANEL, help="Extra container mount SRC[:DST[:FLAGS]], FLAGS joined by '+' such as ro (repeatable). Already mounted at the same path: "
         "checkpoint, log and run dirs (read-write); a local --model dir, a --tokenizer dir after `--` and the --data folder (read-only).", metavar="MOUNT"))
-    container_workdir: str | None = field(default=None, metadata=flag("--container-workdir", help="Working directory in the container [default: the run dir]."))
+    container_workdir: str | None = field(default=None, metadata=flag("--container-workdir", panel=CONTAINER_PANEL, help="Working directory in the container [default: the run dir]."))
     # None or an `hl-` name is derived again where the job is planned (JobSpec.settled).
-    container_name: str | None = field(default=None, metadata=flag("--container-name", help="Pyxis container name: a node that unpacked the image under this name before (a requeued attempt, a later job) "
+    container_name: str | None = field(default=None, metadata=flag("--container-name", panel=CONTAINER_PANEL, help="Pyxis container name: a node that unpacked the image under this name before (a requeued attempt, a later job) "
         "reuses it instead of importing it again. [default: hl-<image>-<hash> of the image's identity: a .sqsh file's path, "
         "size and mtime, so a rebuilt file gets a new name; a registry image's reference, so a tag pushed again is NOT "
         "re-pulled where the old one is unpacked: use a digest (@sha256:...) or a new tag]. Letters, digits, _ . -", metavar="NAME"))
-    checkpoint_dir: str = field(metadata=flag("--checkpoint-dir", help="Checkpoint folder shared by all nodes [default: ./checkpoints]."))
-    data: str | None = field(default=None, metadata=flag("--data", help="Training data path or dataset name, passed to the trainer."))
-    max_steps: int | None = field(default=None, metadata=flag("--max-steps", help="Train to this many optimizer steps."))
+    checkpoint_dir: str = field(metadata=flag("--checkpoint-dir", panel=OUTPUT_PANEL, help="Checkpoint folder shared by all nodes [default: ./checkpoints]."))
+    data: str | None = field(default=None, metadata=flag("--data", panel=JOB_PANEL, metavar="PATH", help="Training data path or dataset name, passed to the trainer."))
+    max_steps: int | None = field(default=None, metadata=flag("--max-steps", panel=JOB_PANEL, help="Train to this many optimizer steps."))
     # (KEY, VALUE) after the instance preset's exports; VALUE None forwards KEY by name (sbatch --export).
-    env: tuple[tuple[str, str | None], ...] = field(default=(), metadata=flag("--env", "-e", help=_ENV_HELP, metavar="KEY[=VALUE]"))
-    nccl_debug: str | None = field(default=None, metadata=flag("--nccl-debug", help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket).", metavar="LEVEL"))
-    require_efa: bool = field(default=False, metadata=flag("--require-efa/--no-require-efa", help="End the job in its first seconds, for good, when a node's training step finds no aws-ofi-nccl plugin (NCCL's EFA network) instead of letting NCCL fall back to TCP sockets, many times slower between p4d/p5 nodes [default: log which network each node uses, and go on]."))
+    env: tuple[tuple[str, str | None], ...] = field(default=(), metadata=flag("--env", "-e", panel=JOB_PANEL, help=_ENV_HELP, metavar="KEY[=VALUE]"))
+    nccl_debug: str | None = field(default=None, metadata=flag("--nccl-debug", panel=CLUSTER_PANEL, help="Export NCCL_DEBUG=LEVEL (VERSION, WARN, INFO, ABORT, TRACE): INFO says whether NCCL uses EFA (NET/OFI) or TCP (NET/Socket).", metavar="LEVEL"))
+    require_efa: bool = field(default=False, metadata=flag("--require-efa/--no-require-efa", panel=CLUSTER_PANEL, help="End the job in its first seconds, for good, when a node's training step finds no aws-ofi-nccl plugin (NCCL's EFA network) instead of letting NCCL fall back to TCP sockets, many times slower between p4d/p5 nodes [default: log which network each node uses, and go on]."))
     # `auto`: decided on the node (/opt/sagemaker_cluster), unless the plan decided it.
-    hyperpod: HyperpodMode = field(default="auto", metadata=flag("--hyperpod/--no-hyperpod", help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."))
-    hyperpod_cluster: str | None = field(default=None, metadata=flag("--hyperpod-cluster", help=_HYPERPOD_CLUSTER_HELP, metavar="NAME"))
+    hyperpod: HyperpodMode = field(default="auto", metadata=flag("--hyperpod/--no-hyperpod", panel=CLUSTER_PANEL, help="Force HyperPod auto-resume on or off [default: on where /opt/sagemaker_cluster exists]."))
+    hyperpod_cluster: str | None = field(default=None, metadata=flag("--hyperpod-cluster", panel=CLUSTER_PANEL, help=_HYPERPOD_CLUSTER_HELP, metavar="NAME"))
     # hyperlaunch.core.protocol.RESTART_CEILING bounds all requeues.
-    max_restarts: int = field(default=3, metadata=flag("--max-restarts", help="Restart budget: how many attempts in a row may end without a new checkpoint (a crash, a lost node) and still be requeued; an attempt that saved resets it, so time-limit and preemption requeues after a save never use it (at most 1000 requeues in all) [default: 3]."))
-    job_name: str | None = field(default=None, metadata=flag("--job-name", "-J", help="Slurm job name [default: the model name]."))
-    log_dir: str = field(metadata=flag("--log-dir", help="Folder for %x_%j.out/.err logs [default: ./logs]."))
-    run_dir: str = field(metadata=flag("--run-dir", help="Folder for the run's metrics [default: ./runs/<job name>]."))
-    tracker: tuple[str, ...] = field(default=(), metadata=flag("--tracker", help="Also log to an experiment tracker: tensorboard, mlflow or wandb (repeatable). One run for the whole training: "
+    max_restarts: int = field(default=3, metadata=flag("--max-restarts", panel=RECOVERY_PANEL, help="Restart budget: how many attempts in a row may end without a new checkpoint (a crash, a lost node) and still be requeued; an attempt that saved resets it, so time-limit and preemption requeues after a save never use it (at most 1000 requeues in all) [default: 3]."))
+    job_name: str | None = field(default=None, metadata=flag("--job-name", "-J", panel=JOB_PANEL, help="Slurm job name [default: the model name]."))
+    log_dir: str = field(metadata=flag("--log-dir", panel=OUTPUT_PANEL, help="Folder for %x_%j.out/.err logs [default: ./logs]."))
+    run_dir: str = field(metadata=flag("--run-dir", panel=OUTPUT_PANEL, help="Folder for the run's metrics [default: ./runs/<job name>]."))
+    tracker: tuple[str, ...] = field(default=(), metadata=flag("--tracker", panel=OUTPUT_PANEL, help="Also log to an experiment tracker: tensorboard, mlflow or wandb (repeatable). One run for the whole training: "
         "requeues, restarts and `resume` log into it, and the steps a failed attempt logged past the checkpoint it restarted from are dropped or marked (README: Trackers). "
         "Needs `pip install \"hyperlaunch[trackers]\"` where the job runs; `status` shows where each run is.", metavar="NAME"))
     # Derived where the job is built (JobSpec.__post_init__) for --tracker tensorboard.
-    tensorboard_dir: str | None = field(default=None, metadata=flag("--tensorboard-dir", help="TensorBoard log folder of --tracker tensorboard, on storage every node writes [default: <run dir>/tensorboard]."))
-    mlflow_uri: str | None = field(default=None, metadata=flag("--mlflow-uri", help="MLflow tracking server of --tracker mlflow, e.g. http://10.0.0.5:5000; the experiment is the job name [default: MLFLOW_TRACKING_URI]. Credentials: --env MLFLOW_TRACKING_TOKEN.", metavar="URI"))
+    tensorboard_dir: str | None = field(default=None, metadata=flag("--tensorboard-dir", panel=OUTPUT_PANEL, help="TensorBoard log folder of --tracker tensorboard, on storage every node writes [default: <run dir>/tensorboard]."))
+    mlflow_uri: str | None = field(default=None, metadata=flag("--mlflow-uri", panel=OUTPUT_PANEL, help="MLflow tracking server of --tracker mlflow, e.g. http://10.0.0.5:5000; the experiment is the job name [default: MLFLOW_TRACKING_URI]. Credentials: --env MLFLOW_TRACKING_TOKEN.", metavar="URI"))
     # Used by the supervisor's rounds (hyperlaunch.supervisor.attempt).
-    spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
-    restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
-    signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."))
-    torchrun: str = field(default="torchrun", metadata=flag("--torchrun", help="torchrun command on the nodes [default: the one next to this Python, else torchrun]."))
+    spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", panel=RECOVERY_PANEL, help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
+    restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", panel=RECOVERY_PANEL, help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
+    signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", panel=RECOVERY_PANEL, help="Send the save signal this many seconds before the time limit [default: 120]."))
+    torchrun: str = field(default="torchrun", metadata=flag("--torchrun", panel=JOB_PANEL, metavar="PATH", help="torchrun command on the nodes [default: the one next to this Python, else torchrun]."))
     after_job: str | None = None
     """A Slurm job this one starts after, however it ends (`--dependency=afterany:<id>`): set by
     `resume --after-end` while the resumed job still runs, never by a flag or config."""
