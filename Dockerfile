@@ -2,7 +2,7 @@
 # `torchrun --no-python hyperlaunch-train` runs inside a Pyxis/enroot container on the nodes,
 # with EFA and the aws-ofi-nccl plugin so NCCL talks over EFA between nodes.
 # Turn it into a .sqsh for `hyperlaunch submit --container-image` with ./setup-pyxis.sh, or
-# push it to ECR and run `hyperlaunch ecr-login` (README, "Containers and ECR").
+# push it to ECR and run `hyperlaunch ecr-login` (docs/hyperpod.md, "Containers and ECR").
 #
 #   docker build -t hyperlaunch:latest .
 #   docker build --build-arg BASE_IMAGE=pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime -t hyperlaunch:latest .

@@ -228,7 +228,7 @@ def get_instance(name: str, *, gpus_per_node: int | None = None) -> InstancePres
     suggestion = did_you_mean(canonical, list(presets))
     raise InvalidInput(
         f"unknown instance type {name!r}{suggestion}; known: {', '.join(presets)}",
-        hint=f"describe it in {user_presets_dir() / (canonical.split('.')[0] + '.toml')} (as env/*.toml), "
+        hint=f"describe it in {user_presets_dir() / (canonical.split('.')[0] + '.toml')} (docs/hyperpod.md: Your own instance types), "
         + "or give --gpus-per-node N",
     ) from None
 

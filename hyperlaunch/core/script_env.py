@@ -48,7 +48,7 @@ RESUME_FROM_ENV = "HYPERLAUNCH_RESUME_FROM"
 """The checkpoint `<name>-latest` named when the round of trainers started (absolute path),
 empty for a fresh start: set by the supervisor for each round."""
 SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
-"""What a script job's scripts are told (README "Your own script")."""
+"""What a script job's scripts are told (docs/your-script.md)."""
 NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET)
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")

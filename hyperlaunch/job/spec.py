@@ -108,7 +108,7 @@ class JobSpec:
     # Absolute, as submitted; the job runs the copy in code_dir.
     script: str | None = field(default=None, metadata=flag("--script", panel=JOB_PANEL, help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
         "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
-        "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, or through `from hyperlaunch import runtime` (README: Your own script).", metavar="FILE"))
+        "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, or through `from hyperlaunch import runtime` (docs/your-script.md).", metavar="FILE"))
     module: str | None = field(default=None, metadata=flag("--module", panel=JOB_PANEL, help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
     name: str | None = field(default=None, metadata=flag("--name", panel=JOB_PANEL, help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
     code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", panel=JOB_PANEL, help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
@@ -153,7 +153,7 @@ class JobSpec:
     log_dir: str = field(metadata=flag("--log-dir", panel=OUTPUT_PANEL, help="Folder for %x_%j.out/.err logs [default: ./logs]."))
     run_dir: str = field(metadata=flag("--run-dir", panel=OUTPUT_PANEL, help="Folder for the run's metrics [default: ./runs/<job name>]."))
     tracker: tuple[str, ...] = field(default=(), metadata=flag("--tracker", panel=OUTPUT_PANEL, help="Also log to an experiment tracker: tensorboard, mlflow or wandb (repeatable). One run for the whole training: "
-        "requeues, restarts and `resume` log into it, and the steps a failed attempt logged past the checkpoint it restarted from are dropped or marked (README: Trackers). "
+        "requeues, restarts and `resume` log into it, and the steps a failed attempt logged past the checkpoint it restarted from are dropped or marked (docs/trackers.md). "
         "Needs `pip install \"hyperlaunch[trackers]\"` where the job runs; `status` shows where each run is.", metavar="NAME"))
     # Derived where the job is built (JobSpec.__post_init__) for --tracker tensorboard.
     tensorboard_dir: str | None = field(default=None, metadata=flag("--tensorboard-dir", panel=OUTPUT_PANEL, help="TensorBoard log folder of --tracker tensorboard, on storage every node writes [default: <run dir>/tensorboard]."))

@@ -15,7 +15,7 @@ committing a checkpoint, the save signal, metrics and the hang watchdog, failing
             if stop:
                 runtime.requeue()                # exits; the job comes back and resumes from it
 
-The contract (README "Your own script"):
+The contract (docs/your-script.md):
 - Every function is safe to call on every rank; what only one process may write (the pointer,
   metrics, progress records) rank 0 writes (torchrun's RANK), the others skip.
 - The job tells the script where things are in HYPERLAUNCH_CHECKPOINT_DIR, HYPERLAUNCH_RUN_DIR,
