@@ -37,6 +37,7 @@ from hyperlaunch.runtime.checkpoint import commit
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog
+from .periodic_export import PeriodicExport
 from .state import TrainState
 
 
@@ -117,6 +118,8 @@ class Checkpointer:
         keep_last: int,
         async_save: bool,
         hooks: TrainerHooks = NO_HOOKS,
+        export_info: dict[str, object] | None = None,
+        exports: PeriodicExport | None = None,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
         self.spec = spec
@@ -128,6 +131,10 @@ class Checkpointer:
         self.keep_last = keep_last
         self.async_save = async_save
         self.hooks = hooks
+        self.export_info = export_info or {}
+        """Recorded in each checkpoint's hyperlaunch.json: what an export needs (the Hugging
+        Face config, the tokenizer) without the job that wrote it."""
+        self.exports = exports
         self._pending: _Save | None = None
         self._staging: Future[Any] | None = None
         self._stager = _background_stager() if async_save else None
@@ -161,7 +168,7 @@ class Checkpointer:
             rules.write_info(
                 path,
                 {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
-                 "architecture": architecture(self.spec)},
+                 "architecture": architecture(self.spec), **self.export_info},
             )
         dist.barrier()
         state = self._state(train)
@@ -200,6 +207,8 @@ class Checkpointer:
         self.last_saved_step = step
         if not self.d.is_main:
             return
+        # An export still reading an older checkpoint ends before pruning can remove it.
+        export_blocked_s = self.exports.finish() if self.exports is not None else 0.0
         # One commit for the trainer and scripts alike (hyperlaunch.runtime.checkpoint): the
         # pointer moves, the attempt's progress is recorded, older checkpoints are pruned.
         removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
@@ -207,10 +216,12 @@ class Checkpointer:
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
             blocked_s=save.blocked_s, seconds=written - save.started, bytes=rules.dir_size(path),
-            mode="async" if self.async_save else "sync",
+            mode="async" if self.async_save else "sync", export_blocked_s=export_blocked_s,
         )
         for old in removed:
             self.metrics.event(TrainerEvent.CHECKPOINT_PRUNED, f"removed old checkpoint {old.name}", path=str(old))
+        if self.exports is not None:
+            self.exports.after_commit(step, path)
 
     def before_update(self) -> None:
         """Before the optimizer changes parameters and its state: wait until an async save
@@ -224,7 +235,9 @@ class Checkpointer:
             self._pending.blocked_s += time.perf_counter() - waited
 
     def poll(self) -> None:
-        """Finish an async save whose writing is done (non-blocking)."""
+        """Finish an async save whose writing is done, report an export that ended (non-blocking)."""
+        if self.exports is not None:
+            self.exports.poll()
         if self._pending is not None and self._pending.upload is not None and self._pending.upload.done():
             self.wait()
 
@@ -239,7 +252,9 @@ class Checkpointer:
         self.hooks.after_checkpoint(save.step)
 
     def close(self) -> None:
-        """Release the async copy buffers and their thread."""
+        """Wait for an export in flight; release the async copy buffers and their thread."""
+        if self.exports is not None:
+            self.exports.finish()
         if self._stager is not None:
             self._stager.close()
             self._stager = None

@@ -77,6 +77,10 @@ class TrainConfig:
         True, group="checkpoints", flag="--no-export",
         help="do not export <model>-final/ (HF safetensors + tokenizer) when max_steps is reached",
     )
+    export_every: int = option(
+        0, group="checkpoints",
+        help="also write every N-th checkpoint as a Hugging Face model, <model>-<N>steps-hf/, in the background (0: off)",
+    )
     # parallelism
     sharding: str | None = option(
         None, group="parallelism", choices=SHARDING_CHOICES,

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -28,13 +30,14 @@ from .chunked_loss import use_chunked_loss
 from .config import TrainConfig
 from .corpus import agree_everywhere, open_corpus
 from .distributed import Dist, build_mesh, init_distributed, shutdown
-from .export import export_final
+from .hf_export import export_checkpoint
 from .hooks import NO_HOOKS, TrainerHooks
 from .host_memory import return_freed_memory
 from .loop import Trainer
 from .metrics import MetricsLog, warn
 from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
 from .optim import build_optimizer, build_scheduler
+from .periodic_export import PeriodicExport
 from .sharding import ShardingOptions, shard_model
 from .sharding import describe as describe_sharding
 from .state import TrainState
@@ -53,12 +56,20 @@ class Job:
     """The training reached its last step (and exported, if asked): the trackers' runs end as finished."""
 
     def export(self) -> Path:
-        path = export_final(
-            self.trainer.model, self.source.hf_config, self.tokenizer,
-            self.cfg.checkpoint_dir, self.source.spec.name, self.d.is_main,
-        )
-        self.trainer.metrics.event(TrainerEvent.EXPORTED, f"exported Hugging Face model to {path}", path=str(path))
-        return path
+        """`<model>-final/`: the last checkpoint (the training ends on one) as a Hugging Face
+        model, written by rank 0 from disk as `hyperlaunch export` writes any step."""
+        checkpointer = self.trainer.checkpointer
+        name = self.source.spec.name
+        target = rules.final_dir(self.cfg.checkpoint_dir, name)
+        if self.d.is_main:
+            assert checkpointer.last_saved_step is not None
+            if checkpointer.exports is not None:
+                checkpointer.exports.finish()
+            checkpoint = rules.checkpoint_path(self.cfg.checkpoint_dir, name, checkpointer.last_saved_step)
+            export_checkpoint(checkpoint, target, hf_config=self.source.hf_config, tokenizer=self.tokenizer, overwrite=True)
+        torch.distributed.barrier()
+        self.trainer.metrics.event(TrainerEvent.EXPORTED, f"exported Hugging Face model to {target}", path=str(target))
+        return target
 
     def close(self) -> None:
         self.trainer.checkpointer.close()
@@ -171,9 +182,14 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
 
     optimizer = build_optimizer(model, cfg.lr, (cfg.beta1, cfg.beta2), cfg.weight_decay)
     scheduler = build_scheduler(optimizer, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup_steps, total=cfg.max_steps)
+    exports = PeriodicExport(
+        every=cfg.export_every, ckpt_dir=cfg.checkpoint_dir, name=spec.name, hf_config=source.hf_config,
+        tokenizer=tokenizer, metrics=metrics, enabled=d.is_main,
+    )
     checkpointer = Checkpointer(
         ckpt_dir=cfg.checkpoint_dir, spec=spec, model=model, optimizer=optimizer, scheduler=scheduler,
         dist_info=d, metrics=metrics, keep_last=cfg.keep_last, async_save=cfg.async_checkpoint, hooks=hooks,
+        export_info={"hf_config": typing.cast(Any, source.hf_config).to_dict(), "tokenizer": tokenizer.name}, exports=exports,
     )
     state = TrainState()
     built = time.time()
