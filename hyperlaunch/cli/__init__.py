@@ -32,6 +32,7 @@ _COMMANDS = {
     "cancel": ("hyperlaunch.cli.logs", "cancel"),
     "models": ("hyperlaunch.cli.models", "models"),
     "checkpoints": ("hyperlaunch.cli.checkpoints", "checkpoints"),
+    "export": ("hyperlaunch.cli.export", "export"),
     "prepare-data": ("hyperlaunch.cli.prepare_data", "prepare_data"),
     "doctor": ("hyperlaunch.cli.doctor", "doctor"),
     "ecr-login": ("hyperlaunch.cli.ecr_login", "ecr_login"),

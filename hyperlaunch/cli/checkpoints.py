@@ -27,9 +27,12 @@ class ModelCheckpoints:
     pointer: str | None
     """Directory name in `<model>-latest`; None when there is none or it is unreadable."""
     warnings: list[str]
+    exports: dict[int, list[dict[str, object]]]
+    """Hugging Face exports by step (hyperlaunch.core.hf_exports), pruned checkpoints' too."""
 
 
 def checkpoints(
+    job_id: Annotated[str | None, typer.Argument(help="A recorded job: its checkpoint folder and model.", show_default=False)] = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", "--name", metavar="MODEL", help="Only this model's (or script job's --name) checkpoints [default: every model found].")
     ] = None,
@@ -44,6 +47,15 @@ def checkpoints(
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
+    copy_to: Annotated[
+        str | None,
+        typer.Option(
+            "--copy-to", metavar="S3_URI",
+            help="Copy one complete checkpoint to s3://BUCKET/PREFIX/<model>-<N>steps/ (multipart, SHA-256 checked, "
+            "an interrupted copy resumes; your AWS credentials).",
+        ),
+    ] = None,
+    step: Annotated[int | None, typer.Option("--step", min=0, help="With --copy-to: the checkpoint after this many steps [default: the latest].")] = None,
 ) -> None:
     """List checkpoints: step, size, complete or not (DCP's .metadata exists), and which one
     the model's -latest pointer names (the one `resume` loads). Warns when the pointer names a
@@ -55,11 +67,24 @@ def checkpoints(
       hyperlaunch checkpoints
       hyperlaunch checkpoints --model qwen3_0_6b --checkpoint-dir /fsx/checkpoints
       hyperlaunch checkpoints --json | jq '.models[].latest'
+      hyperlaunch checkpoints 42 --copy-to s3://my-bucket/ckpt --step 2000
     """
     from hyperlaunch.core.checkpoints import list_models
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.job.settings import resolve_checkpoint_dir
 
+    if job_id is not None:
+        from hyperlaunch.runs import jobs
+
+        if checkpoint_dir is not None or model is not None:
+            raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --model, or the job id")
+        spec = jobs.load(job_id).spec
+        checkpoint_dir, model = spec.checkpoint_dir, str(spec.checkpoint_name)
+    if copy_to is not None:
+        _copy_to(copy_to, resolve_checkpoint_dir(checkpoint_dir, profile=profile), model, step, as_json)
+        return
+    if step is not None:
+        raise InvalidInput("--step chooses the checkpoint --copy-to copies; without --copy-to every step is listed")
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     # A missing folder is only a warning (no job has saved yet); something else at its place
     # is a mistyped path, and listing "no checkpoints" there would hide it.
@@ -85,22 +110,54 @@ def checkpoints(
         out.table(_table(root, found))
 
 
+def _copy_to(uri: str, root: Path, model: str | None, step: int | None, as_json: bool) -> None:
+    """One complete checkpoint to S3, under the prefix, in a folder of its own name."""
+    from hyperlaunch.aws import s3_copy
+    from hyperlaunch.cli._progress import byte_bar
+    from hyperlaunch.core.checkpoints import list_models
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs.hf_export import choose
+
+    place = s3_copy.parse(uri)
+    if model is None:
+        models = list_models(root)
+        if len(models) != 1:
+            raise InvalidInput(f"--copy-to copies one model's checkpoint: pass --model ({', '.join(models) or 'none'} in {root})")
+        model = models[0]
+    checkpoint = choose(root, _checkpoint_name(model), step=step, output=None).checkpoint
+    destination = s3_copy.S3Place(place.bucket, place.key(checkpoint.name))
+    bar = byte_bar(f"{checkpoint.name} -> {destination}", as_json)
+    try:
+        copied = s3_copy.copy_folder(checkpoint, destination, progress=bar.update if bar else None)
+    finally:
+        if bar is not None:
+            bar.stop()
+    document = {"checkpoint": str(checkpoint), "place": copied.place, "files": copied.files, "bytes": copied.bytes, "parts_skipped": copied.parts_skipped}
+    if as_json:
+        out.json(document)
+    else:
+        resumed = f"; {copied.parts_skipped} part(s) an earlier copy had sent" if copied.parts_skipped else ""
+        out.text(f"copied {checkpoint.name} ({copied.files} files, {format_size(copied.bytes)}) to {copied.place}{resumed}")
+
+
 def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
+    from hyperlaunch.core import hf_exports
     from hyperlaunch.core.checkpoints import list_checkpoints, pointer_problem, read_pointer
     from hyperlaunch.core.errors import CheckpointError
 
     infos = list_checkpoints(root, model)
+    exports = hf_exports.find(root, model, [info.step for info in infos])
     try:
         pointer = read_pointer(root, model)
     except CheckpointError as err:
-        return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()])
+        return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()], exports=exports)
     problem = pointer_problem(root, model, pointer)
     warnings = []
     if problem is not None and (pointer is not None or any(info.complete for info in infos)):
         warnings.append(f"{problem}; resume would fall back to the newest complete checkpoint")
-    return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings)
+    return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings, exports=exports)
 
 
 def _checkpoint_name(model: str) -> str:
@@ -139,9 +196,11 @@ def _document(entry: ModelCheckpoints) -> dict[str, object]:
                 "size_bytes": info.size_bytes,
                 "complete": info.complete,
                 "latest": info.is_latest,
+                "hf_exports": entry.exports.get(info.step, []),
             }
             for info in entry.checkpoints
         ],
+        "hf_exports": [export for exports in entry.exports.values() for export in exports],
     }
 
 
@@ -149,16 +208,28 @@ def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
     from rich.table import Table
 
     table = Table(title=f"Checkpoints in {root}", title_justify="left")
-    for header, justify in (("model", "left"), ("step", "right"), ("directory", "left"), ("size", "right"), ("complete", "left"), ("latest", "left")):
+    columns = [("model", "left"), ("step", "right"), ("directory", "left"), ("size", "right"), ("complete", "left"), ("latest", "left")]
+    with_exports = any(entry.exports for entry in found)
+    if with_exports:
+        columns.append(("hf export", "left"))
+    for header, justify in columns:
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
     for entry in found:
-        for info in entry.checkpoints:
-            table.add_row(
-                entry.model,
-                str(info.step),
-                info.path.name,
-                format_size(info.size_bytes),
-                "yes" if info.complete else "no",
-                "<- latest" if info.is_latest else "",
-            )
+        steps = {info.step: info for info in entry.checkpoints}
+        for step in sorted(set(steps) | set(entry.exports)):
+            info = steps.get(step)
+            row = [
+                entry.model, str(step), info.path.name if info else "(pruned)", format_size(info.size_bytes) if info else "",
+                ("yes" if info.complete else "no") if info else "", "<- latest" if info and info.is_latest else "",
+            ]
+            if with_exports:
+                row.append(", ".join(_shown_export(root, export) for export in entry.exports.get(step, [])))
+            table.add_row(*row)
     return table
+
+
+def _shown_export(root: Path, export: dict[str, object]) -> str:
+    """An export's folder, by name when it is in the checkpoint folder, with its dtype."""
+    folder = Path(str(export["output"]))
+    where = folder.name if folder.parent == root.absolute() else str(folder)
+    return f"{where} ({export['dtype']})" if export.get("dtype") else where

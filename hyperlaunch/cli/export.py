@@ -1,0 +1,135 @@
+"""`hyperlaunch export`: any checkpoint of the bundled trainer as a Hugging Face model folder."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from hyperlaunch.cli._output import out
+
+_DTYPES = ("fp32", "bf16")
+
+
+def export(
+    job_id: Annotated[str | None, typer.Argument(help="A recorded job: its checkpoint folder and model.", show_default=False)] = None,
+    step: Annotated[int | None, typer.Option("--step", min=0, help="The checkpoint after this many steps [default: the one <model>-latest names].")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="The checkpoint <model>-latest names (the default).")] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", metavar="DIR",
+            help="Folder to write, or s3://BUCKET/PREFIX to copy the export there (written beside the checkpoint first) "
+            "[default: <model>-<N>steps-hf beside the checkpoint].",
+        ),
+    ] = None,
+    checkpoint_dir: Annotated[
+        str | None, typer.Option("--checkpoint-dir", metavar="DIR", help="Without a job: the checkpoint folder [default: as submit uses it, else ./checkpoints].")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", "--model", "-m", metavar="MODEL", help="Without a job: the model whose checkpoints these are.")] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", metavar="TOKENIZER", help="For a checkpoint that does not record its tokenizer (older ones).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp32 (the checkpoint's weights exactly) or bf16.")] = "fp32",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder (the old one stays until the new one is whole).")] = False,
+    python: Annotated[str | None, typer.Option("--python", metavar="PATH", help="A Python with torch and transformers [default: this one, else the job's venv's].")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")] = False,
+) -> None:
+    """Write a checkpoint as a Hugging Face model: config.json, safetensors shards with their
+    index, the tokenizer and generation config, loadable with from_pretrained and giving the
+    trainer's logits at that step. Streams: memory holds one saved chunk, not the model.
+    Needs torch and transformers (the train extra) in this Python or --python's.
+
+    \b
+    Examples:
+      hyperlaunch export 42                                   # the latest checkpoint of job 42
+      hyperlaunch export 42 --step 2000 --dtype bf16 -o /fsx/eval/step2000
+      hyperlaunch export --checkpoint-dir /fsx/checkpoints --name qwen3_0_6b --step 500
+      hyperlaunch export 42 --step 2000 -o s3://my-bucket/eval/step2000   # your AWS credentials
+    """
+    from hyperlaunch.core.errors import InvalidInput
+
+    if dtype not in _DTYPES:
+        raise InvalidInput(f"--dtype {dtype!r} is not one of: {', '.join(_DTYPES)}")
+    if latest and step is not None:
+        raise InvalidInput("--step and --latest exclude each other: name one checkpoint")
+    place = None
+    if output is not None and output.startswith("s3://"):
+        from hyperlaunch.aws import s3_copy
+
+        place, output = s3_copy.parse(output), None  # written beside the checkpoint, then copied
+    target, torchrun = _target(job_id, step=step, output=output, checkpoint_dir=checkpoint_dir, name=name, tokenizer=tokenizer, profile=profile)
+    done = _export(target, python, torchrun, dtype=dtype, overwrite=overwrite or place is not None, quiet=as_json)
+    document: dict[str, object] = {"checkpoint": str(target.checkpoint), **{key: value for key, value in done.items() if key != "event"}}
+    copied = _copy(target, place, dtype=dtype, quiet=as_json) if place is not None else None
+    if copied is not None:
+        document["s3"] = copied
+    if as_json:
+        out.json(document)
+        return
+    size = int(str(done["bytes"]))
+    seconds = float(str(done["seconds"]))
+    out.text(
+        f"exported {target.checkpoint.name} ({done['dtype']}, {size / 1e9:.2f} GB in {done['shards']} shard(s), "
+        f"{seconds:.1f} s, {size / max(seconds, 1e-9) / 1e6:.0f} MB/s, peak memory {int(str(done['peak_rss_bytes'])) / 2**30:.2f} GiB) to {target.output}"
+    )
+    if copied is not None:
+        out.text(f"copied to {place} ({copied['files']} files)")
+
+
+def _export(target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool, quiet: bool) -> dict[str, object]:
+    from hyperlaunch.cli._progress import byte_bar
+    from hyperlaunch.runs import hf_export
+
+    cmd = hf_export.command(hf_export.exporter_python(python, torchrun), target, dtype=dtype, overwrite=overwrite)
+    bar = byte_bar(f"{target.checkpoint.name} -> {target.output.name}", quiet)
+    try:
+        return hf_export.run(cmd, bar.update if bar else None)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+def _copy(target: Any, place: Any, *, dtype: str, quiet: bool) -> dict[str, object]:
+    """The export folder to S3, under the prefix given; recorded with the checkpoint."""
+    from hyperlaunch.aws import s3_copy
+    from hyperlaunch.cli._progress import byte_bar
+    from hyperlaunch.core import hf_exports
+
+    bar = byte_bar(f"{target.output.name} -> {place}", quiet)
+    try:
+        copied = s3_copy.copy_folder(target.output, place, progress=bar.update if bar else None)
+    finally:
+        if bar is not None:
+            bar.stop()
+    hf_exports.record_export(target.checkpoint, str(place), dtype=dtype, step=target.step)
+    return {"place": copied.place, "files": copied.files, "bytes": copied.bytes, "parts_skipped": copied.parts_skipped}
+
+
+def _target(
+    job_id: str | None, *, step: int | None, output: str | None, checkpoint_dir: str | None, name: str | None,
+    tokenizer: str | None, profile: str | None,
+) -> tuple[Any, str | None]:
+    from pathlib import Path
+
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs import hf_export, jobs
+
+    if job_id is not None:
+        if checkpoint_dir is not None or name is not None:
+            raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --name, or the job id")
+        spec = jobs.load(job_id).spec
+        if spec.is_script_job:
+            raise InvalidInput(f"job {job_id} ran your own script: export knows only the bundled trainer's checkpoints")
+        told = hf_export.from_job_record(spec)
+        return hf_export.choose(
+            Path(spec.checkpoint_dir), str(spec.checkpoint_name), step=step, output=output,
+            model=told["model"], model_name=told["model_name"], tokenizer=tokenizer or told["tokenizer"],
+        ), spec.torchrun
+    if name is None:
+        raise InvalidInput("name the checkpoints: a job id, or --name MODEL (with --checkpoint-dir DIR)")
+    from hyperlaunch.cli.checkpoints import _checkpoint_name
+    from hyperlaunch.job.settings import resolve_checkpoint_dir
+
+    root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+    checkpoints_name = _checkpoint_name(name)
+    return hf_export.choose(root, checkpoints_name, step=step, output=output, model=name, tokenizer=tokenizer), None

@@ -1,0 +1,154 @@
+"""`hyperlaunch export`: which checkpoint, where to, and the exporter run in a Python that has
+the trainer's libraries (the CLI itself may not: a login node without torch).
+
+The export itself is the trainer's code (hyperlaunch.train.hf_export, the same that writes
+`<model>-final`), started as a process of its own: the launcher imports nothing of the
+trainer, and torch stays out of the CLI. It reports progress as JSON lines, which the CLI
+turns into a bar with bytes/s."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core import hf_exports
+from hyperlaunch.core.errors import EXIT_CODES, CheckpointError, HyperlaunchError, InvalidInput
+from hyperlaunch.job import trainer_args as targs
+
+EXPORTER_MODULE = "hyperlaunch.train.hf_export"
+TRAIN_EXTRA_HINT = "pip install 'hyperlaunch[train]' here, or --python PATH to a Python that has it (the job's venv)"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One export to make: the checkpoint, where it goes, and what an older checkpoint (one
+    whose hyperlaunch.json does not record them) needs to be told."""
+
+    checkpoint: Path
+    output: Path
+    step: int
+    model: str | None = None
+    model_name: str | None = None
+    tokenizer: str | None = None
+
+
+def choose(
+    ckpt_dir: Path, name: str, *, step: int | None, output: str | None,
+    model: str | None = None, model_name: str | None = None, tokenizer: str | None = None,
+) -> Target:
+    """The checkpoint of `name` at `step` (None: the one `<name>-latest` names), complete, and
+    the output folder (default: `<name>-<N>steps-hf` beside it)."""
+    if step is None:
+        pointed = rules.read_pointer(ckpt_dir, name)
+        if pointed is None:
+            raise CheckpointError(f"no {name}-latest in {ckpt_dir}: no complete checkpoint of {name} to export", hint=_steps_hint(ckpt_dir, name))
+        checkpoint = ckpt_dir / pointed
+        step = rules.parse_step(pointed, name)
+        assert step is not None
+    else:
+        checkpoint = rules.checkpoint_path(ckpt_dir, name, step)
+    if not checkpoint.is_dir():
+        raise CheckpointError(f"no checkpoint {checkpoint.name} in {ckpt_dir}", hint=_steps_hint(ckpt_dir, name))
+    if not (checkpoint / rules.METADATA_FILE).is_file():
+        why = "a script's own format, not DCP" if rules.is_complete(checkpoint) else "incomplete: no .metadata (a save that did not finish)"
+        raise CheckpointError(f"cannot export {checkpoint}: {why}", hint=_steps_hint(ckpt_dir, name))
+    target = Path(os.path.abspath(os.path.expanduser(output))) if output else hf_exports.default_output(ckpt_dir, name, step)
+    return Target(checkpoint=checkpoint, output=target, step=step, model=model, model_name=model_name, tokenizer=tokenizer)
+
+
+def _steps_hint(ckpt_dir: Path, name: str) -> str:
+    steps = [str(info.step) for info in rules.list_checkpoints(ckpt_dir, name) if (info.path / rules.METADATA_FILE).is_file()]
+    return f"complete steps: {', '.join(steps)}" if steps else f"no complete checkpoint of {name} there"
+
+
+def from_job_record(spec: object) -> dict[str, str | None]:
+    """What a recorded job says of its model and tokenizer (for checkpoints that do not)."""
+    trainer_args = tuple(getattr(spec, "trainer_args", ()))
+    return {
+        "model": str(getattr(spec, "model", "")) or None,
+        "model_name": targs.value_of(trainer_args, targs.MODEL_NAME),
+        "tokenizer": targs.value_of(trainer_args, "--tokenizer"),
+    }
+
+
+def exporter_python(given: str | None, job_torchrun: str | None) -> str:
+    """A Python with torch and transformers: --python, else this one when it has them, else
+    the one beside the job's torchrun (its venv)."""
+    if given:
+        return given
+    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None:
+        return sys.executable
+    if job_torchrun and os.path.isabs(job_torchrun):
+        beside = os.path.join(os.path.dirname(job_torchrun), "python")
+        if os.access(beside, os.X_OK):
+            return beside
+    raise InvalidInput("export needs torch and transformers (the train extra), which this Python lacks", hint=TRAIN_EXTRA_HINT)
+
+
+def command(python: str, target: Target, *, dtype: str, overwrite: bool) -> list[str]:
+    cmd = [python, "-m", EXPORTER_MODULE, "--checkpoint", str(target.checkpoint), "--output", str(target.output), "--dtype", dtype, "--progress", "json"]
+    if overwrite:
+        cmd.append("--overwrite")
+    for flag, value in (("--model", target.model), ("--model-name", target.model_name), ("--tokenizer", target.tokenizer)):
+        if value:
+            cmd += [flag, value]
+    return cmd
+
+
+class ExportFailed(HyperlaunchError):
+    """The exporter ended with an error it named (its exit code is kept)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code if exit_code in EXIT_CODES else 1
+
+
+def run(cmd: list[str], on_progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
+    """Run the exporter; its final document. Its one-line error becomes this process's."""
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONUNBUFFERED": "1"}
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    except OSError as err:
+        raise InvalidInput(f"cannot run {cmd[0]}: {err.strerror}", hint=TRAIN_EXTRA_HINT) from None
+    done: dict[str, object] | None = None
+    error: dict[str, object] | None = None
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        for event in _events(proc.stdout):
+            if event.get("event") == "progress" and on_progress is not None:
+                on_progress(int(str(event["bytes"])), int(str(event["total"])))
+            elif event.get("event") == "done":
+                done = event
+            elif event.get("event") == "error":
+                error = event
+        stderr = proc.stderr.read()
+        code = proc.wait()
+    except BaseException:
+        proc.terminate()  # Ctrl-C reaches it too; the exporter removes its unfinished folder
+        proc.wait()
+        raise
+    if error is not None:
+        raise ExportFailed(str(error.get("message")), int(str(error.get("exit_code", 1))))
+    if code != 0 or done is None:
+        tail = " ".join(stderr.strip().splitlines()[-1:]) or f"exit {code}"
+        if "No module named" in tail:
+            raise InvalidInput(f"{cmd[0]} cannot run the exporter ({tail})", hint=TRAIN_EXTRA_HINT)
+        raise ExportFailed(f"the export failed: {tail}", 1)
+    return done
+
+
+def _events(stream: object) -> Iterator[dict[str, object]]:
+    for line in stream:  # type: ignore[attr-defined]
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
