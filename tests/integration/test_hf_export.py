@@ -105,14 +105,18 @@ def test_an_export_to_s3_lands_whole_and_is_recorded(trained: dict[str, Any], aw
     aws.client("s3").create_bucket(Bucket="evals", CreateBucketConfiguration={"LocationConstraint": aws.region})
     env = {"AWS_ENDPOINT_URL": aws.endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": aws.region}
     job: Job = trained["job"]
-    result = dev_cluster.hyperlaunch("export", job.job_id, "--step", "20", "--dtype", "bf16", "-o", "s3://evals/qwen/step20", "--json", cwd=trained["workdir"], extra_env=env)
+    # Without the job (its record is in the fixture's home): the checkpoint records its model.
+    result = dev_cluster.hyperlaunch(
+        "export", "--checkpoint-dir", str(job.ckpt_dir), "--name", MODEL, "--step", "20", "--dtype", "bf16",
+        "-o", "s3://evals/qwen/step20", "--json", cwd=trained["workdir"], extra_env=env,
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     local = Path(doc["output"])
     objects = {o["Key"]: o["Size"] for o in aws.client("s3").list_objects_v2(Bucket="evals")["Contents"]}
     assert objects == {f"qwen/step20/{p.name}": p.stat().st_size for p in local.iterdir()}
     assert doc["s3"]["place"] == "s3://evals/qwen/step20" and doc["dtype"] == "bf16"
-    listed = json.loads(dev_cluster.hyperlaunch("checkpoints", job.job_id, "--json", cwd=trained["workdir"]).stdout)
+    listed = json.loads(dev_cluster.hyperlaunch("checkpoints", "--checkpoint-dir", str(job.ckpt_dir), "--json", cwd=trained["workdir"]).stdout)
     (checkpoint,) = [c for c in listed["models"][0]["checkpoints"] if c["step"] == 20]
     assert "s3://evals/qwen/step20" in [e["output"] for e in checkpoint["hf_exports"]]
 
