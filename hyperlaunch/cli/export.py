@@ -32,6 +32,9 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder (the old one stays until the new one is whole).")] = False,
     python: Annotated[str | None, typer.Option("--python", metavar="PATH", help="A Python with torch and transformers [default: this one, else the job's venv's].")] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
+    slurm: Annotated[bool, typer.Option("--slurm", help="Run the export as a one-node Slurm job instead of here (a login node without torch).")] = False,
+    partition: Annotated[str | None, typer.Option("--partition", "-p", metavar="PARTITION", help="With --slurm: the partition (a CPU one will do) [default: the cluster's].")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time", "-t", metavar="TIME", help="With --slurm: the time limit (Slurm's forms, or 30m, 2h).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")] = False,
 ) -> None:
     """Write a checkpoint as a Hugging Face model: config.json, safetensors shards with their
@@ -45,6 +48,7 @@ def export(
       hyperlaunch export 42 --step 2000 --dtype bf16 -o /fsx/eval/step2000
       hyperlaunch export --checkpoint-dir /fsx/checkpoints --name qwen3_0_6b --step 500
       hyperlaunch export 42 --step 2000 -o s3://my-bucket/eval/step2000   # your AWS credentials
+      hyperlaunch export 42 --slurm --partition cpu              # on a compute node, as a job
     """
     from hyperlaunch.core.errors import InvalidInput
 
@@ -52,12 +56,19 @@ def export(
         raise InvalidInput(f"--dtype {dtype!r} is not one of: {', '.join(_DTYPES)}")
     if latest and step is not None:
         raise InvalidInput("--step and --latest exclude each other: name one checkpoint")
+    if not slurm and (partition is not None or time_limit is not None):
+        raise InvalidInput("--partition and --time are for --slurm: without it the export runs here")
     place = None
     if output is not None and output.startswith("s3://"):
+        if slurm:
+            raise InvalidInput("--slurm writes to a folder the nodes see: export there, then copy it with `-o s3://...` from here")
         from hyperlaunch.aws import s3_copy
 
         place, output = s3_copy.parse(output), None  # written beside the checkpoint, then copied
     target, torchrun = _target(job_id, step=step, output=output, checkpoint_dir=checkpoint_dir, name=name, tokenizer=tokenizer, profile=profile)
+    if slurm:
+        _submit(target, python, torchrun, dtype=dtype, overwrite=overwrite, partition=partition, time_limit=time_limit, as_json=as_json)
+        return
     done = _export(target, python, torchrun, dtype=dtype, overwrite=overwrite or place is not None, quiet=as_json)
     document: dict[str, object] = {"checkpoint": str(target.checkpoint), **{key: value for key, value in done.items() if key != "event"}}
     copied = _copy(target, place, dtype=dtype, quiet=as_json) if place is not None else None
@@ -74,6 +85,41 @@ def export(
     )
     if copied is not None:
         out.text(f"copied to {place} ({copied['files']} files)")
+
+
+def _submit(
+    target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool,
+    partition: str | None, time_limit: str | None, as_json: bool,
+) -> None:
+    """The export as a one-node batch job: the exporter in the job's Python (its venv beside
+    --torchrun, or --python), its log beside the checkpoint folder."""
+    from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.core.paths import hyperlaunch_home
+    from hyperlaunch.job.spec import slurm_time
+    from hyperlaunch.runs import hf_export
+    from hyperlaunch.script.render_export import render_export
+    from hyperlaunch.slurm import commands as slurm
+
+    if target.output.exists() and not overwrite:
+        raise InvalidInput(f"--output {target.output} exists; pass --overwrite to replace it")
+    node_python = hf_export.node_python(python, torchrun)
+    cmd = hf_export.command(node_python, target, dtype=dtype, overwrite=overwrite, progress="none")
+    log = target.checkpoint.parent / "logs" / f"export-{target.checkpoint.name}-%j.out"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    script = render_export(
+        command=cmd, checkpoint=str(target.checkpoint), job_name=f"export-{target.checkpoint.name}", log=str(log),
+        partition=partition, time=slurm_time(time_limit) if time_limit else None,
+    )
+    job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=slurm_env())
+    shown_log = str(log).replace("%j", job_id)
+    document = {"job_id": job_id, "checkpoint": str(target.checkpoint), "output": str(target.output), "log": shown_log, "python": node_python}
+    if as_json:
+        out.json(document)
+        return
+    out.text(f"submitted export job {job_id}: {target.checkpoint.name} -> {target.output}")
+    out.text(f"  log:   {shown_log}")
+    out.text(f"  done when {target.output / 'hyperlaunch-export.json'} exists (squeue -j {job_id})")
 
 
 def _export(target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool, quiet: bool) -> dict[str, object]:

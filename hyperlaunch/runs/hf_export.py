@@ -92,8 +92,18 @@ def exporter_python(given: str | None, job_torchrun: str | None) -> str:
     raise InvalidInput("export needs torch and transformers (the train extra), which this Python lacks", hint=TRAIN_EXTRA_HINT)
 
 
-def command(python: str, target: Target, *, dtype: str, overwrite: bool) -> list[str]:
-    cmd = [python, "-m", EXPORTER_MODULE, "--checkpoint", str(target.checkpoint), "--output", str(target.output), "--dtype", dtype, "--progress", "json"]
+def node_python(given: str | None, job_torchrun: str | None) -> str:
+    """The Python a compute node runs the exporter with (`export --slurm`): --python, else
+    the one beside the job's torchrun (its venv on shared storage), else this one."""
+    if given:
+        return given
+    if job_torchrun and os.path.isabs(job_torchrun):
+        return os.path.join(os.path.dirname(job_torchrun), "python")
+    return sys.executable
+
+
+def command(python: str, target: Target, *, dtype: str, overwrite: bool, progress: str = "json") -> list[str]:
+    cmd = [python, "-m", EXPORTER_MODULE, "--checkpoint", str(target.checkpoint), "--output", str(target.output), "--dtype", dtype, "--progress", progress]
     if overwrite:
         cmd.append("--overwrite")
     for flag, value in (("--model", target.model), ("--model-name", target.model_name), ("--tokenizer", target.tokenizer)):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster
+from tests.integration.devcluster_helpers import DevCluster, wait_until
 from tests.integration.fault_helpers import MODEL, Job, submit
 from tests.integration.train_helpers import launch, tiny_args
 
@@ -37,9 +37,13 @@ def trained(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -
     shutil.copytree(job.ckpt_dir / f"{MODEL}-{EVERY}steps", broken)
     (broken / ".metadata").unlink()  # a save killed before DCP wrote its completion marker
     incomplete = dev_cluster.hyperlaunch("export", job.job_id, "--step", "15", cwd=workdir)
+    by_slurm = dev_cluster.hyperlaunch("export", job.job_id, "--step", "20", "--slurm", "-o", str(workdir / "by-slurm"), "--json", cwd=workdir)
+    assert by_slurm.returncode == 0, by_slurm.stderr
+    slurm_doc = json.loads(by_slurm.stdout)
+    wait_until(lambda: (workdir / "by-slurm" / "hyperlaunch-export.json").exists() or not dev_cluster.run("squeue", "-h", "-j", slurm_doc["job_id"], check=False).strip(), 180, "the export job")
     return {
         "job": job, "doc": json.loads(exported.stdout), "listed": json.loads(listed.stdout), "again": again,
-        "missing": missing, "incomplete": incomplete, "workdir": workdir,
+        "missing": missing, "incomplete": incomplete, "workdir": workdir, "slurm": slurm_doc,
     }
 
 
@@ -87,6 +91,16 @@ def test_export_every_wrote_its_steps_during_training_and_checkpoints_names_ever
     assert by_step[EVERY] == [f"{MODEL}-{EVERY}steps-hf"]
     assert by_step[20] == [f"{MODEL}-20steps-hf"]
     assert f"{MODEL}-final" in by_step[STEPS]
+
+
+def test_an_export_run_as_a_slurm_job_writes_the_same_files(trained: dict[str, Any]) -> None:
+    job: Job = trained["job"]
+    by_slurm = trained["workdir"] / "by-slurm"
+    log = Path(trained["slurm"]["log"])
+    assert (by_slurm / "hyperlaunch-export.json").is_file(), log.read_text() if log.exists() else "no log"
+    here = job.ckpt_dir / f"{MODEL}-20steps-hf"  # --export-every's, fp32 too
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (by_slurm / name).read_bytes() == (here / name).read_bytes(), name
 
 
 def test_an_existing_output_a_missing_step_and_an_incomplete_checkpoint_are_refused(trained: dict[str, Any]) -> None:
