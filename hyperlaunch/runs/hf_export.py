@@ -122,7 +122,7 @@ class ExportFailed(HyperlaunchError):
 
 def run(cmd: list[str], on_progress: Callable[[int, int], None] | None = None) -> dict[str, object]:
     """Run the exporter; its final document. Its one-line error becomes this process's."""
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     except OSError as err:
