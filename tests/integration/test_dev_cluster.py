@@ -84,6 +84,8 @@ def test_killed_node_fails_the_job_and_slurm_requeues_it_on_healthy_nodes(dev_cl
         wait_until(lambda: dev_cluster.job_field(job, "%T") == "", 60, "the requeued attempt to finish")
         second = log.read_text().split("restart=1 nodes=")[1].split()[0].split(",")
         assert len(second) == 2 and victim not in second, (victim, second)
+        # slurmdbd records the end a moment after squeue stops listing the job (fresh-ci met it).
+        wait_until(lambda: dev_cluster.sacct_attempts(job)[-1][0] != "RUNNING", 30, "sacct to record the attempt's end")
         attempts = dev_cluster.sacct_attempts(job)
         assert attempts[0][0] == "NODE_FAIL" and attempts[-1][0] == "COMPLETED", attempts
         assert "down" in dev_cluster.node_states()[victim]
