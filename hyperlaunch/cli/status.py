@@ -61,6 +61,10 @@ def _number(value: Any, fmt: str) -> str:
 def _state_cell(status: JobStatus) -> str:
     if status.failure is not None and status.state != "COMPLETED":
         return f"{status.state} ({status.failure.describe()})"
+    if status.blocker is not None:
+        return f"{status.state} (never runs: job {status.blocker.job} {status.blocker.state})"
+    if status.state == "PENDING" and status.waits_for:
+        return f"PENDING (after {', '.join(d.job for d in status.waits_for)})"
     return status.state
 
 
@@ -187,6 +191,11 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         )
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
+    if status.never_runs:
+        lines.append(f"  never runs: {status.never_runs}")
+    elif status.waits_for and status.state == "PENDING":
+        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
+        lines.append(f"  waits for:  {waited}")
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")

@@ -8,9 +8,11 @@ import functools
 import os
 import re
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.core.trackers import MLFLOW, NAMES_CHOSEN, TENSORBOARD, TRACKERS
 from hyperlaunch.job import trainer_args as targs
@@ -49,6 +51,37 @@ NAME_MAX_BYTES = 255
 _JOB_NAME_MAX_BYTES = NAME_MAX_BYTES - len("_4294967295_4294967295.out")
 _SLURM_SIGNAL_MAX_SECONDS = 0xFFFF  # Slurm stores the warning time in 16 bits
 _SIGNAL_SLACK_SECONDS = 60
+
+
+AFTER_FORM = re.compile(r"(?P<job>[0-9]{1,10}(?:_[0-9]{1,10})?)(?::(?P<kind>ok|any))?")
+"""One --after entry: a job id (an array task's too) and how it must end (ok: completed)."""
+
+
+def parse_after(entries: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(job id, `ok`|`any`) of --after entries; InvalidInput naming a malformed one."""
+    found = []
+    for entry in entries:
+        match = AFTER_FORM.fullmatch(entry)
+        if match is None:
+            raise InvalidInput(f"--after {entry[:80]!r}: expected a Slurm job id, JOB:ok or JOB:any (e.g. 42, 42:ok, 42_3:any)")
+        found.append((match.group("job"), match.group("kind") or "ok"))
+    return tuple(dict.fromkeys(found))
+
+
+def dependencies(spec: JobSpec) -> tuple[tuple[str, str], ...]:
+    """(job id, `ok`|`any`) of every job this one waits for: --after's (ok unless said), and
+    `resume --after-end`'s (any)."""
+    found = [(m.group("job"), m.group("kind") or "ok") for m in map(AFTER_FORM.fullmatch, spec.after) if m]
+    if spec.after_job is not None:
+        found.append((spec.after_job, "any"))
+    return tuple(dict.fromkeys(found))
+
+
+def dependency_value(waits: Sequence[tuple[str, str]]) -> str | None:
+    """sbatch's --dependency for `waits`: afterok:1:2,afterany:3 (every one must be met)."""
+    kinds = {kind: [job for job, k in waits if k == kind] for kind in ("ok", "any")}
+    value = ",".join(f"after{kind}:{':'.join(jobs)}" for kind, jobs in kinds.items() if jobs)
+    return value or None
 
 
 FLAG = "flag"
@@ -125,6 +158,7 @@ class JobSpec:
     # `on`/`off`, decided before rendering (hyperlaunch.job.detect); `auto`, a choice nobody made, renders as off.
     gres_gpus: GresMode = field(default="auto", metadata=flag("--gres-gpus/--no-gres-gpus", panel=CLUSTER_PANEL, help="Request the GPUs as Slurm GRES (--gpus-per-node) or not [default: where the partition's nodes have GPU GRES; none when no cluster answers]."))
     exclude: tuple[str, ...] = field(default=(), metadata=flag("--exclude", panel=CLUSTER_PANEL, help="A node Slurm must not use (repeatable).", metavar="NODE"))
+    after: tuple[str, ...] = field(default=(), metadata=flag("--after", panel=CLUSTER_PANEL, metavar="JOB", help="Start only after Slurm job JOB ends: JOB or JOB:ok once it completed, JOB:any however it ended (repeatable; sbatch --dependency). A job whose JOB:ok can no longer be met is cancelled by Slurm, and status says which job failed it."))
     # As Pyxis reads it (containers.pyxis_image); None runs on the host.
     container_image: str | None = field(default=None, metadata=flag("--container-image", panel=CONTAINER_PANEL, help="Run the trainer in a Pyxis/enroot container: a .sqsh file on storage every node reads (see setup-pyxis.sh), "
         "or a registry image such as 123456789012.dkr.ecr.us-west-2.amazonaws.com/repo:tag (sent to Pyxis as REGISTRY#repo:tag; "
@@ -457,6 +491,9 @@ def _validate(spec: JobSpec, instance_gpus: int) -> None:
     _check_count("--restarts-in-allocation", spec.restarts_in_allocation, 0)
     if spec.after_job is not None and not re.fullmatch(r"[0-9]{1,10}(_[0-9]{1,10})?", spec.after_job):
         fail(f"after_job must be a Slurm job id, got {shown(spec.after_job)}")
+    for entry in spec.after:
+        if not AFTER_FORM.fullmatch(entry):
+            fail(f"--after {shown(entry)}: expected a Slurm job id, JOB:ok or JOB:any (e.g. 42, 42:ok, 42_3:any)")
     _validate_signal(spec)
     for arg in spec.trainer_args:
         if "\x00" in arg:

@@ -12,7 +12,7 @@ from pathlib import Path
 from hyperlaunch.core.errors import JobConflict
 from hyperlaunch.core.protocol import checkpoint_lock_path, read_checkpoint_lock
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
 
@@ -51,7 +51,7 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str]) -> None:
         and _folder(record.spec.checkpoint_dir) == folder
         and (record.slurm_conf or None) == (env.get("SLURM_CONF") or None)
     }
-    ahead = _waited_for(spec.after_job, same)
+    ahead = set().union(*(_waited_for(job, same) for job, _ in dependencies(spec)))
     others = [job for job in same if job not in ahead]
     if others:
         queued = slurm.my_queue_states(env=env)
@@ -65,13 +65,18 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str]) -> None:
             raise _conflict(holder, state, spec)
 
 
-def _waited_for(job: str | None, records: Mapping[str, jobs.JobRecord]) -> set[str]:
+def _waited_for(job: str, records: Mapping[str, jobs.JobRecord]) -> set[str]:
     """`job` and every job it waits for, through the recorded dependencies."""
     ahead: set[str] = set()
-    while job is not None and job not in ahead:
-        ahead.add(job)
-        record = records.get(job)
-        job = record.spec.after_job if record is not None else None
+    todo = [job]
+    while todo:
+        current = todo.pop()
+        if current in ahead:
+            continue
+        ahead.add(current)
+        record = records.get(current)
+        if record is not None:
+            todo += [waited for waited, _ in dependencies(record.spec)]
     return ahead
 
 

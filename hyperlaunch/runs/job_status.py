@@ -9,6 +9,7 @@ hyperlaunch.runs.attempts; this module sums them up."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from hyperlaunch.core.protocol import (
 )
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.core.trainer_failures import FailureKind, TrainerFailure, read_trainer_failure, trainer_failure_path
+from hyperlaunch.job.spec import dependencies
 from hyperlaunch.runs.attempts import (
     failed_nodes,
     markers_by_restart,
@@ -122,6 +124,15 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
 
 
 @dataclass(frozen=True)
+class Dependency:
+    job: str
+    kind: str
+    """`ok`: starts once `job` completed; `any`: however it ended."""
+    state: str
+    """`job`'s Slurm state now (UNKNOWN when Slurm no longer knows it)."""
+
+
+@dataclass(frozen=True)
 class JobStatus:
     record: JobRecord
     state: str
@@ -136,6 +147,24 @@ class JobStatus:
     in_allocation: tuple[Restart, ...] = ()
     """Restarts of the trainers inside an attempt's allocation (on a spare node, or after a
     crash or hang on healthy nodes): no trip through the queue, no Slurm attempt of their own."""
+    waits_for: tuple[Dependency, ...] = ()
+    """The jobs this one starts after (--after, resume --after-end), with their states now."""
+
+    @property
+    def blocker(self) -> Dependency | None:
+        """For a job that never started: a job it waited to complete that ended otherwise."""
+        if any(a.start not in ("", "Unknown", "None") for a in self.attempts):
+            return None
+        for waited in self.waits_for:
+            if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
+                return waited
+        return None
+
+    @property
+    def never_runs(self) -> str | None:
+        """Why a job that never started never will, or None."""
+        b = self.blocker
+        return None if b is None else f"job {b.job} ended {b.state}; this one waited for it to complete (--after {b.job}:ok)"
 
     @property
     def active(self) -> bool:
@@ -177,6 +206,8 @@ class JobStatus:
             "log": str(self.record.log_paths[0]),
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
+            "waits_for": [d.__dict__ for d in self.waits_for],
+            "never_runs": self.never_runs,
         }
 
 
@@ -210,9 +241,10 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
+        waited = [job for r in group for job, _ in dependencies(r.spec) if job not in {g.job_id for g in group}]
         with ThreadPoolExecutor(max_workers=1) as pool:
             queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
-            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+            found = slurm.job_attempts([r.job_id for r in group] + list(dict.fromkeys(waited)), env=slurm_env)
             queued.update(queue_states.result())
         attempts.update(found)
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
@@ -220,12 +252,16 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
             starts = [a.start for a in failed if a.start and a.start != "Unknown"]
             if starts:
                 events[conf] = slurm.node_events(min(starts), env=slurm_env)
+    def state_of(job: str) -> str:
+        if queued.get(job) in ACTIVE_STATES:
+            return queued[job]
+        ran = attempts.get(job)
+        return ran[-1].state if ran else "UNKNOWN"
+
     return [
-        summarize(
-            record,
-            attempts.get(record.job_id, []),
-            events.get(_conf_for(record, env), []),
-            queue_state=queued.get(record.job_id),
+        dataclasses.replace(
+            summarize(record, attempts.get(record.job_id, []), events.get(_conf_for(record, env), []), queue_state=queued.get(record.job_id)),
+            waits_for=tuple(Dependency(job, kind, state_of(job)) for job, kind in dependencies(record.spec)),
         )
         for record in records
     ]

@@ -30,7 +30,7 @@ from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.job.containers import container_mounts
-from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec
+from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec, dependencies, dependency_value
 from hyperlaunch.script import jinja_env, nccl_plugin, supervisor_bundle
 from hyperlaunch.supervisor import PYTHON as SUPERVISOR_PYTHON
 
@@ -168,8 +168,7 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         flags.append(("--exclusive", None))
     if spec.exclude:
         flags.append(("--exclude", ",".join(spec.exclude)))
-    if spec.after_job is not None:
-        flags.append(("--dependency", f"afterany:{spec.after_job}"))
+    flags += dependency_flags(dependency_value(dependencies(spec)))
     # Requeued attempts append to the same log files instead of truncating them (Slurm's
     # --open-mode=append), so every attempt stays readable.
     log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
@@ -181,6 +180,14 @@ def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
         ("--error", f"{log_stem}.err"),
     ]
     return flags
+
+
+def dependency_flags(value: str | None) -> list[tuple[str, str | None]]:
+    """#SBATCH lines for a --dependency value. A job whose afterok can no longer be met is
+    cancelled rather than left pending forever (status names the job that failed it)."""
+    if value is None:
+        return []
+    return [("--dependency", value), *([("--kill-on-invalid-dep", "yes")] if "afterok" in value else [])]
 
 
 def env_groups(spec: JobSpec) -> list[EnvGroup]:

@@ -1,0 +1,57 @@
+"""`--after JOB[:ok|:any]`: sbatch's --dependency from the job's waits (resume --after-end's
+too), Slurm told to cancel a job whose afterok can no longer be met, one-line refusals, and
+status naming what a job waits for or why it never runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.job.plan import plan_job
+from hyperlaunch.job.spec import dependencies, dependency_value, parse_after
+from hyperlaunch.runs.job_status import Dependency, JobStatus
+from hyperlaunch.script.render import render_sbatch
+from tests.unit.cli_runner import one_error_line, run_cli
+
+
+def _spec(tmp_path: Path, **flags: object):
+    return plan_job({"model": "qwen3_tiny", **flags}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml").spec
+
+
+def test_the_dependency_line_groups_the_waits_by_kind(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, after=["12", "13:any", "14_2:ok", "12:ok"])
+    assert dependencies(spec) == (("12", "ok"), ("13", "any"), ("14_2", "ok"))
+    script = render_sbatch(spec)
+    assert "#SBATCH --dependency=afterok:12:14_2,afterany:13\n" in script
+    assert "#SBATCH --kill-on-invalid-dep=yes\n" in script
+    resumed = dataclasses.replace(_spec(tmp_path, after=["20:any"]), after_job="19")
+    script = render_sbatch(resumed)
+    assert "#SBATCH --dependency=afterany:20:19\n" in script and "kill-on-invalid-dep" not in script
+    assert dependency_value(()) is None and "--dependency" not in render_sbatch(_spec(tmp_path))
+
+
+def test_a_malformed_after_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("12:maybe", "abc", "12;rm"):
+        one_error_line(run_cli(["render", "-m", "qwen3_tiny", "--after", bad], monkeypatch), 2, "--after", "JOB:ok or JOB:any")
+    one_error_line(run_cli(["export", "--name", "m", "--after", "12"], monkeypatch), 2, "are for --slurm")
+    assert parse_after(["7", "8:any"]) == (("7", "ok"), ("8", "any"))
+
+
+def _status(waits: tuple[Dependency, ...], state: str = "PENDING") -> JobStatus:
+    from hyperlaunch.runs.job_status import Progress
+
+    record = type("Record", (), {"spec": None, "job_id": "30"})()
+    return JobStatus(record=record, state=state, attempts=(), restarts=(), progress=Progress(), waits_for=waits)  # type: ignore[arg-type]
+
+
+def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
+    from hyperlaunch.cli.status import _state_cell
+
+    waiting = _status((Dependency("12", "ok", "RUNNING"), Dependency("13", "any", "FAILED")))
+    assert waiting.never_runs is None and _state_cell(waiting) == "PENDING (after 12, 13)"
+    blocked = _status((Dependency("12", "ok", "TIMEOUT"),), state="CANCELLED")
+    assert blocked.never_runs == "job 12 ended TIMEOUT; this one waited for it to complete (--after 12:ok)"
+    assert _state_cell(blocked) == "CANCELLED (never runs: job 12 TIMEOUT)"
+    assert _status((Dependency("12", "ok", "COMPLETED"),)).never_runs is None
