@@ -303,6 +303,30 @@ def _put_in_place(staging: Path, output: Path) -> None:
 # -- the command the CLI runs --------------------------------------------------------------
 
 
+def _places(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The checkpoint and output the arguments name; with --checkpoint-dir, chosen now (an
+    export queued behind its training finds the checkpoint the training left)."""
+    if args.checkpoint is not None:
+        checkpoint = Path(args.checkpoint)
+        step = rules.parse_step(checkpoint.name, checkpoint.name.rsplit("-", 1)[0])
+        name = checkpoint.name.rsplit("-", 1)[0]
+    else:
+        if args.checkpoint_dir is None or not args.name:
+            raise InvalidInput("name the checkpoint: --checkpoint DIR, or --checkpoint-dir DIR --name MODEL [--step N]")
+        name, step = args.name, args.step
+        if step is None:
+            pointed = rules.read_pointer(args.checkpoint_dir, name)
+            if pointed is None:
+                raise CheckpointError(f"no {name}-latest in {args.checkpoint_dir}: no complete checkpoint to export")
+            step = rules.parse_step(pointed, name)
+        checkpoint = rules.checkpoint_path(args.checkpoint_dir, name, int(step or 0))
+    if args.output is not None:
+        return checkpoint, Path(args.output)
+    if step is None:
+        raise InvalidInput(f"--checkpoint {checkpoint} is not named <model>-<N>steps: pass --output")
+    return checkpoint, hf_exports.default_output(checkpoint.parent, name, step)
+
+
 def _source_of(checkpoint: Path, model: str | None, model_name: str | None, tokenizer: str | None) -> tuple[Any, Any]:
     """The checkpoint's Hugging Face config and tokenizer: what the trainer recorded in its
     hyperlaunch.json, else the model and tokenizer the caller names (older checkpoints)."""
@@ -330,8 +354,11 @@ def _source_of(checkpoint: Path, model: str | None, model_name: str | None, toke
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hyperlaunch.train.hf_export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--checkpoint", type=Path, help="the checkpoint folder; or:")
+    parser.add_argument("--checkpoint-dir", type=Path, help="with --name: the checkpoint of --step, else the one <name>-latest names now")
+    parser.add_argument("--name")
+    parser.add_argument("--step", type=int)
+    parser.add_argument("--output", type=Path, help="default: <name>-<N>steps-hf beside the checkpoint")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--model", help="the model, for a checkpoint whose hyperlaunch.json does not record its config")
@@ -342,9 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     emit = _json_progress() if args.progress == "json" else None
     try:
-        hf_config, tokenizer = _source_of(args.checkpoint, args.model, args.model_name, args.tokenizer)
+        checkpoint, output = _places(args)
+        hf_config, tokenizer = _source_of(checkpoint, args.model, args.model_name, args.tokenizer)
         result = export_checkpoint(
-            args.checkpoint, args.output, hf_config=hf_config, tokenizer=tokenizer, dtype=args.dtype,
+            checkpoint, output, hf_config=hf_config, tokenizer=tokenizer, dtype=args.dtype,
             overwrite=args.overwrite, shard_bytes=max(1, int(args.shard_mb * 1e6)), progress=emit,
         )
     except HyperlaunchError as err:

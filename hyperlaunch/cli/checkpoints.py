@@ -125,6 +125,7 @@ def _copy_to(uri: str, root: Path, model: str | None, step: int | None, as_json:
             raise InvalidInput(f"--copy-to copies one model's checkpoint: pass --model ({', '.join(models) or 'none'} in {root})")
         model = models[0]
     checkpoint = choose(root, _checkpoint_name(model), step=step, output=None).checkpoint
+    assert checkpoint is not None  # chosen now, not deferred
     destination = s3_copy.S3Place(place.bucket, place.key(checkpoint.name))
     bar = byte_bar(f"{checkpoint.name} -> {destination}", as_json)
     try:

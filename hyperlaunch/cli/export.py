@@ -32,6 +32,10 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder (the old one stays until the new one is whole).")] = False,
     python: Annotated[str | None, typer.Option("--python", metavar="PATH", help="A Python with torch and transformers [default: this one, else the job's venv's].")] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
+    after: Annotated[
+        list[str] | None,
+        typer.Option("--after", metavar="JOB", help="With --slurm: start once job JOB completed (JOB:any: however it ended); the checkpoint is chosen then (repeatable)."),
+    ] = None,
     slurm: Annotated[bool, typer.Option("--slurm", help="Run the export as a one-node Slurm job instead of here (a login node without torch).")] = False,
     partition: Annotated[str | None, typer.Option("--partition", "-p", metavar="PARTITION", help="With --slurm: the partition (a CPU one will do) [default: the cluster's].")] = None,
     time_limit: Annotated[str | None, typer.Option("--time", "-t", metavar="TIME", help="With --slurm: the time limit (Slurm's forms, or 30m, 2h).")] = None,
@@ -49,6 +53,7 @@ def export(
       hyperlaunch export --checkpoint-dir /fsx/checkpoints --name qwen3_0_6b --step 500
       hyperlaunch export 42 --step 2000 -o s3://my-bucket/eval/step2000   # your AWS credentials
       hyperlaunch export 42 --slurm --partition cpu              # on a compute node, as a job
+      hyperlaunch export 42 --slurm --after 42                    # queued now, runs once job 42 completed
     """
     from hyperlaunch.core.errors import InvalidInput
 
@@ -56,8 +61,11 @@ def export(
         raise InvalidInput(f"--dtype {dtype!r} is not one of: {', '.join(_DTYPES)}")
     if latest and step is not None:
         raise InvalidInput("--step and --latest exclude each other: name one checkpoint")
-    if not slurm and (partition is not None or time_limit is not None):
-        raise InvalidInput("--partition and --time are for --slurm: without it the export runs here")
+    if not slurm and (partition is not None or time_limit is not None or after):
+        raise InvalidInput("--partition, --time and --after are for --slurm: without it the export runs here, now")
+    from hyperlaunch.job.spec import parse_after
+
+    waits = parse_after(after or [])
     place = None
     if output is not None and output.startswith("s3://"):
         if slurm:
@@ -65,9 +73,11 @@ def export(
         from hyperlaunch.aws import s3_copy
 
         place, output = s3_copy.parse(output), None  # written beside the checkpoint, then copied
-    target, torchrun = _target(job_id, step=step, output=output, checkpoint_dir=checkpoint_dir, name=name, tokenizer=tokenizer, profile=profile)
+    target, torchrun = _target(
+        job_id, step=step, output=output, checkpoint_dir=checkpoint_dir, name=name, tokenizer=tokenizer, profile=profile, deferred=bool(waits),
+    )
     if slurm:
-        _submit(target, python, torchrun, dtype=dtype, overwrite=overwrite, partition=partition, time_limit=time_limit, as_json=as_json)
+        _submit(target, python, torchrun, dtype=dtype, overwrite=overwrite, partition=partition, time_limit=time_limit, as_json=as_json, waits=waits)
         return
     done = _export(target, python, torchrun, dtype=dtype, overwrite=overwrite or place is not None, quiet=as_json)
     document: dict[str, object] = {"checkpoint": str(target.checkpoint), **{key: value for key, value in done.items() if key != "event"}}
@@ -77,11 +87,13 @@ def export(
     if as_json:
         out.json(document)
         return
+    from hyperlaunch.cli.checkpoints import format_size
+
     size = int(str(done["bytes"]))
     seconds = float(str(done["seconds"]))
     out.text(
-        f"exported {target.checkpoint.name} ({done['dtype']}, {size / 1e9:.2f} GB in {done['shards']} shard(s), "
-        f"{seconds:.1f} s, {size / max(seconds, 1e-9) / 1e6:.0f} MB/s, peak memory {int(str(done['peak_rss_bytes'])) / 2**30:.2f} GiB) to {target.output}"
+        f"exported {target.checkpoint.name} ({done['dtype']}, {format_size(size)} in {done['shards']} shard(s), "
+        f"{seconds:.1f} s, {format_size(int(size / max(seconds, 1e-9)))}/s, peak memory {format_size(int(str(done['peak_rss_bytes'])))}) to {target.output}"
     )
     if copied is not None:
         out.text(f"copied to {place} ({copied['files']} files)")
@@ -89,37 +101,43 @@ def export(
 
 def _submit(
     target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool,
-    partition: str | None, time_limit: str | None, as_json: bool,
+    partition: str | None, time_limit: str | None, as_json: bool, waits: tuple[tuple[str, str], ...],
 ) -> None:
     """The export as a one-node batch job: the exporter in the job's Python (its venv beside
     --torchrun, or --python), its log beside the checkpoint folder."""
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.core.paths import hyperlaunch_home
-    from hyperlaunch.job.spec import slurm_time
+    from hyperlaunch.job.spec import dependency_value, slurm_time
     from hyperlaunch.runs import hf_export
     from hyperlaunch.script.render_export import render_export
     from hyperlaunch.slurm import commands as slurm
 
-    if target.output.exists() and not overwrite:
+    dependency = dependency_value(waits)
+    after = [job for job, _ in waits]
+    if target.output is not None and target.output.exists() and not overwrite:
         raise InvalidInput(f"--output {target.output} exists; pass --overwrite to replace it")
     node_python = hf_export.node_python(python, torchrun)
     cmd = hf_export.command(node_python, target, dtype=dtype, overwrite=overwrite, progress="none")
-    log = target.checkpoint.parent / "logs" / f"export-{target.checkpoint.name}-%j.out"
+    what = target.checkpoint.name if target.checkpoint is not None else (
+        f"{target.name}-{target.step}steps" if target.step is not None else f"{target.name}-latest"
+    )
+    log = target.ckpt_dir / "logs" / f"export-{what}-%j.out"
     log.parent.mkdir(parents=True, exist_ok=True)
     script = render_export(
-        command=cmd, checkpoint=str(target.checkpoint), job_name=f"export-{target.checkpoint.name}", log=str(log),
-        partition=partition, time=slurm_time(time_limit) if time_limit else None,
+        command=cmd, checkpoint=str(target.checkpoint or target.ckpt_dir / what), job_name=f"export-{what}", log=str(log),
+        partition=partition, time=slurm_time(time_limit) if time_limit else None, dependency=dependency,
     )
     job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=slurm_env())
     shown_log = str(log).replace("%j", job_id)
-    document = {"job_id": job_id, "checkpoint": str(target.checkpoint), "output": str(target.output), "log": shown_log, "python": node_python}
+    output = str(target.output) if target.output is not None else f"{what}-hf beside it (<model>-<N>steps-hf)"
+    document = {"job_id": job_id, "checkpoint": str(target.checkpoint or ""), "output": output, "log": shown_log, "python": node_python, "after": list(after)}
     if as_json:
         out.json(document)
         return
-    out.text(f"submitted export job {job_id}: {target.checkpoint.name} -> {target.output}")
+    once = f" once job(s) {', '.join(after)} end" if after else ""
+    out.text(f"submitted export job {job_id}: {what} -> {output}{once}")
     out.text(f"  log:   {shown_log}")
-    out.text(f"  done when {target.output / 'hyperlaunch-export.json'} exists (squeue -j {job_id})")
 
 
 def _export(target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool, quiet: bool) -> dict[str, object]:
@@ -153,7 +171,7 @@ def _copy(target: Any, place: Any, *, dtype: str, quiet: bool) -> dict[str, obje
 
 def _target(
     job_id: str | None, *, step: int | None, output: str | None, checkpoint_dir: str | None, name: str | None,
-    tokenizer: str | None, profile: str | None,
+    tokenizer: str | None, profile: str | None, deferred: bool = False,
 ) -> tuple[Any, str | None]:
     from pathlib import Path
 
@@ -169,7 +187,7 @@ def _target(
         told = hf_export.from_job_record(spec)
         return hf_export.choose(
             Path(spec.checkpoint_dir), str(spec.checkpoint_name), step=step, output=output,
-            model=told["model"], model_name=told["model_name"], tokenizer=tokenizer or told["tokenizer"],
+            model=told["model"], model_name=told["model_name"], tokenizer=tokenizer or told["tokenizer"], deferred=deferred,
         ), spec.torchrun
     if name is None:
         raise InvalidInput("name the checkpoints: a job id, or --name MODEL (with --checkpoint-dir DIR)")
@@ -178,4 +196,4 @@ def _target(
 
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
     checkpoints_name = _checkpoint_name(name)
-    return hf_export.choose(root, checkpoints_name, step=step, output=output, model=name, tokenizer=tokenizer), None
+    return hf_export.choose(root, checkpoints_name, step=step, output=output, model=name, tokenizer=tokenizer, deferred=deferred), None

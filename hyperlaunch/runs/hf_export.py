@@ -29,11 +29,15 @@ TRAIN_EXTRA_HINT = "pip install 'hyperlaunch[train]' here, or --python PATH to a
 @dataclass(frozen=True)
 class Target:
     """One export to make: the checkpoint, where it goes, and what an older checkpoint (one
-    whose hyperlaunch.json does not record them) needs to be told."""
+    whose hyperlaunch.json does not record them) needs to be told. A deferred export (a Slurm
+    job that waits for the training: `--after`) has no checkpoint yet: the exporter finds it
+    in `ckpt_dir` when it starts (`step`, or `<name>-latest`), and its output beside it."""
 
-    checkpoint: Path
-    output: Path
-    step: int
+    checkpoint: Path | None
+    output: Path | None
+    step: int | None
+    ckpt_dir: Path
+    name: str
     model: str | None = None
     model_name: str | None = None
     tokenizer: str | None = None
@@ -41,10 +45,14 @@ class Target:
 
 def choose(
     ckpt_dir: Path, name: str, *, step: int | None, output: str | None,
-    model: str | None = None, model_name: str | None = None, tokenizer: str | None = None,
+    model: str | None = None, model_name: str | None = None, tokenizer: str | None = None, deferred: bool = False,
 ) -> Target:
     """The checkpoint of `name` at `step` (None: the one `<name>-latest` names), complete, and
-    the output folder (default: `<name>-<N>steps-hf` beside it)."""
+    the output folder (default: `<name>-<N>steps-hf` beside it); `deferred`: chosen when the
+    export starts."""
+    if deferred:
+        chosen = Path(os.path.abspath(os.path.expanduser(output))) if output else None
+        return Target(None, chosen, step, ckpt_dir, name, model=model, model_name=model_name, tokenizer=tokenizer)
     if step is None:
         pointed = rules.read_pointer(ckpt_dir, name)
         if pointed is None:
@@ -60,7 +68,7 @@ def choose(
         why = "a script's own format, not DCP" if rules.is_complete(checkpoint) else "incomplete: no .metadata (a save that did not finish)"
         raise CheckpointError(f"cannot export {checkpoint}: {why}", hint=_steps_hint(ckpt_dir, name))
     target = Path(os.path.abspath(os.path.expanduser(output))) if output else hf_exports.default_output(ckpt_dir, name, step)
-    return Target(checkpoint=checkpoint, output=target, step=step, model=model, model_name=model_name, tokenizer=tokenizer)
+    return Target(checkpoint, target, step, ckpt_dir, name, model=model, model_name=model_name, tokenizer=tokenizer)
 
 
 def _steps_hint(ckpt_dir: Path, name: str) -> str:
@@ -103,7 +111,14 @@ def node_python(given: str | None, job_torchrun: str | None) -> str:
 
 
 def command(python: str, target: Target, *, dtype: str, overwrite: bool, progress: str = "json") -> list[str]:
-    cmd = [python, "-m", EXPORTER_MODULE, "--checkpoint", str(target.checkpoint), "--output", str(target.output), "--dtype", dtype, "--progress", progress]
+    cmd = [python, "-m", EXPORTER_MODULE]
+    if target.checkpoint is not None:
+        cmd += ["--checkpoint", str(target.checkpoint)]
+    else:
+        cmd += ["--checkpoint-dir", str(target.ckpt_dir), "--name", target.name] + (["--step", str(target.step)] if target.step is not None else [])
+    if target.output is not None:
+        cmd += ["--output", str(target.output)]
+    cmd += ["--dtype", dtype, "--progress", progress]
     if overwrite:
         cmd.append("--overwrite")
     for flag, value in (("--model", target.model), ("--model-name", target.model_name), ("--tokenizer", target.tokenizer)):
