@@ -226,10 +226,11 @@ def get_instance(name: str, *, gpus_per_node: int | None = None) -> InstancePres
     if gpus_per_node is not None and gpus_per_node > 0 and closest(canonical, presets, cutoff=TYPO_CUTOFF) is None:
         return undescribed(canonical, gpus_per_node)
     suggestion = did_you_mean(canonical, list(presets))
+    family = canonical.split(".")[0]
+    file = family + ".toml" if re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,62}", family) else "<family>.toml"
     raise InvalidInput(
         f"unknown instance type {name!r}{suggestion}; known: {', '.join(presets)}",
-        hint=f"describe it in {user_presets_dir() / (canonical.split('.')[0] + '.toml')} (docs/hyperpod.md: Your own instance types), "
-        + "or give --gpus-per-node N",
+        hint=f"describe it in {user_presets_dir() / file} (docs/hyperpod.md: Your own instance types), or give --gpus-per-node N",
     ) from None
 
 

@@ -345,7 +345,12 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     settings.setdefault("run_dir", os.path.join("runs", job_name))
     for key in PATH_FIELDS:
         if settings.get(key) is not None:
-            settings[key] = absolute(str(settings[key]), cwd)
+            place = settings[key] = absolute(str(settings[key]), cwd)
+            # Folders this machine writes or the nodes share: a file there fails render as it
+            # fails submit (a container's workdir is the container's, not a path here).
+            if key != "container_workdir" and os.path.lexists(place) and not os.path.isdir(place):
+                flag = "--" + key.replace("_", "-")
+                raise InvalidInput(f"{flag} {place[:200]}: a file is there, not a folder")
     data = settings.get("data")
     # The job runs elsewhere (another node, a container): a path that exists here, or is
     # spelled as one, goes absolute; anything else stays a name (a dataset on a hub).

@@ -567,7 +567,9 @@ def check_script(script: str, sandbox: Sandbox, case: Case) -> None:
     syntax = subprocess.run(["bash", "-n", str(folder / "check.sh")], capture_output=True, text=True, timeout=30)
     assert syntax.returncode == 0, f"bash -n fails: {syntax.stderr[-1000:]!r}"
     run = run_script(script, folder, env={"SLURM_RESTART_COUNT": RESTART_COUNT})
-    assert not sandbox.canaries(), f"a smuggled command ran: {sandbox.canaries()} (stderr {run.stderr[-500:]!r})"
+    # A --torchrun naming the payload asks the job to run it: that is its purpose, not a smuggling.
+    asked = any(name == "torchrun" and value == f"{T}/{PAYLOAD}" for name, value in case.fields)
+    assert asked or not sandbox.canaries(), f"a smuggled command ran: {sandbox.canaries()} (stderr {run.stderr[-500:]!r})"
     broken = [line for line in run.stderr.splitlines() if any(e in line for e in _BASH_ERRORS) and line.startswith(("bash:", str(folder), "/"))]
     assert not broken, f"the script hit a bash error at run time: {broken[:3]}"
     if run.trainer is not None:

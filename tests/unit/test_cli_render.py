@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
@@ -85,3 +86,13 @@ def test_the_mission_commands_script_is_short_enough_to_read(tmp_path: Path, mon
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) < 80
     assert "\n  --model qwen3_0_6b \\\n" in result.stdout and "exec python3 " in result.stdout
+
+
+def test_a_file_where_a_folder_goes_is_refused_by_render_as_by_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.cli_runner import one_error_line, run_cli
+
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine\n")
+    for flag in ("--log-dir", "--run-dir", "--checkpoint-dir"):
+        one_error_line(run_cli(["render", "-m", "qwen3_tiny", flag, str(taken)], monkeypatch), 2, f"{flag} {taken}: a file is there")
+    assert taken.read_text() == "mine\n"
