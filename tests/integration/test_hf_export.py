@@ -183,12 +183,16 @@ def test_exporting_qwen3_0_6b_streams_in_less_than_half_the_models_memory(dev_cl
     )
     assert submitted.returncode == 0, submitted.stderr
     job = Job(dev_cluster, tmp_path, json.loads(submitted.stdout)["job_id"])
-    assert job.wait_final(timeout=900)["state"] == "COMPLETED"
-    exported = dev_cluster.hyperlaunch("export", job.job_id, "--json", cwd=tmp_path)
-    assert exported.returncode == 0, exported.stderr
-    doc = json.loads(exported.stdout)
-    weights = get_preset("qwen3_0_6b").num_params * 4
-    assert doc["bytes"] == weights and doc["shards"] == 3  # 1 GB shards and their index
-    assert doc["peak_rss_bytes"] < weights / 2, f"peak {doc['peak_rss_bytes'] / 2**30:.2f} GiB of {weights / 2**30:.2f} GiB"
-    index = json.loads((Path(doc["output"]) / "model.safetensors.index.json").read_text())
-    assert index["metadata"]["total_size"] == weights and len(set(index["weight_map"].values())) == 3
+    try:
+        assert job.wait_final(timeout=900)["state"] == "COMPLETED"
+        exported = dev_cluster.hyperlaunch("export", job.job_id, "--json", cwd=tmp_path)
+        assert exported.returncode == 0, exported.stderr
+        doc = json.loads(exported.stdout)
+        weights = get_preset("qwen3_0_6b").num_params * 4
+        assert doc["bytes"] == weights and doc["shards"] == 3  # 1 GB shards and their index
+        assert doc["peak_rss_bytes"] < weights / 2, f"peak {doc['peak_rss_bytes'] / 2**30:.2f} GiB of {weights / 2**30:.2f} GiB"
+        index = json.loads((Path(doc["output"]) / "model.safetensors.index.json").read_text())
+        assert index["metadata"]["total_size"] == weights and len(set(index["weight_map"].values())) == 3
+    finally:
+        # 10 GB of checkpoint and export: pytest keeps the last runs' folders, a disk would fill.
+        shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)
