@@ -93,21 +93,21 @@ def exporter_python(given: str | None, job_torchrun: str | None) -> str:
         return given
     if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None:
         return sys.executable
-    if job_torchrun and os.path.isabs(job_torchrun):
-        beside = os.path.join(os.path.dirname(job_torchrun), "python")
-        if os.access(beside, os.X_OK):
-            return beside
+    beside = _beside(job_torchrun)
+    if beside is not None and os.access(beside, os.X_OK):
+        return beside
     raise InvalidInput("export needs torch and transformers (the train extra), which this Python lacks", hint=TRAIN_EXTRA_HINT)
 
 
 def node_python(given: str | None, job_torchrun: str | None) -> str:
     """The Python a compute node runs the exporter with (`export --slurm`): --python, else
     the one beside the job's torchrun (its venv on shared storage), else this one."""
-    if given:
-        return given
-    if job_torchrun and os.path.isabs(job_torchrun):
-        return os.path.join(os.path.dirname(job_torchrun), "python")
-    return sys.executable
+    return given or _beside(job_torchrun) or sys.executable
+
+
+def _beside(job_torchrun: str | None) -> str | None:
+    """The python of the venv a job's torchrun (an absolute path) lives in."""
+    return os.path.join(os.path.dirname(job_torchrun), "python") if job_torchrun and os.path.isabs(job_torchrun) else None
 
 
 def command(python: str, target: Target, *, dtype: str, overwrite: bool, progress: str = "json") -> list[str]:

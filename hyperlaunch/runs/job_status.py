@@ -241,7 +241,8 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
-        waited = [job for r in group for job, _ in dependencies(r.spec) if job not in {g.job_id for g in group}]
+        listed = {r.job_id for r in group}
+        waited = [job for r in group for job, _ in dependencies(r.spec) if job not in listed]
         with ThreadPoolExecutor(max_workers=1) as pool:
             queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
             found = slurm.job_attempts([r.job_id for r in group] + list(dict.fromkeys(waited)), env=slurm_env)
