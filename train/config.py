@@ -44,7 +44,7 @@ class TrainConfig:
 
     # model
     model: str = option(group="model", help="preset name or local HF model directory")
-    model_name: str | None = option(None, group="model", help="checkpoint name when --model is a directory")
+    model_name: str | None = option(None, group="model", help="checkpoint name (default: the preset's, or the model directory's name)")
     # data
     data: Path | None = option(
         None, group="data",

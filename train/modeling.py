@@ -8,7 +8,7 @@ buffers are non-persistent, so they are recomputed rather than loaded.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ def resolve_model(model: str, model_name: str | None) -> ModelSource:
 
     if not rules.is_model_directory(model):
         spec = get_preset(model)
+        if model_name is not None:  # a sweep's element: the preset's model under a name of its own
+            spec = replace(spec, name=rules.checkpoint_name(model, model_name))
         config_class = Qwen3Config if spec.kind == "qwen3" else LlamaConfig
         hf_config = config_class(**spec.hf_config_kwargs())
         return ModelSource(spec=spec, hf_config=hf_config, pretrained_dir=None)

@@ -83,18 +83,20 @@ def is_model_directory(model: str) -> bool:
 def checkpoint_name(model: str, model_name: str | None = None) -> str:
     """The one name a model's checkpoints go by (`<name>-<N>steps`, `<name>-latest`), decided
     here for the trainer, `submit`, `status`, `checkpoints` and `resume` alike: a preset's own
-    name; for a model directory, --model-name, else the name of the directory it resolves to
-    (through symlinks, so two paths to one model share its checkpoints), with characters a
-    file name should not hold replaced by '_'."""
-    if model_name is not None:
-        if not _MODEL_NAME.match(model_name):
-            raise InvalidInput(f"--model-name {model_name!r}: use letters, digits, '_', '.', '-' (not first: '.')")
-        if is_model_directory(model):
-            return model_name
+    --model-name when given (a sweep's elements name theirs so); else a preset's own name; for a
+    model directory, the name of the directory it resolves to (through symlinks, so two paths
+    to one model share its checkpoints), with characters a file name should not hold replaced
+    by '_'."""
     if not is_model_directory(model):
         from hyperlaunch.core.models import get_preset  # see is_model_directory
 
-        return get_preset(model).name
+        preset = get_preset(model).name  # an unknown preset is refused, named or not
+    if model_name is not None:
+        if not _MODEL_NAME.match(model_name):
+            raise InvalidInput(f"--model-name {model_name!r}: use letters, digits, '_', '.', '-' (not first: '.')")
+        return model_name
+    if not is_model_directory(model):
+        return preset
     return re.sub(r"^\.|[^A-Za-z0-9_.-]", "_", Path(model).resolve().name)
 
 
