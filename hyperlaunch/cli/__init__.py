@@ -26,6 +26,7 @@ _COMMANDS = {
     "render": ("hyperlaunch.cli.render", "render"),
     "submit": ("hyperlaunch.cli.submit", "submit"),
     "resume": ("hyperlaunch.cli.submit", "resume"),
+    "sweep": ("hyperlaunch.cli.sweep", "sweep"),
     "status": ("hyperlaunch.cli.status", "status"),
     "logs": ("hyperlaunch.cli.logs", "logs"),
     "plot": ("hyperlaunch.cli.plot", "plot"),

@@ -67,12 +67,14 @@ def logs(
       hyperlaunch logs 42 --attempt 2   # the third attempt only (restart count 2)
     """
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.core.errors import JobNotFound
+    from hyperlaunch.core.errors import InvalidInput, JobNotFound
     from hyperlaunch.core.protocol import read_regular_file
-    from hyperlaunch.runs import jobs
+    from hyperlaunch.runs.sweeps import load_job
     from hyperlaunch.slurm import commands as slurm
 
-    record = jobs.load(job_id)
+    record = load_job(job_id, slurm_env)
+    if record.sweep is not None:
+        raise InvalidInput(f"job {job_id} is a sweep: each element has its own log; name one, e.g. hyperlaunch logs {job_id}_{record.sweep.runs[0]}")
     out_path, err_path = record.log_paths
     path: Path = err_path if err else out_path
     # Read only as a regular file: a folder or a FIFO under the log's name is no log.
@@ -107,17 +109,20 @@ def logs(
         return
 
 
-def cancel(job_id: Annotated[str, typer.Argument(help="The job id.")]) -> None:
-    """Cancel a job (scancel). Its checkpoints stay: 'hyperlaunch resume JOB' continues it.
+def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (JOB_N).")]) -> None:
+    """Cancel a job (scancel): a sweep's every element, or one (42_3). Its checkpoints stay:
+    'hyperlaunch resume JOB' continues it (a sweep: the elements that did not complete).
 
     \b
     Examples:
       hyperlaunch cancel 42
+      hyperlaunch cancel 42_3          # element 3 of sweep 42
     """
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.runs import jobs
+    from hyperlaunch.runs.sweeps import split_task
     from hyperlaunch.slurm import commands as slurm
 
-    record = jobs.load(job_id)
+    record, index = split_task(job_id)
     slurm.cancel(job_id, env=slurm_env(record.slurm_conf))
-    out.text(f"cancelled job {job_id}; resume it with: hyperlaunch resume {job_id}")
+    what = f"element {job_id} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"
+    out.text(f"cancelled {what}; resume it with: hyperlaunch resume {record.job_id}")

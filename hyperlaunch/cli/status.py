@@ -6,6 +6,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from hyperlaunch.runs.curves import Point
     from hyperlaunch.runs.job_status import JobStatus
     from hyperlaunch.runs.jobs import JobRecord
+    from hyperlaunch.runs.sweeps import ElementStatus
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -71,11 +73,14 @@ def _state_cell(status: JobStatus) -> str:
 _COLUMNS = ("JOB", "MODEL", "NODES", "STATE", "RESTARTS", "BUDGET", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED")
 
 
-def _table(statuses: list[JobStatus]) -> str:
+def _table(statuses: Sequence[JobStatus | SweepView]) -> str:
     """One line per job in plain aligned columns, as squeue prints them (rich's table took
-    0.1 s of a 0.5 s `status` to import and lay out)."""
-    rows = [_COLUMNS]
+    0.1 s of a 0.5 s `status` to import and lay out); a sweep is one line (`status JOB` opens it)."""
+    rows: list[tuple[str, ...]] = [_COLUMNS]
     for s in statuses:
+        if isinstance(s, SweepView):
+            rows.append(s.row())
+            continue
         p = s.progress
         rows.append((
             s.record.job_id,
@@ -93,6 +98,73 @@ def _table(statuses: list[JobStatus]) -> str:
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+@dataclass(frozen=True)
+class SweepView:
+    """A sweep as `status` shows it: one row in the list, its elements in `status JOB`."""
+
+    record: JobRecord
+    members: list[ElementStatus]
+
+    def row(self) -> tuple[str, ...]:
+        from hyperlaunch.runs.sweeps import summary_state
+
+        spec, ran = self.record.spec, [m.status for m in self.members if m.status is not None]
+        steps = [s.progress.last_step for s in ran if s.progress.last_step is not None]
+        restarts = sum(len(s.restarts) + len(s.in_allocation) for s in ran)
+        return (
+            self.record.job_id, f"{spec.model or spec.checkpoint_name} sweep x{len(self.members)}", str(spec.nodes),
+            summary_state(self.members), str(restarts), "-", "-", "-",
+            f"{min(steps)}-{max(steps)}" if steps else "-", "-", "-", _elapsed(max((s.elapsed_s for s in ran), default=0)),
+        )
+
+    def detail(self) -> list[str]:
+        from hyperlaunch.runs.sweeps import summary_state
+
+        spec, sweep = self.record.spec, self.record.sweep
+        assert sweep is not None
+        lines = [
+            f"sweep {self.record.job_id}: {len(self.members)} x {spec.what} on {spec.nodes_text} each, {summary_state(self.members)}",
+            f"  array:      --array={sweep.array}",
+            f"  checkpoints: {spec.checkpoint_dir}",
+        ]
+        if self.record.resumed_from:
+            lines.append(f"  resumes sweep {self.record.resumed_from}")
+        header = ("ELEMENT", "NAME", "STATE", "JOB", "STEP", "LOSS", "BEST VAL", "RESTARTS")
+        rows = [header]
+        for m in self.members:
+            p = m.status.progress if m.status is not None else None
+            rows.append((
+                m.task, m.name, _state_cell(m.status) if m.status is not None else m.state,
+                m.status.record.job_id if m.status is not None else "-",
+                _number(p.last_step if p else None, "d"), _number(p.last_loss if p else None, ".4f"),
+                _number(m.best_val_loss, ".4f"), str(len(m.status.restarts) + len(m.status.in_allocation)) if m.status else "0",
+            ))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+        lines.append(f"  one element: hyperlaunch status {self.record.job_id}_N, hyperlaunch logs {self.record.job_id}_N")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        from hyperlaunch.runs.sweeps import summary_state
+
+        spec, sweep = self.record.spec, self.record.sweep
+        assert sweep is not None
+        return {
+            "job_id": self.record.job_id,
+            "sweep": True,
+            "model": spec.model,
+            "name": spec.checkpoint_name,
+            "state": summary_state(self.members).split(" ")[0],
+            "summary": summary_state(self.members),
+            "array": sweep.array,
+            "nodes": spec.nodes,
+            "checkpoint_dir": spec.checkpoint_dir,
+            "submitted_at": self.record.submitted_at,
+            "resumed_from_job": self.record.resumed_from,
+            "elements": [m.to_json() for m in self.members],
+        }
 
 
 _SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
@@ -257,6 +329,7 @@ def status(
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.runs import jobs
     from hyperlaunch.runs.job_status import collect
+    from hyperlaunch.runs.sweeps import elements, load_job
 
     if limit < 1:
         raise InvalidInput(f"--limit must be at least 1, got {limit}")
@@ -264,9 +337,9 @@ def status(
         raise InvalidInput(f"--interval must be between 0 and {_MAX_INTERVAL_S} seconds, got {interval}")
     warned: set[Path] = set()
 
-    def gather() -> list[JobStatus]:
+    def gather() -> list[JobStatus | SweepView]:
         if job_id is not None:
-            records = [jobs.load(job_id)]
+            records = [load_job(job_id, slurm_env)]
         else:
             found = jobs.recent_jobs(limit=limit, model=model)
             records = found.records
@@ -274,18 +347,26 @@ def status(
             warned.update(found.unreadable)
         if not records:
             return []
-        return collect(records, env=slurm_env(records[0].slurm_conf))
+        env = slurm_env(records[0].slurm_conf)
+        single = iter(collect([r for r in records if r.sweep is None], env=env))
+        return [SweepView(r, elements(r, env=env)) if r.sweep is not None else next(single) for r in records]
 
     while True:
         statuses = gather()
-        if as_json and job_id is not None:
-            out.json({**statuses[0].to_json(), "trackers": tracker_locations(statuses[0].record.spec)})
+        first = statuses[0] if statuses else None
+        if as_json and isinstance(first, SweepView) and job_id is not None:
+            out.json(first.to_json())
+        elif as_json and first is not None and job_id is not None:
+            out.json({**first.to_json(), "trackers": tracker_locations(first.record.spec)})
         elif as_json:
             out.json({"jobs": [s.to_json() for s in statuses]})
-        elif not statuses:
+        elif first is None:
             out.text("no recorded jobs (submit one with 'hyperlaunch submit')")
+        elif isinstance(first, SweepView) and job_id is not None:
+            out.text("\n".join(first.detail()))
         elif job_id is not None:
-            out.table(*_detail(statuses[0], _kept_loss(statuses[0].record)))
+            assert not isinstance(first, SweepView)
+            out.table(*_detail(first, _kept_loss(first.record)))
         else:
             out.text(_table(statuses))
         if not watch:

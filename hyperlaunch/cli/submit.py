@@ -10,6 +10,7 @@ from hyperlaunch.cli._job_flags import JobFlags, show_settings, with_job_flags
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
+    from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.launch import Launch
 
 _JSON = typer.Option("--json", help="Print one JSON document (job id, paths) instead of text.")
@@ -120,6 +121,9 @@ def resume(
 
     record = find_record(job_id, model)
     env = slurm_env(record.slurm_conf)
+    if record.sweep is not None:
+        _resume_sweep(record, env, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)
+        return
     after_job = resume_dependency(record, after_end=after_end, env=env)
     if after_job is not None:
         out.note(f"job {record.job_id} is still in the queue: the new job starts once it ends")
@@ -132,3 +136,24 @@ def resume(
         out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")
     launched = launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run, decided=record.decided, notify=out.note)
     _report(launched, as_json, f"resuming job {record.job_id} as")
+
+
+def _resume_sweep(
+    record: JobRecord, env: dict[str, str], *, nodes: int | None, max_steps: int | None, refused: dict[str, bool], dry_run: bool, as_json: bool,
+) -> None:
+    """A sweep again, as a new job array of the elements that did not complete: each follows
+    its own -latest pointer."""
+    from hyperlaunch.cli.sweep import report
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.runs import sweeps
+
+    given = [flag for flag, on in refused.items() if on]
+    if given:
+        raise InvalidInput(f"{given[0]} does not apply to a sweep; resume {record.job_id} resubmits the elements that did not complete")
+    indices = sweeps.to_resume(record, sweeps.elements(record, env=env))
+    spec, chosen = sweeps.plan_resume(record, indices)
+    changes: dict[str, object] = {name: value for name, value in (("nodes", nodes), ("max_steps", max_steps)) if value is not None}
+    if changes:
+        spec = spec.replace(**changes)
+    launched = sweeps.launch_sweep(spec, chosen, env=env, dry_run=dry_run, resumed_from=record.job_id, decided=record.decided)
+    report(launched, spec, chosen, as_json=as_json, verb=f"resuming sweep {record.job_id} as")

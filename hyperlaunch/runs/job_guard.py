@@ -6,13 +6,14 @@ these checks cannot see (submitted by other means, by other users)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hyperlaunch.core.errors import JobConflict
 from hyperlaunch.core.protocol import checkpoint_lock_path, read_checkpoint_lock
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.job.spec import JobSpec, dependencies
+from hyperlaunch.job.sweep import element_name
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
 
@@ -38,31 +39,50 @@ def resume_dependency(record: jobs.JobRecord, *, after_end: bool, env: Mapping[s
     return record.job_id
 
 
-def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str]) -> None:
+def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str], names: Sequence[str] = ()) -> None:
     """JobConflict when a live job other than the ones `spec` waits for (its after_job, and
-    what that job waits for in turn) trains `spec`'s model into its checkpoint folder: a
-    recorded job of this cluster, or the job the folder's lock names. Asks Slurm only when
-    there is such a job to ask about."""
+    what that job waits for in turn) trains `spec`'s model (or any of `names`: a sweep's
+    elements) into its checkpoint folder: a recorded job or sweep element of this cluster, or
+    the job the folder's lock names. Asks Slurm only when there is such a job to ask about."""
     folder = _folder(spec.checkpoint_dir)
-    same = {
-        record.job_id: record
-        for record in jobs.recent(limit=None)
-        if record.spec.checkpoint_name == spec.checkpoint_name
-        and _folder(record.spec.checkpoint_dir) == folder
-        and (record.slurm_conf or None) == (env.get("SLURM_CONF") or None)
-    }
-    ahead = set().union(*(_waited_for(job, same) for job, _ in dependencies(spec)))
+    wanted = set(names or [spec.checkpoint_name])
+    same: dict[str, tuple[jobs.JobRecord, str]] = {}
+    for record in jobs.recent(limit=None):
+        if _folder(record.spec.checkpoint_dir) != folder or (record.slurm_conf or None) != (env.get("SLURM_CONF") or None):
+            continue
+        shared = sorted(wanted & set(trained_names(record)))
+        if shared:
+            same[record.job_id] = (record, shared[0])
+    ahead = set().union(*(_waited_for(job, {j: r for j, (r, _) in same.items()}) for job, _ in dependencies(spec)))
     others = [job for job in same if job not in ahead]
     if others:
         queued = slurm.my_queue_states(env=env)
         for job in others:
-            if queued.get(job) in ACTIVE_STATES:
-                raise _conflict(job, queued[job], spec)
-    holder = read_checkpoint_lock(checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name))
-    if holder is not None and holder not in ahead and holder not in same:
-        state = live_state(holder, env=env)
-        if state is not None:
-            raise _conflict(holder, state, spec)
+            state = _queued_state(job, same[job][0], queued)
+            if state is not None:
+                raise _conflict(job, state, same[job][1], spec.checkpoint_dir)
+    for name in sorted(wanted):
+        holder = read_checkpoint_lock(checkpoint_lock_path(Path(spec.checkpoint_dir), name))
+        if holder is not None and holder not in ahead and holder not in same:
+            state = live_state(holder, env=env)
+            if state is not None:
+                raise _conflict(holder, state, name, spec.checkpoint_dir)
+
+
+def trained_names(record: jobs.JobRecord) -> list[str]:
+    """The checkpoint names a recorded job trains: its model's, or each of a sweep's elements'."""
+    if record.sweep is None:
+        return [record.spec.checkpoint_name]
+    return [element_name(record.spec, record.sweep.element(i)) for i in record.sweep.runs]
+
+
+def _queued_state(job: str, record: jobs.JobRecord, queued: Mapping[str, str]) -> str | None:
+    """The job's state while it is in the queue (a sweep's: any of its tasks'), else None."""
+    if record.sweep is None:
+        state = queued.get(job)
+        return state if state in ACTIVE_STATES else None
+    tasks = [state for name, state in queued.items() if name.startswith(f"{job}_") and state in ACTIVE_STATES]
+    return tasks[0] if tasks else None
 
 
 def _waited_for(job: str, records: Mapping[str, jobs.JobRecord]) -> set[str]:
@@ -80,9 +100,9 @@ def _waited_for(job: str, records: Mapping[str, jobs.JobRecord]) -> set[str]:
     return ahead
 
 
-def _conflict(job: str, state: str, spec: JobSpec) -> JobConflict:
+def _conflict(job: str, state: str, name: str, checkpoint_dir: str) -> JobConflict:
     return JobConflict(
-        f"job {job} ({state}) already trains {spec.checkpoint_name} into {spec.checkpoint_dir}; "
+        f"job {job} ({state}) already trains {name} into {checkpoint_dir}; "
         "two jobs must not write one checkpoint folder and model at once",
         hint=f"continue it once it ends with 'hyperlaunch resume {job} --after-end', or cancel it ('hyperlaunch cancel {job}')",
     )

@@ -27,6 +27,7 @@ from hyperlaunch.core.errors import HyperlaunchError, InvalidInput, JobNotFound,
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.core.private_files import private_dir, write_private
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.sweep import Sweep, element_spec, sweep_from_json, sweep_to_json
 
 RECORD_FILE = "record.json"
 SCRIPT_FILE = "job.sbatch"
@@ -56,6 +57,20 @@ class JobRecord:
     node_instances: tuple[tuple[str, str], ...] = ()
     """On HyperPod, every cluster node's instance id at submit (Slurm name, id): a failed node
     whose id has changed since was replaced, and `resume --exclude-failed` keeps it."""
+    sweep: Sweep | None = None
+    """A sweep's elements (hyperlaunch.job.sweep): the job is a Slurm job array, one task an
+    element, `spec` the job every element is made from."""
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.sweep is not None
+
+    def element(self, index: int, task_job_id: str) -> JobRecord:
+        """The record of one element of a sweep as the job it is, known to Slurm by its array
+        task's own job id (`task_job_id`: its log is `<job name>_<that id>.out`)."""
+        assert self.sweep is not None
+        spec = element_spec(self.spec, self.sweep.element(index))
+        return dataclasses.replace(self, job_id=task_job_id, spec=spec, sweep=None)
 
     @property
     def log_paths(self) -> tuple[Path, Path]:
@@ -67,6 +82,7 @@ class JobRecord:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["spec"] = spec_to_json(self.spec)
+        data["sweep"] = sweep_to_json(self.sweep) if self.sweep is not None else None
         for name in _PAIR_FIELDS:
             data[name] = dict(getattr(self, name))
         return data
@@ -95,6 +111,7 @@ class JobRecord:
                 slurm_conf=data.get("slurm_conf"),
                 resumed_from=data.get("resumed_from"),
                 **{name: _text_pairs(data.get(name), name) for name in _PAIR_FIELDS},
+                sweep=sweep_from_json(data["sweep"]) if data.get("sweep") is not None else None,
             )
         except KeyError as err:
             raise ValueError(f"no {err} field") from None

@@ -8,12 +8,14 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.job import code_snapshot
 from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.sweep import Sweep
 from hyperlaunch.runs import jobs
 from hyperlaunch.script import supervisor_bundle
 from hyperlaunch.slurm import commands as slurm
@@ -27,11 +29,14 @@ def submit(
     resumed_from: str | None = None,
     decided: tuple[tuple[str, str], ...] = (),
     node_instances: tuple[tuple[str, str], ...] = (),
+    sweep: Sweep | None = None,
+    files: Sequence[tuple[str, str]] = (),
 ) -> jobs.JobRecord:
     """sbatch the script with `env` (default: this process's environment), then record the
-    job, with where its decided settings came from and, on HyperPod, its nodes' instance ids
-    (see JobRecord). Slurm's refusal becomes a SlurmError carrying its message, and no record
-    is written."""
+    job, with where its decided settings came from, on HyperPod its nodes' instance ids and,
+    for a sweep, its elements (see JobRecord). `files` (path, text), which the script reads
+    (a sweep's elements), are written first. Slurm's refusal becomes a SlurmError carrying its
+    message, and no record is written."""
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
     submitit_dir = jobs.jobs_dir() / ".submitit"
@@ -41,7 +46,7 @@ def submit(
             Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
         except OSError as err:
             raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
-        with _supervisor_written(spec), _code_written(spec):
+        with _supervisor_written(spec), _code_written(spec), _files_written(files):
             job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
@@ -51,6 +56,7 @@ def submit(
         resumed_from=resumed_from,
         decided=decided,
         node_instances=node_instances,
+        sweep=sweep,
     )
     try:
         jobs.save(record, script)
@@ -79,6 +85,31 @@ def _supervisor_written(spec: JobSpec) -> Iterator[None]:
         yield
     except BaseException:
         if created:
+            path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _files_written(files: Sequence[tuple[str, str]]) -> Iterator[None]:
+    """Files the script reads, written whole before Slurm may start the job (one already
+    there is named by the hash of the same text, and kept); removed again when this call
+    wrote them and the submission fails."""
+    created: list[Path] = []
+    try:
+        for name, text in files:
+            path = Path(name)
+            if not path.is_file():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, text.encode("utf-8"), mode=0o644)
+                created.append(path)
+    except OSError as err:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise InvalidInput(f"cannot write {name}: {err.strerror or err}", hint="--run-dir must be writable, on storage the compute nodes see") from None
+    try:
+        yield
+    except BaseException:
+        for path in created:
             path.unlink(missing_ok=True)
         raise
 

@@ -76,11 +76,20 @@ class ScriptValues:
     launch_lines: tuple[tuple[str, ...], ...]
     """torchrun and the trainer's arguments (passed to the step script, which adds the
     rendezvous), a flag and its value to a line."""
+    elements_file: str | None = None
+    """A sweep's: the file each array task's supervisor reads its element's command line from
+    (hyperlaunch.script.render_sweep), instead of supervisor_flags and launch_lines."""
+    sweep_rows: tuple[str, ...] = ()
+    """A sweep's elements as comment lines: index, name, options."""
 
 
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for `spec`."""
-    values = script_values(spec)
+    return render_values(script_values(spec))
+
+
+def render_values(values: ScriptValues) -> str:
+    """templates/sbatch.sh.j2 laid out with `values`."""
     # Shallow on purpose: dataclasses.asdict would deep-copy, and turn each EnvGroup into a dict.
     return _template().render({field.name: getattr(values, field.name) for field in fields(values)})
 
@@ -190,8 +199,9 @@ def dependency_flags(value: str | None) -> list[tuple[str, str | None]]:
     return [("--dependency", value), *([("--kill-on-invalid-dep", "yes")] if "afterok" in value else [])]
 
 
-def env_groups(spec: JobSpec) -> list[EnvGroup]:
-    """Exports in the order they apply: instance preset, launcher settings, --nccl-debug, the user's --env.
+def env_groups(spec: JobSpec, *, with_trackers: bool = True) -> list[EnvGroup]:
+    """Exports in the order they apply: instance preset, launcher settings, the trackers (unless
+    not `with_trackers`: a sweep's elements each have their own), --nccl-debug, the user's --env.
     A forwarded name (`--env NAME`, value None) is exported by name only: its value arrives
     through sbatch --export, so the preset must not set it over the forwarded one."""
     instance = get_instance(spec.instance_type, gpus_per_node=spec.gpus_per_node)
@@ -212,7 +222,7 @@ def env_groups(spec: JobSpec) -> list[EnvGroup]:
         ),
         EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
-    if spec.tracker:
+    if spec.tracker and with_trackers:
         groups.append(EnvGroup("--tracker: every attempt, round and `resume` of this training logs into one run (`hyperlaunch status` says where)", tracker_exports(spec)))
     if spec.nccl_debug is not None:
         groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))

@@ -55,6 +55,7 @@ BUNDLED_MODULES = (
     "supervisor/probe.py",
     "supervisor/script_job.py",
     "supervisor/slurm_calls.py",
+    "supervisor/sweep_element.py",
     "trackers/__init__.py",
     "trackers/lineage.py",
     "trackers/mlflow_runs.py",

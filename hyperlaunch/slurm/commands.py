@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -414,14 +415,64 @@ def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
 def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """State of each of this user's jobs still in the queue (PENDING, RUNNING, ...), one call.
     sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in the
-    queue; squeue says what it is now."""
-    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%T"], env=env, timeout=30, check=False).stdout
-    states = {}
+    queue; squeue says what it is now. A job array's task is there under both its names: the
+    array's (`12_3`, `12_[4-7%2]` for tasks not started yet) and its own job id."""
+    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%A|%T"], env=env, timeout=30, check=False).stdout
+    states: dict[str, str] = {}
     for line in out.splitlines():
-        job_id, _, state_text = line.partition("|")
-        if job_id.strip():
-            states[job_id.strip()] = state_text.strip()
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) in (2, 3) and parts[0]:
+            states[parts[0]] = parts[-1]
+            states.setdefault(parts[-2], parts[-1])
     return states
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """One task of a job array as Slurm knows it now."""
+
+    index: int
+    job_id: str | None
+    """The task's own job id, once it has one (a task gets it when it starts); None before."""
+    state: str
+
+
+_ARRAY_ID = re.compile(r"(?P<array>[0-9]+)_(?:(?P<index>[0-9]+)|\[(?P<range>[0-9,%\-]+)\])")
+
+
+def array_tasks(job_id: str, *, env: Mapping[str, str] | None = None) -> dict[int, ArrayTask]:
+    """Every task of job array `job_id` Slurm still knows, by index: sacct for the ones that
+    started (and the range not started yet), squeue over it for what is in the queue now."""
+    tasks: dict[int, ArrayTask] = {}
+    accounted = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,JobIDRaw,State"], env=env, timeout=60, check=False)
+    queued = run(["squeue", "-h", "-r", "-j", job_id, "--states=all", "-o", "%i|%A|%T"], env=env, timeout=30, check=False)
+    for source in (accounted.stdout, queued.stdout):
+        for line in source.splitlines():
+            parts = [part.strip() for part in line.split("|")]
+            match = _ARRAY_ID.fullmatch(parts[0]) if len(parts) == 3 else None
+            if match is None or match["array"] != job_id:
+                continue
+            state = parts[2].split()[0] if parts[2] else ""
+            if match["index"] is not None:
+                index = int(match["index"])
+                earlier = tasks.get(index)
+                # A task not started yet has the array's id in squeue; once started, its own.
+                own = parts[1] if parts[1] != job_id or state not in ("PENDING", "") else None
+                tasks[index] = ArrayTask(index, own or (earlier.job_id if earlier else None), state)
+            else:
+                for index in expand_indices(match["range"]):
+                    tasks.setdefault(index, ArrayTask(index, None, state))
+    return tasks
+
+
+def expand_indices(text: str) -> list[int]:
+    """Slurm's array index list `0-3,7%2` as [0, 1, 2, 3, 7]."""
+    indices: list[int] = []
+    for part in text.split("%")[0].split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            indices += range(int(first), int(last or first) + 1)
+    return indices
 
 
 def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:

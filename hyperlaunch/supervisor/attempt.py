@@ -33,7 +33,7 @@ from hyperlaunch.core.protocol import (
 from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
-from hyperlaunch.supervisor import script_job, slurm_calls
+from hyperlaunch.supervisor import script_job, slurm_calls, sweep_element
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
 from hyperlaunch.supervisor.options import Settings, parse
@@ -421,8 +421,10 @@ def step_script() -> str:
 
 
 def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
+    environ = os.environ if environ is None else environ
+    argv, element_env = sweep_element.resolve(argv, environ)  # an array task of a sweep: its element's
     settings = parse(argv)
-    attempt = Attempt(settings, os.environ if environ is None else environ, step_script())
+    attempt = Attempt(settings, {**environ, **element_env}, step_script())
     attempt.install_signal_handlers()
     try:
         return attempt.run()

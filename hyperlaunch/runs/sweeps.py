@@ -1,0 +1,208 @@
+"""A sweep's life after `hyperlaunch sweep`: submitted as one Slurm job array, seen as one row
+that opens into its elements, resumed element by element.
+
+Each element is a job of its own to Slurm once it starts (its array task's job id, which a
+requeue keeps): its record (JobRecord.element) is what `status`, `logs` and the lock rules read
+for a single job, so an element fails, requeues and resumes as one does."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hyperlaunch.core.errors import InvalidInput, JobConflict
+from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
+from hyperlaunch.job import sweep as rules
+from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs, tracker_runs
+from hyperlaunch.runs.job_status import JobStatus, collect
+from hyperlaunch.script.render_sweep import SweepScript, render_sweep
+from hyperlaunch.slurm import commands as slurm
+
+
+@dataclass(frozen=True)
+class SweepLaunch:
+    rendered: SweepScript
+    record: jobs.JobRecord | None
+    """None for --dry-run."""
+
+
+@dataclass(frozen=True)
+class ElementStatus:
+    """One element of a sweep now."""
+
+    sweep_id: str
+    index: int
+    name: str
+    values: tuple[tuple[str, str], ...]
+    state: str
+    status: JobStatus | None
+    """Its job's status once its task started (it has a job id of its own); None before."""
+
+    @property
+    def task(self) -> str:
+        """`12_3`: how Slurm (scancel, squeue -j) and hyperlaunch name the element."""
+        return f"{self.sweep_id}_{self.index}"
+
+    @property
+    def best_val_loss(self) -> float | None:
+        if self.status is None:
+            return None
+        losses = [e.get("val_loss") for e in self.status.progress.events if e.event == TrainerEvent.VALIDATION.value]
+        finite = [float(v) for v in losses if isinstance(v, (int, float)) and math.isfinite(v)]
+        return min(finite) if finite else None
+
+    def to_json(self) -> dict[str, object]:
+        job = self.status.to_json() if self.status is not None else {}
+        return {
+            **job,
+            "task": self.task,
+            "index": self.index,
+            "name": self.name,
+            "values": dict(self.values),
+            "state": self.state,
+            "job_id": self.status.record.job_id if self.status is not None else None,
+            "best_val_loss": self.best_val_loss,
+        }
+
+
+def launch_sweep(
+    base: JobSpec,
+    sweep: rules.Sweep,
+    *,
+    env: Mapping[str, str],
+    dry_run: bool = False,
+    resumed_from: str | None = None,
+    decided: tuple[tuple[str, str], ...] = (),
+    submit: Callable[..., jobs.JobRecord] | None = None,
+) -> SweepLaunch:
+    """Check every element's command line as a single job's would be, render the array job
+    and, unless `dry_run`, submit and record it (its elements file written first)."""
+    from hyperlaunch.runs.launch import check_trainer_command
+
+    rules.unique_names(base, sweep.elements)
+    specs = [rules.element_spec(base, element) for element in sweep.elements]
+    for element, spec in zip(sweep.elements, specs, strict=True):
+        try:
+            check_trainer_command(spec)
+        except InvalidInput as err:
+            raise InvalidInput(f"sweep element {element.index} ({spec.checkpoint_name}): {err}") from None
+    if dry_run:
+        return SweepLaunch(render_sweep(base, sweep), None)
+    from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
+    from hyperlaunch.runs.submission import forwarded_names
+
+    forwarded_names(base, env)
+    running = {index: spec for index, spec in zip((e.index for e in sweep.elements), specs, strict=True) if index in sweep.runs}
+    refuse_shared_checkpoints(base, env=env, names=[spec.checkpoint_name for spec in running.values()])
+    if submit is None:
+        from hyperlaunch.runs.submission import submit as submit_to_slurm
+
+        submit = submit_to_slurm
+    with contextlib.ExitStack() as stack:
+        tracked = sweep
+        if base.tracker:
+            chosen = []
+            for element, spec in zip(sweep.elements, specs, strict=True):
+                with_runs = stack.enter_context(tracker_runs.chosen(spec))
+                chosen.append(rules.Element(
+                    element.index, element.values, with_runs.tracker_run_id, with_runs.mlflow_run_id, with_runs.mlflow_experiment_id,
+                ))
+            tracked = rules.Sweep(tuple(chosen), sweep.runs, sweep.max_parallel)
+        rendered = render_sweep(base, tracked)
+        record = submit(
+            base, rendered.script, env=env, resumed_from=resumed_from, decided=decided, sweep=tracked,
+            files=((rendered.elements_path, rendered.elements_text),),
+        )
+    return SweepLaunch(rendered, record)
+
+
+def elements(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None) -> list[ElementStatus]:
+    """The status of each element this sweep job runs: Slurm's array tasks, then, for the
+    ones that started, their jobs' statuses in one collect."""
+    assert record.sweep is not None
+    tasks = slurm.array_tasks(record.job_id, env=env)
+    started = {i: tasks[i].job_id for i in record.sweep.runs if i in tasks and tasks[i].job_id is not None}
+    element_records = [record.element(i, str(job)) for i, job in started.items()]
+    statuses = dict(zip(started, collect(element_records, env=env), strict=True)) if element_records else {}
+    shown = []
+    for index in record.sweep.runs:
+        element = record.sweep.element(index)
+        status = statuses.get(index)
+        state = status.state if status is not None else (tasks[index].state if index in tasks else "UNKNOWN")
+        name = rules.element_name(record.spec, element)
+        shown.append(ElementStatus(record.job_id, index, name, element.values, state, status))
+    return shown
+
+
+def summary_state(members: Sequence[ElementStatus]) -> str:
+    """The sweep's state in one word and counts: `RUNNING (2 running, 1 pending, 1 completed)`,
+    COMPLETED when every element did."""
+    counts: dict[str, int] = {}
+    for member in members:
+        counts[member.state] = counts.get(member.state, 0) + 1
+    if set(counts) == {"COMPLETED"}:
+        return "COMPLETED"
+    active = [state for state in ("RUNNING", "REQUEUED", "PENDING", *sorted(ACTIVE_STATES)) if state in counts]
+    word = active[0] if active else ("FAILED" if "FAILED" in counts else next(iter(sorted(counts)), "UNKNOWN"))
+    return f"{word} ({', '.join(f'{count} {state.lower()}' for state, count in sorted(counts.items()))})"
+
+
+def to_resume(record: jobs.JobRecord, members: Sequence[ElementStatus]) -> tuple[int, ...]:
+    """The elements `resume` submits again: the ones that ended without completing. Refused
+    while any is still in the queue (it would train beside its own resumed copy) or when
+    every one completed."""
+    live = [m.task for m in members if m.state in ACTIVE_STATES]
+    if live:
+        raise JobConflict(
+            f"sweep {record.job_id} still has element(s) in the queue: {', '.join(live[:8])}{' ...' if len(live) > 8 else ''}",
+            hint=f"wait for them to end, or cancel them ('hyperlaunch cancel {live[0]}')",
+        )
+    indices = tuple(m.index for m in members if m.state != "COMPLETED")
+    if not indices:
+        raise InvalidInput(f"every element of sweep {record.job_id} completed; nothing to resume")
+    return indices
+
+
+def plan_resume(record: jobs.JobRecord, indices: Sequence[int]) -> tuple[JobSpec, rules.Sweep]:
+    """The sweep job that continues `indices` of `record`: each element follows its own
+    -latest pointer (the trainer does, when it starts), its tracker run kept."""
+    assert record.sweep is not None
+    spec = record.spec
+    if not spec.is_script_job:
+        spec = spec.replace(trainer_args=targs.without(spec.trainer_args, targs.RESUME_OVERRIDES), after_job=None)
+    return spec, rules.Sweep(record.sweep.elements, tuple(indices), record.sweep.max_parallel)
+
+
+def split_task(text: str) -> tuple[jobs.JobRecord, int | None]:
+    """`12` or `12_3`: the recorded job, and the element named, checked against the sweep."""
+    job_id, index = rules.parse_element_id(jobs.check_job_id(text))
+    record = jobs.load(job_id)
+    if index is not None:
+        if record.sweep is None:
+            raise InvalidInput(f"job {job_id} is not a sweep; {text} names no element of it")
+        record.sweep.element(index)
+    return record, index
+
+
+def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str] | None = None) -> jobs.JobRecord:
+    """The record of element `index` of sweep `record` as the job its task became; InvalidInput
+    while it has not started (it has no job, log or attempts yet)."""
+    task = slurm.array_tasks(record.job_id, env=env).get(index)
+    if task is None or task.job_id is None:
+        state = task.state if task is not None else "unknown to Slurm"
+        raise InvalidInput(f"element {record.job_id}_{index} has not started ({state}): no log or attempts yet", hint=f"'hyperlaunch status {record.job_id}' lists its elements")
+    return record.element(index, task.job_id)
+
+
+def load_job(text: str, env_for: Callable[[str | None], Mapping[str, str]]) -> jobs.JobRecord:
+    """The job `logs` and `status` show for `12` or `12_3` (an element, as the job its task
+    became); `env_for(slurm_conf)` is the Slurm environment to ask in."""
+    record, index = split_task(text)
+    if index is None:
+        return record
+    return element_record(record, index, env=env_for(record.slurm_conf))
