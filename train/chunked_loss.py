@@ -4,15 +4,15 @@ plain Hugging Face loss holds 4 bytes x 151,936 per token in fp32, twice over in
 
 Each chunk's logits are made, upcast to fp32 and reduced to a summed cross-entropy; backward
 recomputes them a chunk at a time (a custom autograd Function, not torch.utils.checkpoint, so
-that the weight's gradient is one buffer the chunks add into, and the softmax is made in place). The labels are shifted exactly as transformers' ForCausalLMLoss shifts them (the last
-position and -100 ignored; the mean over the tokens that count), so the loss is the same.
+that the weight's gradient is one buffer the chunks add into, and the softmax is made in place). The labels are shifted
+exactly as transformers' ForCausalLMLoss shifts them (the last position and -100 ignored; the
+mean over the tokens that count), so the loss is the same.
 
-Liger's and cut-cross-entropy's fused kernels do this in Triton and need a GPU; this one is
-plain PyTorch, so it runs in the CPU tests and on any device, at the cost of the recompute.
-
-It runs inside the root module's forward (the model's class gets a forward that ends in this
-loss instead of in the logits), so FSDP2's pre-forward hook has gathered the output layer's
-weight first, exactly as for the plain path; parameter names do not change."""
+Plain PyTorch, so it runs in the CPU tests and on any device, at the cost of the recompute.
+With `compiled` (the trainer's --compile) each chunk's elementwise work - upcast, log-sum-exp,
+softmax, its gradient, the cast back - is one generated kernel a pass instead of six (a compiled
+chunked loss, as torchtitan's); the matrix products stay cuBLAS's. train/losses.py puts this
+loss (or a fused one) into the model's forward."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
 CHUNK_TOKENS = 1024
 IGNORE_INDEX = -100
@@ -35,6 +34,40 @@ def _logits(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return nn.functional.linear(hidden, weight).float()  # as HF: the output layer's dtype, then fp32
 
 
+def _lse_and_target_logit(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's log-sum-exp and its target's logit, in fp32, from logits in the layer's dtype."""
+    wide = logits.float()
+    picked = wide.gather(1, targets.clamp(min=0).unsqueeze(1)).squeeze(1)
+    return torch.logsumexp(wide, dim=-1), picked
+
+
+def _softmax_minus_target(logits: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """d(sum of the rows' cross-entropy x scale)/d(logits), in the logits' dtype."""
+    probs = torch.exp(logits.float() - lse.unsqueeze(1))
+    columns = torch.arange(logits.shape[1], device=logits.device)
+    grad = torch.where(columns.unsqueeze(0) == targets.clamp(min=0).unsqueeze(1), probs - 1.0, probs)
+    return (grad * scale.unsqueeze(1)).to(logits.dtype)
+
+
+def _add_weight_grad(grad_weight: torch.Tensor, grad_logits: torch.Tensor, hidden: torch.Tensor) -> None:
+    if grad_logits.dtype == torch.float32:
+        grad_weight.addmm_(grad_logits.T, hidden)
+    else:
+        grad_weight += grad_logits.T @ hidden
+
+
+_compiled: dict[str, Any] = {}
+
+
+def _compiled_kernels() -> tuple[Any, Any]:
+    """The two elementwise passes, compiled once per process (torch.compile reuses its code for
+    every chunk of the same length)."""
+    if not _compiled:
+        _compiled["forward"] = torch.compile(_lse_and_target_logit, fullgraph=True)
+        _compiled["backward"] = torch.compile(_softmax_minus_target, fullgraph=True)
+    return _compiled["forward"], _compiled["backward"]
+
+
 class _ChunkedCrossEntropySum(torch.autograd.Function):
     """The summed cross-entropy; forward keeps each chunk's log-sum-exp (one float a token),
     backward recomputes the chunk's logits, turns them into the softmax in place and adds the
@@ -42,9 +75,20 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
     not autograd's gradient per chunk plus their running sum."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
+    def forward(
+        ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk_tokens: int, compiled: bool
+    ) -> torch.Tensor:
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         lse = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        ctx.chunk_tokens, ctx.compiled = chunk_tokens, compiled
+        if compiled:
+            kernel, _ = _compiled_kernels()
+            for start in range(0, hidden.shape[0], chunk_tokens):
+                part = slice(start, start + chunk_tokens)
+                lse[part], picked = kernel(nn.functional.linear(hidden[part], weight), targets[part])
+                total += ((lse[part] - picked) * (targets[part] != IGNORE_INDEX)).sum()
+            ctx.save_for_backward(hidden, weight, targets, lse)
+            return total
         for start in range(0, hidden.shape[0], chunk_tokens):
             part = slice(start, start + chunk_tokens)
             logits = _logits(hidden[part], weight)
@@ -56,15 +100,24 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
             total += ((lse[part] - picked) * valid).sum()
             del logits  # before the next chunk's are made, not when the name is rebound after
         ctx.save_for_backward(hidden, weight, targets, lse)
-        ctx.chunk_tokens = chunk_tokens
         return total
 
     @staticmethod
-    def backward(ctx: Any, grad_total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+    def backward(ctx: Any, grad_total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None, None]:
         hidden, weight, targets, lse = ctx.saved_tensors
         grad_hidden = torch.empty_like(hidden)
         # fp32 across chunks even for a bf16 weight: chunks summed in bf16 would lose bits.
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        if ctx.compiled:
+            _, kernel = _compiled_kernels()
+            for start in range(0, hidden.shape[0], ctx.chunk_tokens):
+                part = slice(start, start + ctx.chunk_tokens)
+                scale = (targets[part] != IGNORE_INDEX) * grad_total
+                grad_low = kernel(nn.functional.linear(hidden[part], weight), lse[part], targets[part], scale)
+                grad_hidden[part] = grad_low @ weight
+                _add_weight_grad(grad_weight, grad_low, hidden[part])
+                del grad_low
+            return grad_hidden, grad_weight.to(weight.dtype), None, None, None
         for start in range(0, hidden.shape[0], ctx.chunk_tokens):
             part = slice(start, start + ctx.chunk_tokens)
             grad = _logits(hidden[part], weight).sub_(lse[part].unsqueeze(1)).exp_()  # the softmax
@@ -73,39 +126,19 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
             grad.mul_(((targets[part] != IGNORE_INDEX) * grad_total).unsqueeze(1))
             grad_low = grad.to(weight.dtype)  # as autograd through HF's .float(): back to the layer's dtype
             grad_hidden[part] = grad_low @ weight
-            if grad_low.dtype == torch.float32:
-                grad_weight.addmm_(grad_low.T, hidden[part])
-            else:
-                grad_weight += grad_low.T @ hidden[part]
+            _add_weight_grad(grad_weight, grad_low, hidden[part])
             del grad, grad_low  # as in forward: one chunk of logits alive, not two
-        return grad_hidden, grad_weight.to(weight.dtype), None, None
+        return grad_hidden, grad_weight.to(weight.dtype), None, None, None
 
 
 def chunked_cross_entropy(
-    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS
+    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS,
+    *, compiled: bool = False,
 ) -> torch.Tensor:
     """Mean next-token cross-entropy of `hidden` [..., tokens, hidden] projected by `weight`
     [vocab, hidden] against the unshifted `labels` [..., tokens]."""
     targets = shift_labels(labels).reshape(-1)
     flat = hidden.reshape(-1, hidden.shape[-1])
-    total = _ChunkedCrossEntropySum.apply(flat, weight, targets, chunk_tokens)
+    total = _ChunkedCrossEntropySum.apply(flat, weight, targets, chunk_tokens, compiled)
     # 0 / 0 is nan where no token counts, as the plain mean is.
     return total / (targets != IGNORE_INDEX).sum()
-
-
-class _ChunkedLossForward(nn.Module):
-    """The forward a causal LM gets from use_chunked_loss: the decoder, then the chunked loss."""
-
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, **kwargs: Any) -> CausalLMOutputWithPast:
-        hf: Any = self  # a transformers causal LM: nn.Module's type does not know its parts
-        hidden = hf.model(input_ids=input_ids, **kwargs).last_hidden_state
-        loss = chunked_cross_entropy(hidden, hf.lm_head.weight, labels, hf.chunk_tokens)
-        return CausalLMOutputWithPast(loss=loss)
-
-
-def use_chunked_loss(model: nn.Module, chunk_tokens: int = CHUNK_TOKENS) -> None:
-    """Give this model (before fully_shard, which subclasses it again) the chunked forward:
-    it then takes labels always and returns only the loss."""
-    base = type(model)
-    model.__class__ = type(f"ChunkedLoss{base.__name__}", (_ChunkedLossForward, base), {})
-    model.chunk_tokens = chunk_tokens  # type: ignore[assignment]

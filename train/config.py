@@ -18,7 +18,8 @@ from hyperlaunch.core.models import MIXED_PRECISION_CHOICES, SHARDING_CHOICES
 
 GROUPS = ("model", "data", "checkpoints", "parallelism", "optimisation", "monitoring")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
-LOSS_CHOICES = ("chunked", "plain")  # here, not in chunked_loss: the CLI reads these flags without torch
+# Here, not in train/losses.py: the CLI reads these flags without torch.
+LOSS_CHOICES = ("auto", "plain", "chunked", "liger", "cce")
 
 
 def option(
@@ -97,8 +98,19 @@ class TrainConfig:
         None, group="parallelism", help="recompute each decoder block's activations in backward (default: the preset's)"
     )
     prefetch: int = option(0, group="parallelism", help="explicitly prefetch this many blocks ahead (0: FSDP2's implicit prefetch)")
+    reshard_after_forward: bool | None = option(
+        None, group="parallelism",
+        help="free each block's gathered parameters after its forward and gather them again for backward "
+        "(default: on, except on one rank, where there is nothing to free: a reshard there only copies)",
+    )
     compile: bool = option(
-        False, group="parallelism", help="torch.compile each decoder block (GPU runs; compiled at the first step)"
+        False, group="parallelism",
+        help="torch.compile each decoder block whole (fullgraph), the final norm and the loss (GPU runs; compiled at the first step)",
+    )
+    float8: bool = option(
+        False, group="parallelism",
+        help="train the decoder blocks' linear layers in float8 (torchao; H100 and newer), the output layer "
+        "in bf16: for the 8B class and larger, where the matrix products dominate (slower for qwen3_0_6b)",
     )
     device: str = option("auto", group="parallelism", choices=DEVICE_CHOICES, help="cpu, cuda or auto")
     # optimisation
@@ -111,9 +123,12 @@ class TrainConfig:
     beta2: float = option(0.95, group="optimisation", help="AdamW beta2")
     weight_decay: float = option(0.1, group="optimisation", help="AdamW weight decay")
     loss: str = option(
-        "plain", group="optimisation", choices=LOSS_CHOICES,
-        help="plain: Hugging Face's own loss (the reference); chunked: the output layer and cross-entropy a chunk "
-        "of tokens at a time, never the whole fp32 logits (the model's forward then returns the loss alone)",
+        "auto", group="optimisation", choices=LOSS_CHOICES,
+        help="how the output layer and cross-entropy run. plain: Hugging Face's own loss over the whole logits "
+        "(the reference); chunked: a chunk of tokens at a time, never the whole fp32 logits (any device); liger: "
+        "Liger-Kernel's fused linear cross-entropy (GPU, liger-kernel installed); cce: Apple's cut cross-entropy "
+        "(GPU, cut-cross-entropy installed); auto: liger on a GPU where it is installed, else chunked there, "
+        "plain on CPU",
     )
     grad_clip: float = option(1.0, group="optimisation", help="clip the global gradient norm to this (0: no clipping)")
     seed: int = option(1234, group="optimisation", help="seed of the initial weights and the data order")

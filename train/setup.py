@@ -23,10 +23,9 @@ from hyperlaunch.runtime import records
 from hyperlaunch.runtime.signals import StopRequest
 from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
-from . import STARTED_AT
+from . import STARTED_AT, float8, losses
 from . import data as data_mod
 from .checkpointing import Checkpointer
-from .chunked_loss import use_chunked_loss
 from .config import TrainConfig
 from .corpus import agree_everywhere, open_corpus
 from .distributed import Dist, build_mesh, init_distributed, shutdown
@@ -116,6 +115,20 @@ def _plain(value: object) -> object:
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
+def _gpu_choices(cfg: TrainConfig, is_main: bool) -> str:
+    """The loss kind this run builds; raises where this device cannot run what was asked for
+    (--loss liger/cce, --float8 without a GPU that has float8 tensor cores)."""
+    cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    loss_kind, loss_note = losses.resolve(cfg.loss, device)
+    if loss_note and is_main:
+        warn(loss_note)
+    if cfg.float8:
+        float8.check_device(torch.cuda.get_device_capability(device) if cuda else None,
+                            torch.cuda.get_device_name(device) if cuda else "")
+    return loss_kind
+
+
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
     # From the start: a stop signal during the build (the save signal reaches the trainers
     # directly, and may come early) is kept for the first step, not lost or fatal.
@@ -130,6 +143,9 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     too_long = recommend.sequence_warning(spec, seq_len)
     if too_long and is_main:
         warn(too_long)
+
+    # The GPU-only choices, before anything is read or written: one line if this device lacks them.
+    loss_kind = _gpu_choices(cfg, is_main)
 
     # Every rank loads the same tokenizer or fails (no fallback: hyperlaunch.data.tokenizer), and
     # finds or prepares the data before the process group exists (train/corpus.py).
@@ -161,18 +177,20 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     val_batches = data_mod.ValidationBatches(splits.val, micro_batch, d.rank, d.world_size, cfg.val_batches)
 
     model = build_meta_model(source.hf_config)
+    float8_linears = float8.convert_to_float8(model) if cfg.float8 else 0
     use_in_place_embedding_grad(model)
-    if cfg.loss == "chunked":
-        use_chunked_loss(model)
+    losses.use_loss(model, loss_kind, compiled=cfg.compile)
     mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
+    reshard = cfg.reshard_after_forward if cfg.reshard_after_forward is not None else d.world_size > 1
     shard_model(
         model, mesh,
         ShardingOptions(
             sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=bool(cfg.cpu_offload),
             activation_checkpointing=bool(cfg.activation_checkpointing), prefetch=cfg.prefetch, compile=cfg.compile,
+            reshard_after_forward=reshard,
         ),
     )
-    sharding_info = describe_sharding(model, mesh)
+    sharding_info = {**describe_sharding(model, mesh), "loss": loss_kind, "float8_linears": float8_linears}
     model.to_empty(device="cpu" if cfg.cpu_offload else d.device)
     if source.pretrained_dir is not None and resume.path is None:
         load_pretrained(model, source.pretrained_dir, d.is_main)
@@ -223,7 +241,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         seq_len=seq_len, max_steps=cfg.max_steps,
         checkpoint_every=cfg.checkpoint_every or 0,
         log_every=cfg.log_every, val_every=cfg.val_every or 0, grad_clip=cfg.grad_clip,
-        prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks,
+        prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks, read_late=d.device.type == "cuda",
         watchdog=HangWatchdog(HangLimits(cfg.hang_timeout, cfg.hang_floor), rank=d.rank, metrics=metrics)
         if cfg.hang_timeout else NO_WATCHDOG,
     )

@@ -21,13 +21,23 @@ class ShardingOptions:
     activation_checkpointing: bool
     prefetch: int
     compile: bool = False
-    """torch.compile each decoder block (in place, so parameter names and checkpoints are
-    unchanged); compiled at the first step."""
+    """torch.compile each decoder block whole (fullgraph: a graph break is an error, not a
+    silent slow path) and the final norm, in place, so parameter names and checkpoints are
+    unchanged; compiled at the first step."""
+    reshard_after_forward: bool = True
+    """Free each block's gathered parameters after its forward (gathered again for backward).
+    Off on one rank, where there is nothing to free: the gather there is a copy and a cast."""
 
 
 def decoder_blocks(model: nn.Module) -> nn.ModuleList:
     hf: Any = model  # a transformers model: nn.Module's type does not know its parts
     return hf.model.layers
+
+
+def final_norm(model: nn.Module) -> nn.Module:
+    hf: Any = model
+    norm: nn.Module = hf.model.norm
+    return norm
 
 
 def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) -> list[FSDPModule]:
@@ -41,7 +51,7 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) ->
         CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if options.cpu_offload else OffloadPolicy()
     )
     # ZeRO-2 keeps parameters gathered between forward and backward; so does replicate-only.
-    reshard = options.sharding not in ("grad-op", "none")
+    reshard = options.reshard_after_forward and options.sharding not in ("grad-op", "none")
     blocks = decoder_blocks(model)
     sharded: list[FSDPModule] = []
     for index in range(len(blocks)):
@@ -51,9 +61,11 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) ->
             block = checkpoint_wrapper(block)
             blocks[index] = block
         if options.compile:
-            block.compile()
+            block.compile(fullgraph=True)
         fully_shard(block, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=reshard)
         sharded.append(block)  # type: ignore[arg-type]
+    if options.compile:
+        final_norm(model).compile(fullgraph=True)
     # The root keeps its parameters gathered after forward: backward needs them first anyway.
     fully_shard(model, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=False)
     if options.prefetch > 0:

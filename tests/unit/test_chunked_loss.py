@@ -11,7 +11,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from hyperlaunch.core.models import get_preset
-from hyperlaunch.train.chunked_loss import chunked_cross_entropy, use_chunked_loss
+from hyperlaunch.train.chunked_loss import chunked_cross_entropy
+from hyperlaunch.train.losses import use_loss
 from hyperlaunch.train.tied_embedding import use_in_place_embedding_grad
 
 VOCAB = 512  # qwen3_tiny's
@@ -24,7 +25,7 @@ def _model(tied: bool, dtype: torch.dtype, chunked: bool, chunk_tokens: int = 5)
     model.to(dtype)
     use_in_place_embedding_grad(model)
     if chunked:
-        use_chunked_loss(model, chunk_tokens)
+        use_loss(model, "chunked", chunk_tokens=chunk_tokens)
     return model
 
 
@@ -95,3 +96,24 @@ def test_no_tensor_holds_more_than_one_chunk_of_logits(chunked: bool) -> None:
         assert watch.largest <= VOCAB * 64 < whole_logits
     else:
         assert watch.largest >= whole_logits
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"),
+    [(torch.float32, {"rtol": 1e-5, "atol": 1e-6}), (torch.bfloat16, {"rtol": 2e-2, "atol": 2e-3})],
+    ids=["fp32", "bf16"],
+)
+def test_compiled_chunks_give_the_eager_loss_and_gradients(dtype: torch.dtype, tolerance: dict[str, float]) -> None:
+    generator = torch.Generator().manual_seed(4)
+    hidden = torch.randn(2, 13, 16, generator=generator).to(dtype)
+    weight = (torch.randn(VOCAB, 16, generator=generator) * 0.5).to(dtype)
+    labels = _ids()
+    labels[1, 4] = -100
+    results = []
+    for compiled in (False, True):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        loss = chunked_cross_entropy(h, w, labels, chunk_tokens=5, compiled=compiled)
+        loss.backward()
+        results.append((loss.detach(), h.grad, w.grad))
+    for eager, compiled_value in zip(*results, strict=True):
+        torch.testing.assert_close(compiled_value, eager, **tolerance)
