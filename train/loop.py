@@ -1,11 +1,18 @@
-"""The training loop: steps, validation, metrics, checkpoints on schedule and on signal."""
+"""The training loop: steps, validation, metrics, checkpoints on schedule and on signal.
+
+On a GPU nothing in a step waits for the device: the loss and gradient norm stay device
+tensors until the next step's work is queued (one step late), the stop flag is agreed over the
+CPU (gloo) group, memory figures are the allocator's host-side counters, and batches are copied
+from pinned memory without blocking. The host so runs a step ahead and the GPU never idles
+while it launches kernels. On CPU there is no queue to keep full: every figure is read at once."""
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,6 +38,54 @@ def _mean_across_ranks(value: torch.Tensor, world_size: int) -> float:
     return float(value) / world_size
 
 
+class _StepClock:
+    """When steps end. On a GPU: CUDA events recorded behind each step's work, so the time
+    between two is the GPU's own period whether the host runs ahead of it (a host clock read a
+    step late would count the host's queueing, not the step) or falls behind it. On CPU, where
+    a step has ended when its call returns: the host's clock."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.last: Any = self.mark()
+
+    def mark(self) -> Any:
+        """A step's end (or the start of the next timed stretch), as the device sees it."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def restart(self) -> None:
+        """Time the next step from now: what ran since (validation, a save) is no step's."""
+        self.last = self.mark()
+
+    def seconds(self, end: Any) -> float:
+        """The time from the last end read to `end` (waiting for it)."""
+        if self.cuda:
+            end.synchronize()
+            seconds = float(self.last.elapsed_time(end)) / 1000
+        else:
+            seconds = end - self.last
+        self.last = end
+        return seconds
+
+
+@dataclass
+class _Unread:
+    """A step whose loss and gradient norm are still on the device."""
+
+    step: int
+    loss: torch.Tensor
+    """Summed across ranks (the all-reduce queued, not waited for)."""
+    grad_norm: torch.Tensor
+    lr: float
+    tokens_seen: int
+    samples_consumed: int
+    ended: Any
+    """The step's end on the step clock."""
+
+
 @dataclass
 class Trainer:
     spec: ModelSpec
@@ -53,6 +108,10 @@ class Trainer:
     mixed_precision: str
     hooks: TrainerHooks = NO_HOOKS
     watchdog: HangWatchdog = NO_WATCHDOG
+    read_late: bool = False
+    """Read each step's figures once the next step is queued (GPU), not at once (CPU)."""
+    _unread: _Unread | None = field(default=None, init=False, repr=False)
+    _clock: _StepClock | None = field(default=None, init=False, repr=False)
 
     # What hooks see (hooks.TrainerView), read-only.
 
@@ -73,7 +132,10 @@ class Trainer:
         return self.metrics.run_dir
 
     def _forward_loss(self, batch: torch.Tensor) -> torch.Tensor:
-        batch = batch.to(self.d.device)
+        if self.d.device.type == "cuda":
+            # From pinned memory the copy is queued like a kernel; from pageable memory the host
+            # would wait for it. Pinned blocks come from torch's caching host allocator.
+            batch = batch.pin_memory().to(self.d.device, non_blocking=True)
         if self.prefetch > 0:
             self.model.unshard()  # type: ignore[operator]  # start the root all-gather early
         # use_cache=False: left on (the config's default), Hugging Face fills a KV cache in every
@@ -100,12 +162,21 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return total, grad_norm, lr
 
-    def _reduce_step(self, local_loss: torch.Tensor) -> tuple[float, bool]:
-        """The mean loss across ranks, and whether any rank got a stop signal (one may get it
-        a little before the others): one all-reduce a step for both."""
-        packed = torch.stack([local_loss.float(), torch.tensor(1.0 if self.stop.signal_name else 0.0, device=self.d.device)])
-        dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        return float(packed[0]) / self.d.world_size, bool(packed[1] > 0)
+    def _stop_agreed(self) -> bool:
+        """Whether any rank got a stop signal (one may get it a little before the others),
+        agreed over the CPU group: the host learns it without waiting for the device."""
+        if self.d.world_size == 1:
+            return bool(self.stop.signal_name)
+        flag = torch.tensor([1 if self.stop.signal_name else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.SUM)
+        return bool(flag.item() > 0)
+
+    def _queue_loss_sum(self, local_loss: torch.Tensor) -> torch.Tensor:
+        """The loss summed across ranks, as a device tensor; the all-reduce is queued, not waited for."""
+        total = local_loss.detach().float().reshape(1)
+        if self.d.world_size > 1:
+            dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
 
     @torch.no_grad()
     def validate(self) -> float:
@@ -117,13 +188,34 @@ class Trainer:
 
     def _gather_peak_memory(self) -> list[int]:
         """Every rank's peak memory (device memory on GPU, resident set on CPU), rank order;
-        gathered on logged steps only."""
-        mine = torch.tensor([peak_memory_bytes(self.d.device)], dtype=torch.int64, device=self.d.device)
+        gathered over the CPU group on logged steps only (the device's counters are the
+        allocator's, on the host: nothing waits for the GPU)."""
+        mine = torch.tensor([peak_memory_bytes(self.d.device)], dtype=torch.int64)
+        if self.d.world_size == 1:
+            return [int(mine.item())]
         everyone = [torch.zeros_like(mine) for _ in range(self.d.world_size)]
         dist.all_gather(everyone, mine)
         return [int(t.item()) for t in everyone]
 
-    def _log_step(self, state: TrainState, loss: float, grad_norm: torch.Tensor, lr: float, seconds: float) -> None:
+    def _read(self, unread: _Unread) -> None:
+        """Read a step's figures (waiting for that step's work only) and log them if due."""
+        loss_sum, grad_norm = torch.cat([unread.loss, unread.grad_norm.detach().float().reshape(1).to(unread.loss.device)]).tolist()
+        loss = loss_sum / self.d.world_size
+        assert self._clock is not None
+        seconds = self._clock.seconds(unread.ended)
+        step = unread.step
+        if not math.isfinite(loss):
+            self.metrics.event(TrainerEvent.NON_FINITE_LOSS, f"loss is {loss} at step {step}", step=step)
+        if step % self.log_every == 0 or step == self.max_steps:
+            self._log_step(unread, loss, grad_norm, seconds)
+
+    def _read_unread(self) -> None:
+        """Read the step still on the device, if any (before anything that must follow its record)."""
+        if self._unread is not None:
+            unread, self._unread = self._unread, None
+            self._read(unread)
+
+    def _log_step(self, unread: _Unread, loss: float, grad_norm: float, seconds: float) -> None:
         tokens = self.batcher.global_batch * self.seq_len
         tokens_per_s = tokens / max(seconds, 1e-9)
         per_device = tokens_per_s / self.d.world_size
@@ -133,10 +225,10 @@ class Trainer:
         peaks = self._gather_peak_memory()
         self.metrics.step(
             StepRecord(
-                step=state.step,
+                step=unread.step,
                 loss=loss,
-                lr=lr,
-                grad_norm=float(grad_norm),
+                lr=unread.lr,
+                grad_norm=grad_norm,
                 tokens_per_s=tokens_per_s,
                 tokens_per_s_per_device=per_device,
                 tflops_per_device=flops / 1e12,
@@ -145,8 +237,8 @@ class Trainer:
                 peak_memory_bytes=max(peaks),
                 peak_memory_bytes_per_rank=tuple(peaks),
                 step_time_s=seconds,
-                tokens_seen=state.tokens_seen,
-                samples_consumed=state.samples_consumed,
+                tokens_seen=unread.tokens_seen,
+                samples_consumed=unread.samples_consumed,
                 world_size=self.d.world_size,
             )
         )
@@ -162,21 +254,28 @@ class Trainer:
 
     def _train(self, state: TrainState) -> int:
         watchdog = self.watchdog
+        self._clock = _StepClock(self.d.device)
         while state.step < self.max_steps:
             watchdog.step_starts(state.step + 1)
-            started = time.perf_counter()
             self.hooks.before_step(state.step + 1, self.d.rank)
             local_loss, grad_norm, lr = self.train_step(state)
-            loss, stop = self._reduce_step(local_loss)
-            if not math.isfinite(loss):
-                self.metrics.event(TrainerEvent.NON_FINITE_LOSS, f"loss is {loss} at step {state.step + 1}", step=state.step + 1)
+            loss_sum = self._queue_loss_sum(local_loss)
+            ended = self._clock.mark()
+            stop = self._stop_agreed()
             state.step += 1
             watchdog.step_done(state.step)
             state.samples_consumed += self.batcher.global_batch
             state.tokens_seen += self.batcher.global_batch * self.seq_len
-            if state.step % self.log_every == 0 or state.step == self.max_steps:
-                self._log_step(state, loss, grad_norm, lr, time.perf_counter() - started)
-            if self.val_every and state.step % self.val_every == 0:
+            # This step is queued: the one before it is done or nearly, so reading it now keeps
+            # the device busy (on CPU, where nothing is queued, this step is read at once).
+            self._read_unread()
+            self._unread = _Unread(state.step, loss_sum, grad_norm, lr, state.tokens_seen, state.samples_consumed,
+                                   ended=ended)
+            validating = bool(self.val_every and state.step % self.val_every == 0)
+            saving = bool(self.checkpoint_every and state.step % self.checkpoint_every == 0)
+            if not self.read_late or validating or saving or stop:
+                self._read_unread()
+            if validating:
                 with watchdog.allowance(Phase.VALIDATION):
                     val_loss = self.validate()
                 self.metrics.event(
@@ -186,9 +285,12 @@ class Trainer:
             self.checkpointer.poll()
             if stop:
                 return self._stop_and_save(state)
-            if self.checkpoint_every and state.step % self.checkpoint_every == 0:
+            if saving:
                 with watchdog.allowance(Phase.CHECKPOINT):
                     self.checkpointer.save(state)
+            if validating or saving:
+                self._clock.restart()  # the next step's time leaves that work out
+        self._read_unread()
         with watchdog.allowance(Phase.CHECKPOINT):
             self.checkpointer.wait()
             if self.checkpointer.last_saved_step != state.step:

@@ -13,8 +13,8 @@ STOP_SIGNALS = (signal.Signals["SIG" + SAVE_SIGNAL], signal.SIGTERM)
 
 
 class StopRequest:
-    """Set from the signal handler; read between steps. The ranks agree on it in the step's
-    all-reduce (Trainer._reduce_step), because a signal may reach one rank a little before
+    """Set from the signal handler; read between steps. The ranks agree on it in an all-reduce
+    each step (Trainer._stop_agreed), because a signal may reach one rank a little before
     the others."""
 
     def __init__(self) -> None:

@@ -21,6 +21,8 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
   or a kill lands between two steps whatever the machine's speed.
 - HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; loss and logits on it at the start and
   the end are written by rank 0 to FILE.out.pt (compared with plain transformers).
+- HYPERLAUNCH_TEST_READ_LATE=1: read each step's figures once the next step is queued, as
+  on a GPU, so the CPU tests cover the path GPU runs take.
 - HYPERLAUNCH_TEST_RECORD_SAMPLES=FILE: every rank appends to FILE.<rank> one JSON line per
   step: the samples consumed before it, and the sequence number and a digest of the tokens of
   each sequence the rank trains on (to prove no sample is skipped or repeated)."""
@@ -68,6 +70,7 @@ class FaultHooks(TrainerHooks):
         self.step_seconds = float(os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS") or 0)
         self.probe = os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
         self.record_samples = os.environ.get("HYPERLAUNCH_TEST_RECORD_SAMPLES") or None
+        self.read_late = os.environ.get("HYPERLAUNCH_TEST_READ_LATE") == "1"
 
     def _fire_once(self, name: str) -> bool:
         """Whether this process is the first of the job to reach fault `name`: it creates the
@@ -101,6 +104,8 @@ class FaultHooks(TrainerHooks):
             _die()
 
     def on_start(self, trainer: TrainerView, state: TrainState) -> None:
+        if self.read_late:
+            trainer.read_late = True  # type: ignore[misc]  # the view is read-only for hooks; this one is a test's
         if self.fault_keys is None:
             self.fault_keys = str(trainer.run_dir)
         self._probe(trainer, state, "start")

@@ -1,0 +1,71 @@
+"""What the trainer does differently on a GPU, run on CPU: figures read a step late give the same
+records as figures read at once, in the same order around validation and checkpoints; one rank
+does not reshard after forward unless asked; --compile with the chunked loss compiles its
+elementwise work and trains to the same losses; GPU-only options fail in one line on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .train_helpers import launch, tiny_args
+
+SAME = ("loss", "grad_norm", "lr", "tokens_seen", "samples_consumed", "peak_memory_bytes_per_rank")
+
+
+def _order(records: list[dict]) -> list[str]:
+    """The records as 'step N' and 'event@N', in file order."""
+    return [f"step {r['step']}" if r["type"] == "step" else f"{r['event']}@{r.get('step')}" for r in records
+            if r["type"] == "step" or r["event"] in ("validation", "checkpoint_saving", "checkpoint_completed")]
+
+
+def test_figures_read_a_step_late_are_the_same_records_in_the_same_order(tmp_path: Path) -> None:
+    args = ["--val-every", "5", "--checkpoint-every", "4", "--no-export", "--log-every", "1"]
+    at_once = launch(tiny_args(tmp_path / "a", *args, steps=11), run_dir=tmp_path / "run-a")
+    late = launch(tiny_args(tmp_path / "b", *args, steps=11), run_dir=tmp_path / "run-b",
+                  env={"HYPERLAUNCH_TEST_READ_LATE": "1"})
+    assert sorted(late.steps()) == list(range(1, 12))
+    for step, want in at_once.steps().items():
+        got = late.steps()[step]
+        assert {k: got[k] for k in SAME if k != "peak_memory_bytes_per_rank"} == {
+            k: want[k] for k in SAME if k != "peak_memory_bytes_per_rank"}, step
+        assert len(got["peak_memory_bytes_per_rank"]) == 2 and got["step_time_s"] > 0
+    assert _order(late.records()) == _order(at_once.records())
+    # A step's record comes before that step's validation and checkpoint, whichever way it was read.
+    order = _order(late.records())
+    assert order.index("step 5") < order.index("validation@5") < order.index("step 6")
+    assert order.index("step 8") < order.index("checkpoint_saving@8") < order.index("step 9")
+
+
+@pytest.mark.parametrize(("flags", "resharded"), [([], False), (["--reshard-after-forward"], True)])
+def test_one_rank_keeps_its_gathered_parameters_unless_asked(tmp_path: Path, flags: list[str], resharded: bool) -> None:
+    run = launch(tiny_args(tmp_path / "c", "--no-export", *flags, steps=2), ranks=1, run_dir=tmp_path / "run")
+    (started,) = run.events("started")
+    assert started["sharding"]["reshard_after_forward"] is resharded
+
+
+def test_compiled_chunked_loss_trains_to_the_eager_losses(tmp_path: Path) -> None:
+    common = ["--no-export", "--loss", "chunked", "--overfit-batch"]
+    eager = launch(tiny_args(tmp_path / "e", *common, steps=4), run_dir=tmp_path / "run-e")
+    compiled = launch(tiny_args(tmp_path / "c", *common, "--compile", steps=4), run_dir=tmp_path / "run-c")
+    (started,) = compiled.events("started")
+    assert started["sharding"]["loss"] == "chunked" and started["sharding"]["compiled_blocks"] == 2
+    for step in range(1, 5):
+        assert compiled.steps()[step]["loss"] == pytest.approx(eager.steps()[step]["loss"], rel=1e-4), step
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--loss", "liger"], "--loss liger runs Triton kernels and needs a CUDA GPU"),
+        (["--loss", "cce"], "--loss cce runs Triton kernels and needs a CUDA GPU"),
+        (["--float8"], "--float8 needs a CUDA GPU with float8 tensor cores"),
+    ],
+)
+def test_gpu_only_options_fail_in_one_line_on_cpu(tmp_path: Path, flags: list[str], message: str) -> None:
+    run = launch(tiny_args(tmp_path / "x", *flags, steps=2), ranks=0, run_dir=tmp_path / "run", check=False)
+    assert run.returncode == 2
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and message in errors[0], run.stderr
+    assert not (tmp_path / "x" / "qwen3_tiny-latest").exists()
