@@ -1,22 +1,36 @@
-"""GPU: train/ on one CUDA GPU in bf16 - tokens/s per GPU, MFU and peak memory - plain, with
-activation checkpointing, with torch.compile, and with both.
+"""GPU: train/ on one CUDA GPU in bf16 - tokens/s per GPU, MFU in both conventions and peak
+memory - plain, with activation checkpointing, with torch.compile, and with both; with
+`--against torchtitan`, torchtitan on the same settings, alternated with it, in one table.
 
     python -m hyperlaunch.bench gpu [--model qwen3_0_6b] [--seq-len 4096]
         [--micro-batch-size 2] [--steps 30] [--warmup 10] [--variants plain,ac,compile,ac+compile]
+        [--against torchtitan] [--rounds 1] [--trainer-args "--loss chunked"] [--label NAME]
+        [--json FILE]
 
-Each variant is a fresh single-process torchrun (`--device cuda --mixed-precision bf16`); the
-figures are medians over the step records after --warmup steps (compilation and the first
-allocations fall before). MFU counts 6 x parameters + attention FLOPs per token against the
-GPU's dense bf16 peak (hyperlaunch.train.metrics). Needs a GPU; prints why not otherwise."""
+Each run is a fresh single-process torchrun (`--device cuda --mixed-precision bf16` for
+hyperlaunch); the figures are medians over steps warmup+1 .. warmup+steps (11-40 by default:
+compilation and the first allocations fall before). With --against, each variant runs
+hyperlaunch then torchtitan, round after round, so a drift of the GPU's clocks touches both.
+
+MFU is named by its convention: "MFU" counts 6 x the non-embedding parameters plus attention
+(the PaLM paper's), "MFU+out" also the output projection, 6 x vocabulary x hidden (torchtitan's);
+both against the GPU's dense bf16 peak from the instance presets in env/ and computed the same
+way for both trainers from their tokens/s. Peak memory is the most the CUDA caching allocator
+had allocated (max_memory_allocated; torchtitan's max_active). Needs a GPU; prints why not
+otherwise."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from hyperlaunch.bench.report import header, spread
 from hyperlaunch.bench.runs import parser, records, torchrun
@@ -27,17 +41,98 @@ VARIANTS = {
     "compile": ["--compile"],
     "ac+compile": ["--activation-checkpointing", "--compile"],
 }
+AGAINST = ("torchtitan",)
 
 
-def run_variant(args: argparse.Namespace, flags: list[str], work: Path) -> list[dict]:
+@dataclass(frozen=True)
+class Row:
+    """One run's figures: medians over the measured steps."""
+
+    variant: str
+    trainer: str
+    tokens_per_s: list[float]
+    mfu: float | None
+    mfu_with_output: float | None
+    peak_gib: float
+    extra: dict[str, Any]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.tokens_per_s)
+
+
+def measured(rows: list[dict[str, Any]], warmup: int, steps: int) -> list[dict[str, Any]]:
+    """The records of steps warmup+1 .. warmup+steps."""
+    return [r for r in rows if warmup < int(r["step"]) <= warmup + steps]
+
+
+def mfu_pair(tokens_per_s: float, model: str, seq_len: int, peak_flops: float | None) -> tuple[float | None, float | None]:
+    """(MFU, MFU+out) of a tokens/s figure, as fractions."""
+    from hyperlaunch.core.models import get_preset
+
+    if not peak_flops:
+        return None, None
+    spec = get_preset(model)
+    return (
+        spec.flops_per_token(seq_len) * tokens_per_s / peak_flops,
+        spec.flops_per_token_with_output(seq_len) * tokens_per_s / peak_flops,
+    )
+
+
+def hyperlaunch_row(args: argparse.Namespace, variant: str, work: Path, peak: float | None) -> Row:
     run_dir = work / "run"
     torchrun(1, [
         "hyperlaunch.train", "--model", args.model, "--device", "cuda", "--mixed-precision", "bf16",
         "--seq-len", str(args.seq_len), "--micro-batch-size", str(args.micro_batch_size),
         "--max-steps", str(args.warmup + args.steps), "--checkpoint-every", "0", "--no-export",
-        "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch", *flags,
+        "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch",
+        *VARIANTS[variant], *shlex.split(args.trainer_args),
     ])
-    return [r for r in records(run_dir, "step") if r["step"] > args.warmup]
+    steps = measured(records(run_dir, "step"), args.warmup, args.steps)
+    started = next((e for e in records(run_dir, "event") if e.get("event") == "started"), {})
+    tokens = [float(r["tokens_per_s_per_device"]) for r in steps]
+    mfu, mfu_out = mfu_pair(statistics.median(tokens), args.model, args.seq_len, peak)
+    sharding = started.get("sharding", {})
+    return Row(variant, args.label or "hyperlaunch", tokens, mfu, mfu_out,
+               max(r["peak_memory_bytes"] for r in steps) / 2**30,
+               {"loss": sharding.get("loss"), "final_loss": steps[-1]["loss"], "trainer_args": args.trainer_args})
+
+
+def torchtitan_row(args: argparse.Namespace, variant: str, work: Path, peak: float | None) -> Row:
+    from hyperlaunch.bench import torchtitan_run
+
+    flags = VARIANTS[variant]
+    settings = torchtitan_run.Settings(
+        seq_len=args.seq_len, micro_batch=args.micro_batch_size, steps=args.warmup + args.steps,
+        compile="--compile" in flags, activation_checkpointing="--activation-checkpointing" in flags,
+    )
+    steps = measured(torchtitan_run.run(settings, work), args.warmup, args.steps)
+    tokens = [r["throughput(tps)"] for r in steps]
+    mfu, mfu_out = mfu_pair(statistics.median(tokens), args.model, args.seq_len, peak)
+    return Row(variant, f"torchtitan {torchtitan_run.installed_version()}", tokens, mfu, mfu_out,
+               max(r["memory/max_active(GiB)"] for r in steps),
+               {"own_mfu_percent": statistics.median(r.get("mfu(%)", 0.0) for r in steps),
+                "final_loss": steps[-1].get("loss_metrics/global_avg_loss")})
+
+
+def _percent(value: float | None) -> str:
+    return f"{value * 100:.1f} %" if value is not None else "n/a"
+
+
+def table(rows: list[Row]) -> list[str]:
+    """One line a run, and for each variant with both trainers the ratio of their medians."""
+    lines = [f"  {'variant':<11} {'trainer':<18} {'tokens/s/GPU median [min - max]':<34} "
+             f"{'MFU':>7} {'MFU+out':>8} {'peak GiB':>9}  vs torchtitan"]
+    baselines = {row.variant: row.median for row in rows if row.trainer.startswith("torchtitan")}
+    for row in rows:
+        ratio = ""
+        if not row.trainer.startswith("torchtitan") and row.variant in baselines:
+            ratio = f"{row.median / baselines[row.variant]:.2f}x"
+        lines.append(
+            f"  {row.variant:<11} {row.trainer:<18} {spread(row.tokens_per_s, ',.0f'):<34} "
+            f"{_percent(row.mfu):>7} {_percent(row.mfu_with_output):>8} {row.peak_gib:>9.1f}  {ratio}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,22 +143,46 @@ def main(argv: list[str] | None = None) -> int:
     options.add_argument("--steps", type=int, default=30)
     options.add_argument("--warmup", type=int, default=10)
     options.add_argument("--variants", default=",".join(VARIANTS))
+    options.add_argument("--against", choices=AGAINST, help="run this trainer too, alternated, on the same settings")
+    options.add_argument("--rounds", type=int, default=1, help="how many times each run is repeated, alternated")
+    options.add_argument("--trainer-args", default="", help="more hyperlaunch-train flags, one string (e.g. \"--loss chunked\")")
+    options.add_argument("--label", default="", help="the hyperlaunch rows' name in the table (default: hyperlaunch)")
+    options.add_argument("--json", type=Path, help="append each run's figures to this file as JSON lines")
     args = options.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        options.error(f"--variants: {', '.join(unknown)} unknown; choose from {', '.join(VARIANTS)}")
+    if args.against and args.model != "qwen3_0_6b":
+        options.error("--against torchtitan compares qwen3_0_6b (torchtitan's qwen3 0.6B); drop --model")
     import torch
+
+    from hyperlaunch.core.instances import peak_bf16_flops
 
     if not torch.cuda.is_available():
         print("bench gpu: no CUDA device visible to this torch build; run it on a GPU machine")
         return 2
-    header("GPU", f"{args.model}, bf16, seq {args.seq_len}, micro-batch {args.micro_batch_size}, 1 GPU; "
-           f"median over {args.steps} steps after {args.warmup}")
-    for name in args.variants.split(","):
-        with tempfile.TemporaryDirectory(prefix="hyperlaunch-bench-gpu-") as work:
-            steps = run_variant(args, VARIANTS[name], Path(work))
-        tokens = [r["tokens_per_s_per_device"] for r in steps]
-        mfu = [r["mfu"] * 100 for r in steps if r.get("mfu") is not None]
-        peak = max(r["peak_memory_bytes"] for r in steps) / 2**30
-        mfu_text = f"MFU {statistics.median(mfu):.1f} %" if mfu else "MFU n/a (GPU not in the peak table)"
-        print(f"  {name:<11} tokens/s/GPU {spread(tokens, '.0f')}  {mfu_text}  peak {peak:.1f} GiB", flush=True)
+    name = torch.cuda.get_device_name(0)
+    peak = peak_bf16_flops(name)
+    header("GPU", f"{name}, torch {torch.__version__}; {args.model}, bf16, seq {args.seq_len}, micro-batch "
+           f"{args.micro_batch_size}, 1 GPU; median of steps {args.warmup + 1}-{args.warmup + args.steps}"
+           + (f"; {args.rounds} round(s) alternating with {args.against}" if args.against else ""))
+    rows: list[Row] = []
+    runners = [hyperlaunch_row] + ([torchtitan_row] if args.against else [])
+    for _ in range(args.rounds):
+        for variant in variants:
+            for runner in runners:
+                with tempfile.TemporaryDirectory(prefix="hyperlaunch-bench-gpu-") as work:
+                    row = runner(args, variant, Path(work), peak)
+                rows.append(row)
+                print(table([row])[1], flush=True)
+                if args.json:
+                    with args.json.open("a") as out:
+                        out.write(json.dumps({**asdict(row), "median": row.median, "gpu": name, "seq_len": args.seq_len,
+                                              "micro_batch": args.micro_batch_size}) + "\n")
+    print("\n".join(table(rows)), flush=True)
+    print("  MFU: 6 x non-embedding params + attention; MFU+out: also the output projection (torchtitan's); "
+          f"peak {peak / 1e12:.0f} TFLOP/s" if peak else "  MFU n/a: this GPU is not in the peak table (env/*.toml)")
     return 0
 
 

@@ -1,15 +1,22 @@
-"""Loss memory: the peak memory of the loss's forward + backward - the output projection and
-the next-token cross-entropy - for Hugging Face's plain loss against train/'s chunked one, at
-qwen3_0_6b's vocabulary and width (151,936 x 1,024) on 4,096 tokens, CPU, fp32.
+"""Loss memory and time: the peak memory of the loss's forward + backward - the output projection
+and the next-token cross-entropy - for Hugging Face's plain loss against the ones that never
+hold the whole logits (train/losses.py), at qwen3_0_6b's vocabulary and width (151,936 x 1,024).
 
     python -m hyperlaunch.bench loss [--tokens 4096] [--vocab 151936] [--hidden 1024]
         [--chunk-tokens 1024] [--runs 1] [--dtype fp32|bf16]
+    python -m hyperlaunch.bench loss --device cuda [--tokens 8192] [--dtype bf16]
+        [--variants plain,chunked,chunked-compiled,liger,cce] [--repeats 10]
 
-Each variant runs in a fresh process: the figure is its peak resident set (VmHWM, reset just
-before) during one forward + backward less the resident set before it, once the hidden
+CPU: each variant runs in a fresh process: the figure is its peak resident set (VmHWM, reset
+just before) during one forward + backward less the resident set before it, once the hidden
 states, the weight and the labels exist (so it counts the weight's gradient, the same in
-both, and whatever the loss holds). tracemalloc does not see torch's allocations; RSS does. The issue's target is a
-peak at least 4 x lower than the plain loss's."""
+both, and whatever the loss holds). tracemalloc does not see torch's allocations; RSS does. The
+target is a peak at least 4 x lower than the plain loss's.
+
+CUDA (how train/losses.py's GPU choice was made): each variant in one process, its median
+forward + backward time over --repeats after warm-up (CUDA events), the peak allocated memory
+above what the inputs hold, and how far its loss and gradients are from an fp32 plain loss on
+the same inputs (largest difference relative to the largest gradient)."""
 
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ from hyperlaunch.bench.runs import parser
 
 TARGET_RATIO = 4.0
 VARIANTS = ("plain", "chunked")
+CUDA_VARIANTS = ("plain", "chunked", "chunked-compiled", "liger", "cce")
 
 
 def _status_bytes(field: str) -> int:
@@ -82,7 +90,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # the worker process
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--variants", default=",".join(CUDA_VARIANTS), help="--device cuda: which losses")
+    p.add_argument("--repeats", type=int, default=10, help="--device cuda: timed forward + backward passes")
     a = p.parse_args(argv)
+    if a.device == "cuda":
+        from hyperlaunch.bench.loss_cuda import run_cuda
+
+        return run_cuda(a.tokens, a.vocab, a.hidden, a.variants.split(","), a.repeats)
     shape = ["--tokens", str(a.tokens), "--vocab", str(a.vocab), "--hidden", str(a.hidden),
              "--chunk-tokens", str(a.chunk_tokens), "--dtype", a.dtype]
     if a.variant:  # the worker: one measurement, one JSON line
