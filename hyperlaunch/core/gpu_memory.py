@@ -4,22 +4,25 @@ and the sequence length, micro-batch and activation checkpointing that fit a GPU
 The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over `world` ranks:
 
 - states: 16 bytes a parameter (fp32 weight, gradient, two AdamW moments), sharded over the
-  ranks (`none`: not sharded), plus 8 for AdamW's foreach temporaries;
+  ranks (`none`: not sharded); the fused AdamW keeps no temporaries beside them;
 - activations: the tensors autograd keeps for one decoder layer, counted from Hugging Face's
-  Qwen3/Llama layer (RMSNorm's fp32 copy, q/k/v after norm and RoPE, what SDPA keeps, the
-  MLP's gate, SiLU, up and product): 12h + 16q + 14kv + 8i bytes a token (h hidden, q = heads x
-  head_dim, kv = kv heads x head_dim, i the MLP's width); with activation checkpointing only
-  each layer's bf16 input stays (2h), and one layer is recomputed at a time;
-- the loss (train/chunked_loss.py): one 1,024-token chunk of fp32 logits twice, the output
-  weight's fp32 gradient, the unsharded bf16 embedding (and output layer when not tied);
-- a fixed 5 GiB: CUDA's context, NCCL's buffers and what else the count leaves out, set so the
-  estimate of the run measured with activation checkpointing equals its peak.
+  Qwen3/Llama layer run eagerly (RMSNorm's fp32 copy, q/k/v after norm and RoPE, what SDPA
+  keeps, the MLP's gate, SiLU, up and product): 12h + 16q + 14kv + 8i bytes a token (h hidden,
+  q = heads x head_dim, kv = kv heads x head_dim, i the MLP's width); with activation
+  checkpointing only each layer's bf16 input stays (2h), and one layer is recomputed at a time.
+  `--compile` keeps less (it fuses the elementwise work), so for it the count is an upper bound;
+- the loss (train/losses.py: chunked or fused, never the whole logits): one 1,024-token chunk of
+  fp32 logits twice, the output weight's fp32 gradient, the unsharded bf16 embedding (and output
+  layer when not tied);
+- on one rank, every block's gathered bf16 parameters (nothing is resharded after forward there);
+- a fixed 1 GiB for what the CUDA caching allocator does not count: the CUDA context, cuBLAS
+  workspaces, NCCL's buffers.
 
-Checked against the peaks `bench gpu` measured (qwen3_0_6b, seq 4096, micro-batch 2, one GPU,
-max_memory_allocated): with activation checkpointing 21.4 GiB measured, 21.4 estimated (the
-fixed term is set there); without it 36.3 measured, 38.3 estimated (5 % over: the count is an
-upper bound, as a recommendation's should be). `torch.compile` needs less (30.7 GiB measured).
-Standard library only: the CLI decides on a login node."""
+Checked against the peaks `bench gpu` measured (qwen3_0_6b, seq 4096, one H200, fused loss,
+max_memory_allocated, 2026-11-26): micro-batch 2 eager 24.1 GiB (estimated 30.7), compiled 18.4;
+micro-batch 4 compiled 28.1 (estimated, eager, 48.6); micro-batch 2 with activation
+checkpointing and compile 9.5 (estimated 13.8). The estimate is an upper bound, as a
+recommendation's should be. Standard library only: the CLI decides on a login node."""
 
 from __future__ import annotations
 
@@ -30,9 +33,8 @@ from hyperlaunch.core.models import ModelSpec
 
 GIB = 1024**3
 STATE_BYTES_PER_PARAM = 16
-OPTIMIZER_TEMP_BYTES_PER_PARAM = 8
 LOSS_CHUNK_TOKENS = 1024
-FIXED_GIB = 5.0
+FIXED_GIB = 1.0
 HEADROOM = 0.9
 """The share of a GPU's memory a recommendation may plan for: the rest absorbs what the
 estimate leaves out (a longer validation batch, fragmentation, another library's buffers)."""
@@ -51,7 +53,7 @@ def estimate_gib(
     """Peak GPU memory of one rank, in GiB (module docstring)."""
     shards = 1 if sharding == "none" else max(1, world)
     params = spec.num_params
-    states = params * STATE_BYTES_PER_PARAM / shards + params * OPTIMIZER_TEMP_BYTES_PER_PARAM / shards
+    states = params * STATE_BYTES_PER_PARAM / shards
     tokens = seq_len * micro_batch
     layer = activation_bytes_per_token_per_layer(spec)
     if activation_checkpointing:
@@ -61,7 +63,8 @@ def estimate_gib(
     embedding = spec.vocab_size * spec.hidden_size
     loss = 2 * min(tokens, LOSS_CHUNK_TOKENS) * spec.vocab_size * 4 + embedding * 4
     unsharded = embedding * 2 * (1 if spec.tie_word_embeddings else 2)
-    return (states + activations + loss + unsharded) / GIB + FIXED_GIB
+    gathered = 2 * spec.non_embedding_params if world == 1 else 0  # no reshard after forward on one rank
+    return (states + activations + loss + unsharded + gathered) / GIB + FIXED_GIB
 
 
 @dataclass(frozen=True)

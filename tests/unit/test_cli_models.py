@@ -26,7 +26,7 @@ def test_json_is_one_document_with_every_preset() -> None:
     assert (arch["num_layers"], arch["hidden_size"], arch["num_heads"], arch["num_kv_heads"]) == (28, 1024, 16, 8)
     assert arch["head_dim"] == 128 and arch["vocab_size"] == 151936 and arch["tie_word_embeddings"] is True
     assert qwen["params"] == get_preset("qwen3_0_6b").num_params
-    assert qwen["recommended"]["micro_batch_size"] == 2 and qwen["recommended"]["nodes"] == 1
+    assert qwen["recommended"]["micro_batch_size"] == 4 and qwen["recommended"]["nodes"] == 1
     llama = next(m for m in document["models"] if m["name"] == "llama3_1_8b")
     assert llama["architecture"]["rope_scaling"]["rope_type"] == "llama3"
     assert llama["recommended"]["activation_checkpointing"] is True
