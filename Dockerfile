@@ -88,11 +88,12 @@ COPY env ./env
 
 # The base image's torch is built for its CUDA and NCCL: never let pip replace it. hyperlaunch
 # goes in with --no-deps, then its other dependencies from pyproject.toml (the CLI's, the
-# trainer's `train` extra and the `trackers` extra for --tracker), torch left out, and the installed torch pinned as a constraint so
+# trainer's `train` extra, the `trackers` extra for --tracker and the `gpu` extra for the fused
+# loss --loss auto takes on a GPU), torch left out, and the installed torch pinned as a constraint so
 # that no dependency of theirs pulls another one in. tomllib: the base images named above ship
 # Python 3.11+.
 RUN python -m pip install --no-deps . && \
-    python -c 'import re, tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; deps = project["dependencies"] + project["optional-dependencies"]["train"] + project["optional-dependencies"]["trackers"]; print("\n".join(d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() != "torch"))' > /tmp/requirements.txt && \
+    python -c 'import re, tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; deps = project["dependencies"] + project["optional-dependencies"]["train"] + project["optional-dependencies"]["trackers"] + project["optional-dependencies"]["gpu"]; print("\n".join(d for d in deps if re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() != "torch"))' > /tmp/requirements.txt && \
     python -c 'import importlib.metadata as m; print("torch==" + m.version("torch"))' > /tmp/constraints.txt && \
     if [ "${INSTALL_DATASETS}" = "1" ]; then echo "datasets>=2.14" >> /tmp/requirements.txt; fi && \
     python -m pip install -c /tmp/constraints.txt -r /tmp/requirements.txt && \

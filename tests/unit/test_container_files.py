@@ -185,8 +185,8 @@ def test_setup_pyxis_passes_the_images_choices_as_build_args(tmp_path: Path) -> 
 
 
 def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
-    """The CLI's dependencies, the trainer's (the `train` extra) and the trackers' (`trackers`):
-    the image runs all three."""
+    """The CLI's dependencies, the trainer's (the `train` extra), the trackers' (`trackers`) and
+    the fused loss's (`gpu`): the image runs all four."""
     from hyperlaunch.core.compat import tomllib
 
     line = next(line for line in DOCKERFILE.read_text().splitlines() if "tomllib.load" in line)
@@ -195,6 +195,7 @@ def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
     result = subprocess.run(["python3", "-c", code.group(1)], capture_output=True, text=True, cwd=ROOT, check=True)
     kept = result.stdout.splitlines()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    deps = project["dependencies"] + project["optional-dependencies"]["train"] + project["optional-dependencies"]["trackers"]
+    optional = project["optional-dependencies"]
+    deps = project["dependencies"] + optional["train"] + optional["trackers"] + optional["gpu"]
     assert kept == [d for d in deps if not d.startswith("torch")]
     assert {"transformers", "typer"} <= {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in kept}
