@@ -3,7 +3,7 @@ memory - plain, with activation checkpointing, with torch.compile, and with both
 `--against torchtitan`, torchtitan on the same settings, alternated with it, in one table.
 
     python -m hyperlaunch.bench gpu [--model qwen3_0_6b] [--seq-len 4096]
-        [--micro-batch-size 2] [--steps 30] [--warmup 10] [--variants plain,ac,compile,ac+compile]
+        [--micro-batch-size 4] [--steps 30] [--warmup 10] [--variants plain,ac,compile,ac+compile]
         [--against torchtitan] [--rounds 1] [--trainer-args "--loss chunked"] [--label NAME]
         [--json FILE]
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser("gpu", __doc__)
     options.add_argument("--model", default="qwen3_0_6b")
     options.add_argument("--seq-len", type=int, default=4096)
-    options.add_argument("--micro-batch-size", type=int, default=2)
+    options.add_argument("--micro-batch-size", type=int, help="default: the preset's for GPUs (4 for qwen3_0_6b)")
     options.add_argument("--steps", type=int, default=30)
     options.add_argument("--warmup", type=int, default=10)
     options.add_argument("--variants", default=",".join(VARIANTS))
@@ -155,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         options.error(f"--variants: {', '.join(unknown)} unknown; choose from {', '.join(VARIANTS)}")
     if args.against and args.model != "qwen3_0_6b":
         options.error("--against torchtitan compares qwen3_0_6b (torchtitan's qwen3 0.6B); drop --model")
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.core.models import get_preset
+
+    try:
+        preset = get_preset(args.model)
+    except InvalidInput as err:
+        options.error(err.one_line())
+    if args.micro_batch_size is None:
+        args.micro_batch_size = preset.micro_batch_size
     import torch
 
     from hyperlaunch.core.instances import peak_bf16_flops
