@@ -133,7 +133,9 @@ def elements(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None) ->
     for index in record.sweep.runs:
         element = record.sweep.element(index)
         status = statuses.get(index)
-        state = status.state if status is not None else (tasks[index].state if index in tasks else "UNKNOWN")
+        # Slurm's word for the task where its job's own records say nothing yet (sacct lags).
+        known = tasks[index].state if index in tasks and tasks[index].state else "UNKNOWN"
+        state = status.state if status is not None and status.state != "UNKNOWN" else known
         name = rules.element_name(record.spec, element)
         shown.append(ElementStatus(record.job_id, index, name, element.values, state, status))
     return shown
