@@ -152,12 +152,16 @@ def test_a_sweep_record_keeps_its_elements_and_runs() -> None:
 
 
 # Stub Slurm: sbatch answers job 70 and keeps the script; squeue and sacct answer from files
-# the test writes; scancel records what it was asked.
+# the test writes; scancel records what it was asked; sinfo and scontrol know no cluster.
 _STUBS = {
     "sbatch": 'for arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/submitted.sbatch"\necho "Submitted batch job $(cat "$STUB/next_id" 2>/dev/null || echo 70)"\n',
     "squeue": 'case "$*" in *" -r "*) cat "$STUB/squeue_r" 2>/dev/null;; *"--me"*) cat "$STUB/queue" 2>/dev/null;; esac\nexit 0\n',
     "sacct": 'cat "$STUB/sacct.out" 2>/dev/null\nexit 0\n',
     "scancel": 'echo "$*" >> "$STUB/scancel.calls"\n',
+    # No cluster to ask about its nodes: the real sinfo and scontrol, where installed, retry
+    # a missing slurm.conf for a minute.
+    "sinfo": "exit 1\n",
+    "scontrol": "exit 1\n",
 }
 
 
@@ -245,3 +249,4 @@ def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.Mon
     assert "cancelled sweep 70" in run_cli(["cancel", "70"], monkeypatch).stdout
     assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
     one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
+
