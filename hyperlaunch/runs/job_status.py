@@ -132,6 +132,24 @@ class Dependency:
     """`job`'s Slurm state now (UNKNOWN when Slurm no longer knows it)."""
 
 
+def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt]) -> Dependency | None:
+    """For a job that never started: a job it waited to complete that ended otherwise (Slurm
+    cancels it then, --kill-on-invalid-dep), or None."""
+    if any(a.start not in ("", "Unknown", "None") for a in attempts):
+        return None
+    for waited in waits_for:
+        if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
+            return waited
+    return None
+
+
+def never_runs_text(blocker: Dependency | None) -> str | None:
+    """Why a job (or a sweep) that `blocker` failed never runs, in words; None without one."""
+    if blocker is None:
+        return None
+    return f"job {blocker.job} ended {blocker.state}; this one waited for it to complete (--after {blocker.job}:ok)"
+
+
 @dataclass(frozen=True)
 class JobStatus:
     record: JobRecord
@@ -153,18 +171,12 @@ class JobStatus:
     @property
     def blocker(self) -> Dependency | None:
         """For a job that never started: a job it waited to complete that ended otherwise."""
-        if any(a.start not in ("", "Unknown", "None") for a in self.attempts):
-            return None
-        for waited in self.waits_for:
-            if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
-                return waited
-        return None
+        return blocker_of(self.waits_for, self.attempts)
 
     @property
     def never_runs(self) -> str | None:
         """Why a job that never started never will, or None."""
-        b = self.blocker
-        return None if b is None else f"job {b.job} ended {b.state}; this one waited for it to complete (--after {b.job}:ok)"
+        return never_runs_text(self.blocker)
 
     @property
     def active(self) -> bool:

@@ -11,7 +11,7 @@ import pytest
 
 from hyperlaunch.job.plan import plan_job
 from hyperlaunch.job.spec import dependencies, dependency_value, parse_after
-from hyperlaunch.runs.job_status import Dependency, JobStatus
+from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.cli_runner import one_error_line, run_cli
 
@@ -54,4 +54,8 @@ def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
     blocked = _status((Dependency("12", "ok", "TIMEOUT"),), state="CANCELLED")
     assert blocked.never_runs == "job 12 ended TIMEOUT; this one waited for it to complete (--after 12:ok)"
     assert _state_cell(blocked) == "CANCELLED (never runs: job 12 TIMEOUT)"
+    # sacct's record of a job cancelled before it started reads as a failure of its own: the
+    # job it waited for is still the reason shown.
+    cancelled = dataclasses.replace(blocked, failure=Restart(attempt=0, cause="cancelled"))
+    assert _state_cell(cancelled) == "CANCELLED (never runs: job 12 TIMEOUT)"
     assert _status((Dependency("12", "ok", "COMPLETED"),)).never_runs is None

@@ -250,3 +250,28 @@ def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.Mon
     assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
     one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
 
+
+def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    submitted = run_cli([*_ARGS, "--after", "5:ok"], monkeypatch)
+    assert submitted.exit_code == 0, submitted.stderr
+    assert "#SBATCH --dependency=afterok:5" in (stub / "submitted.sbatch").read_text()
+    (stub / "queue").write_text("70_[0-3%2]|70|PENDING\n5|5|RUNNING\n")
+    (stub / "squeue_r").write_text("70_[0-3%2]|70|PENDING\n")
+    waiting = run_cli(["status", "70"], monkeypatch).stdout
+    assert "PENDING (after 5)" in waiting.splitlines()[0] and "waits for:  job 5 (to complete; RUNNING)" in waiting
+    assert waiting.count("PENDING (after 5)") == 5, waiting  # the header and each element
+    # Job 5 failed; Slurm cancelled the whole array (--kill-on-invalid-dep) before any task ran.
+    (stub / "queue").write_text("")
+    (stub / "squeue_r").write_text("")
+    (stub / "sacct.out").write_text(
+        "70_[0-3%2]|70|CANCELLED by 0\n"
+        "5|FAILED|node1|2026-01-01T00:00:00|2026-01-01T00:00:08|3:0|8|\n"
+        "70|CANCELLED by 0|None assigned|None|2026-01-01T00:00:08|0:0|0|\n"
+    )
+    listed = run_cli(["status"], monkeypatch).stdout
+    assert "CANCELLED (never runs: job 5 FAILED)" in listed, listed
+    doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
+    assert doc["never_runs"] == "job 5 ended FAILED; this one waited for it to complete (--after 5:ok)"
+    assert doc["waits_for"] == [{"job": "5", "kind": "ok", "state": "FAILED"}] and doc["state"] == "CANCELLED"
+    shown = run_cli(["status", "70"], monkeypatch).stdout
+    assert "never runs: job 5 ended FAILED" in shown and shown.count("CANCELLED (never runs: job 5 FAILED)") == 5, shown
