@@ -113,6 +113,8 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
     """The budget as the next attempt's script will count it: from the trainer's progress
     records in the run dir. An attempt under way that has saved already has given it back."""
     run_dir, job = Path(record.spec.run_dir), record.job_id
+    if not any(_started(a) for a in attempts):  # still queued, or cancelled there (a failed --after)
+        return RestartBudget(windows=0, failures=0, allowed=record.spec.max_restarts)
     ended = len(attempts) - 1 if last_running else len(attempts)
     if attempts and attempts[-1].state == "COMPLETED":
         failures = 0
@@ -135,12 +137,17 @@ class Dependency:
 def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt]) -> Dependency | None:
     """For a job that never started: a job it waited to complete that ended otherwise (Slurm
     cancels it then, --kill-on-invalid-dep), or None."""
-    if any(a.start not in ("", "Unknown", "None") for a in attempts):
+    if any(_started(a) for a in attempts):
         return None
     for waited in waits_for:
         if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
             return waited
     return None
+
+
+def _started(attempt: slurm.Attempt) -> bool:
+    """Whether Slurm started the attempt (sacct has no start time for one it never ran)."""
+    return attempt.start not in ("", "Unknown", "None")
 
 
 def never_runs_text(blocker: Dependency | None) -> str | None:

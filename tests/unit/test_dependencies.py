@@ -59,3 +59,15 @@ def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
     cancelled = dataclasses.replace(blocked, failure=Restart(attempt=0, cause="cancelled"))
     assert _state_cell(cancelled) == "CANCELLED (never runs: job 12 TIMEOUT)"
     assert _status((Dependency("12", "ok", "COMPLETED"),)).never_runs is None
+
+
+def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path: Path) -> None:
+    from hyperlaunch.runs.job_status import RestartBudget, restart_budget
+    from hyperlaunch.runs.jobs import JobRecord
+    from hyperlaunch.slurm.commands import Attempt
+
+    record = JobRecord(job_id="30", spec=_spec(tmp_path, after=["12"]), submitted_at=0.0)
+    never = Attempt("30", "CANCELLED", "None assigned", "None", "2026-01-01T00:00:08", "0:0")
+    assert restart_budget(record, [never], last_running=False) == RestartBudget(windows=0, failures=0, allowed=3)
+    ran = Attempt("30", "FAILED", "node1", "2026-01-01T00:00:01", "2026-01-01T00:00:08", "1:0")
+    assert restart_budget(record, [ran], last_running=False).failures == 1
