@@ -100,10 +100,10 @@ def prepare(
     if shard_mb <= 0:
         raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
     started = time.time()
-    _require_libraries()
+    require_libraries()
     sources = find_sources(inputs)
     output = Path(output).expanduser().resolve()
-    _check_output(output, overwrite)
+    check_output(output, overwrite)
     with _lock(output, shared=False, planned=False):
         return _prepare_locked(
             sources, output, tokenizer, text_field=text_field, workers=workers or default_workers(),
@@ -147,10 +147,10 @@ def plan_shares(
     if shard_mb <= 0:
         raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
     started = time.time()
-    _require_libraries()
+    require_libraries()
     sources = find_sources(inputs)
     output = Path(output).expanduser().resolve()
-    _check_output(output, overwrite)
+    check_output(output, overwrite)
     with _lock(output, shared=False, planned=False):
         begun = _begin(
             sources, output, tokenizer, text_field=text_field, workers=workers, shard_bytes=int(shard_mb * 1e6), overwrite=overwrite, started=started,
@@ -168,7 +168,7 @@ def prepare_share(output: Path, tokenizer: LoadedTokenizer, *, share: int, share
     if not 0 <= share < shares:
         raise InvalidInput(f"share {share} of {shares}: expected 0 <= share < shares")
     started = time.time()
-    _require_libraries()
+    require_libraries()
     output = Path(output).expanduser().resolve()
     with _lock(output, shared=True):
         if fmt.is_prepared(output):
@@ -183,7 +183,7 @@ def prepare_share(output: Path, tokenizer: LoadedTokenizer, *, share: int, share
 def finish_shares(output: Path, tokenizer: LoadedTokenizer) -> PrepareResult:
     """The last step: the manifest, once every unit has its marker; DataError naming the
     units without one (a node's share that did not finish)."""
-    _require_libraries()
+    require_libraries()
     output = Path(output).expanduser().resolve()
     with _lock(output, shared=False):
         plan = _Plan.read(output)
@@ -294,7 +294,8 @@ def _read(folder: Path) -> fmt.Manifest:
     return manifest
 
 
-def _check_output(output: Path, overwrite: bool) -> None:
+def check_output(output: Path, overwrite: bool) -> None:
+    """A folder prepare-data may write: none yet, or one holding only its own files."""
     if output.exists() and not output.is_dir():
         raise DataError(f"--output {output} is a file, not a folder")
     foreign = sorted(p.name for p in output.iterdir() if not fmt.is_own_file(p.name)) if output.is_dir() else []
@@ -498,7 +499,8 @@ def _start_worker(state: _WorkerState) -> None:
     _WORKER.update(state=state, tokenizer=Tokenizer.from_str(state.tokenizer_json))
 
 
-def _require_libraries() -> None:
+def require_libraries() -> None:
+    """InvalidInput naming the extra when numpy or tokenizers is missing here."""
     try:
         import numpy  # noqa: F401
         import tokenizers  # noqa: F401
