@@ -127,6 +127,8 @@ class SweepView:
             return f"{m.state} (never runs: job {self.now.blocker.job} {self.now.blocker.state})"
         if m.status is not None:
             return _state_cell(m.status)
+        if m.state == "CANCELLED":
+            return "CANCELLED (before it started)"
         if m.state == "PENDING" and self.now.waits_for:
             return f"PENDING (after {', '.join(d.job for d in self.now.waits_for)})"
         return m.state

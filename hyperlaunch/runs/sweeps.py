@@ -173,6 +173,10 @@ def sweep_status(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None
         status = statuses.get(index)
         # Slurm's word for the task where its job's own records say nothing yet (sacct lags).
         known = tasks[index].state if index in tasks and tasks[index].state else "UNKNOWN"
+        if index not in tasks and tasks:
+            # Slurm keeps no record of an array task cancelled before it started (squeue lists
+            # every pending task, sacct every one that ran): it never ran, and never will.
+            known = "CANCELLED"
         state = status.state if status is not None and status.state != "UNKNOWN" else known
         name = rules.element_name(record.spec, element)
         shown.append(ElementStatus(record.job_id, index, name, element.values, state, status))

@@ -212,14 +212,16 @@ def test_bad_sweep_input_is_one_line_and_submits_nothing(stub: Path, tmp_path: P
 
 def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS, "--", "--seq-len", "32"], monkeypatch).exit_code == 0
-    # Elements 0 and 3 completed; 1 was cancelled while it ran; 2 was cancelled before it started.
+    # Elements 0 and 3 completed; 1 was cancelled while it ran; 2 was cancelled before it
+    # started, which leaves no trace in Slurm (22.05: in neither sacct nor squeue).
     (stub / "sacct.out").write_text(
-        "70_0|71|COMPLETED\n70_1|72|CANCELLED by 0\n70_[2]|70|CANCELLED by 0\n70_3|73|COMPLETED\n"
+        "70_0|71|COMPLETED\n70_1|72|CANCELLED by 0\n70_3|73|COMPLETED\n"
         "71|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
     )
     shown = run_cli(["status", "70"], monkeypatch)
     assert shown.exit_code == 0, shown.stderr
     assert "sweep 70: 4 x qwen3_tiny" in shown.stdout and "70_2" in shown.stdout and "qwen3_tiny-lr3e-3-seed1" in shown.stdout
+    assert "CANCELLED (before it started)" in shown.stdout.splitlines()[6], shown.stdout
     doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
     assert doc["sweep"] is True and [e["state"] for e in doc["elements"]] == ["COMPLETED", "CANCELLED", "CANCELLED", "COMPLETED"]
     assert [e["job_id"] for e in doc["elements"]] == ["71", "72", None, "73"]
