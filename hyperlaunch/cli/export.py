@@ -191,7 +191,7 @@ def _target(
     from pathlib import Path
 
     from hyperlaunch.core.errors import InvalidInput
-    from hyperlaunch.runs import hf_export, jobs
+    from hyperlaunch.runs import hf_export
 
     if job_id is not None:
         if checkpoint_dir is not None or name is not None:

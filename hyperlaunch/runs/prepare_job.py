@@ -68,15 +68,15 @@ def submit_prepare(
     python: str | None = None,
     partition: str | None = None,
     time_limit: str | None = None,
-    cwd: Path | None = None,
 ) -> PrepareJob:
-    """Check, render and submit the preparation; its job."""
-    cwd = cwd or Path.cwd()
+    """Check, render and submit the preparation; its job. Relative paths are the current
+    folder's, made absolute for the job."""
+    cwd = Path.cwd()
     if options.shard_mb <= 0:
         raise InvalidInput(f"--shard-mb must be > 0, got {options.shard_mb}")
     paths = [_absolute(path, cwd) for path in inputs]
     if not waits:  # a job it waits for may be what writes them
-        find_sources([Path(path) for path in paths])
+        find_sources(list(inputs))  # its errors name the inputs as given
     folder = Path(_absolute(output, cwd))
     check_output(folder, options.overwrite)
     node_python = python or _this_python()
