@@ -234,6 +234,9 @@ def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: P
     assert "#SBATCH --array=1-2%2" in (stub / "submitted.sbatch").read_text()
     record = jobs.load("80")
     assert record.resumed_from == "70" and record.sweep is not None and record.sweep.runs == (1, 2)
+    (stub / "next_id").write_text("81")
+    text = run_cli(["resume", "70"], monkeypatch).stdout
+    assert "resuming sweep 70 as sweep 81: 2 x" in text and "hyperlaunch logs 81_1 -f" in text, text
 
 
 def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
