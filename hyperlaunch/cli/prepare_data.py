@@ -33,7 +33,7 @@ def prepare_data(
         typer.Option("--model", "-m", metavar="MODEL", help="Use this preset's or model folder's tokenizer (as training it would)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", metavar="N", min=1, help="Tokenizing processes [default: the CPUs this process may use].")
+        int | None, typer.Option("--workers", metavar="N", min=1, help="Tokenizing processes (on each node, with --slurm) [default: the CPUs this process may use].")
     ] = None,
     text_field: Annotated[str, typer.Option("--text-field", metavar="FIELD", help="Field or column holding the text (.jsonl, .parquet, datasets).")] = "text",
     shard_mb: Annotated[float, typer.Option("--shard-mb", metavar="MB", help="Largest shard, in MB of input text.")] = 32.0,
