@@ -257,15 +257,19 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     attempts: dict[str, list[slurm.Attempt]] = {}
     events: dict[str | None, list[slurm.NodeEvent]] = {}
     queued: dict[str, str] = {}
+    ended: dict[str, str] = {}
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
-        listed = {r.job_id for r in group}
-        waited = [job for r in group for job, _ in dependencies(r.spec) if job not in listed]
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        waited = list(dict.fromkeys(job for r in group for job, _ in dependencies(r.spec)))
+        with ThreadPoolExecutor(max_workers=2) as pool:
             queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
-            found = slurm.job_attempts([r.job_id for r in group] + list(dict.fromkeys(waited)), env=slurm_env)
+            # The jobs waited for by their own states: an array task's (12_3) and a whole
+            # array's (a sweep's) are not one job's attempts.
+            waited_states = pool.submit(slurm.job_states, waited, env=slurm_env)
+            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
             queued.update(queue_states.result())
+            ended.update(waited_states.result())
         attempts.update(found)
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
         if failed:
@@ -275,8 +279,9 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     def state_of(job: str) -> str:
         if queued.get(job) in ACTIVE_STATES:
             return queued[job]
-        ran = attempts.get(job)
-        return ran[-1].state if ran else "UNKNOWN"
+        if any(name.startswith(f"{job}_") and state in ACTIVE_STATES for name, state in queued.items()):
+            return "PENDING" if all(state == "PENDING" for name, state in queued.items() if name.startswith(f"{job}_")) else "RUNNING"
+        return ended.get(job, "UNKNOWN")
 
     return [
         dataclasses.replace(

@@ -71,3 +71,14 @@ def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path:
     assert restart_budget(record, [never], last_running=False) == RestartBudget(windows=0, failures=0, allowed=3)
     ran = Attempt("30", "FAILED", "node1", "2026-01-01T00:00:01", "2026-01-01T00:00:08", "1:0")
     assert restart_budget(record, [ran], last_running=False).failures == 1
+
+
+def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperlaunch.slurm import commands as slurm
+
+    sacct = "41_0|COMPLETED\n41_1|FAILED\n41_2|COMPLETED\n12|FAILED\n43_0|COMPLETED\n43_[1-2%2]|PENDING\n44_0|COMPLETED\n44_1|COMPLETED\n"
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    assert slurm.job_states(["41", "41_2", "12", "43", "44", "99"]) == {
+        "41": "FAILED", "41_2": "COMPLETED", "12": "FAILED", "43": "PENDING", "44": "COMPLETED",
+    }
+    assert slurm.array_state(["COMPLETED", "CANCELLED", "RUNNING"]) == "RUNNING" and slurm.job_states([]) == {}

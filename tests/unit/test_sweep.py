@@ -270,7 +270,7 @@ def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub:
     (stub / "squeue_r").write_text("")
     (stub / "sacct.out").write_text(
         "70_[0-3%2]|70|CANCELLED by 0\n"
-        "5|FAILED|node1|2026-01-01T00:00:00|2026-01-01T00:00:08|3:0|8|\n"
+        "5|FAILED\n"
         "70|CANCELLED by 0|None assigned|None|2026-01-01T00:00:08|0:0|0|\n"
     )
     listed = run_cli(["status"], monkeypatch).stdout
@@ -290,3 +290,19 @@ def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
     assert json.loads(queued.stdout)["log"].endswith("export-qwen3_tiny-lr1e-3-seed2-latest-70.out")
     one_error_line(run_cli(["export", "70"], monkeypatch), 2, "job 70 is a sweep of 4 trainings: export one element, 70_N")
     one_error_line(run_cli(["export", "70_4"], monkeypatch), 2, "no element 4")
+
+
+def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "next_id").write_text("80")
+    behind = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", "5", "--after", "70:ok", "--checkpoint-dir", "after"], monkeypatch)
+    assert behind.exit_code == 0, behind.stderr
+    # Element 3 ran under the array's own id and completed; element 1 failed: afterok:70 fails.
+    (stub / "sacct.out").write_text(
+        "70_0|COMPLETED\n70_1|FAILED\n70_2|COMPLETED\n70_3|COMPLETED\n"
+        "70|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
+        "80|CANCELLED by 0|None assigned|None|2026-01-01T00:01:00|0:0|0|\n"
+    )
+    doc = json.loads(run_cli(["status", "80", "--json"], monkeypatch).stdout)
+    assert doc["waits_for"] == [{"job": "70", "kind": "ok", "state": "FAILED"}]
+    assert doc["never_runs"] == "job 70 ended FAILED; this one waited for it to complete (--after 70:ok)"
