@@ -128,7 +128,7 @@ def _submit(
         return
     once = f", once job(s) {', '.join(job.after)} end" if job.after else ""
     out.text(f"submitted prepare-data job {job.job_id}: {len(job.inputs)} input(s) -> {job.output} on {job.nodes} node(s){once}")
-    out.text(f"  log:       {job.log}")
+    out.text(f"  log:         {job.log}")
     out.text(f"  train on it: hyperlaunch submit --after {job.job_id}:ok --data {job.output} ...")
 
 
