@@ -243,7 +243,13 @@ def split_task(text: str) -> tuple[jobs.JobRecord, int | None]:
 def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str] | None = None) -> jobs.JobRecord:
     """The record of element `index` of sweep `record` as the job its task became; InvalidInput
     while it has not started (it has no job, log or attempts yet)."""
-    task = slurm.array_tasks(record.job_id, env=env).get(index)
+    tasks = slurm.array_tasks(record.job_id, env=env)
+    task = tasks.get(index)
+    if task is None and tasks:  # see sweep_status: Slurm forgets a task cancelled while it waited
+        raise InvalidInput(
+            f"element {record.job_id}_{index} was cancelled before it started: no log or attempts",
+            hint=f"'hyperlaunch resume {record.job_id}' submits it again",
+        )
     if task is None or task.job_id is None:
         state = task.state if task is not None else "unknown to Slurm"
         raise InvalidInput(f"element {record.job_id}_{index} has not started ({state}): no log or attempts yet", hint=f"'hyperlaunch status {record.job_id}' lists its elements")

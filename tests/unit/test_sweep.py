@@ -222,6 +222,7 @@ def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: P
     assert shown.exit_code == 0, shown.stderr
     assert "sweep 70: 4 x qwen3_tiny" in shown.stdout and "70_2" in shown.stdout and "qwen3_tiny-lr3e-3-seed1" in shown.stdout
     assert "CANCELLED (before it started)" in shown.stdout.splitlines()[6], shown.stdout
+    one_error_line(run_cli(["logs", "70_2"], monkeypatch), 2, "element 70_2 was cancelled before it started", "resume 70")
     doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
     assert doc["sweep"] is True and [e["state"] for e in doc["elements"]] == ["COMPLETED", "CANCELLED", "CANCELLED", "COMPLETED"]
     assert [e["job_id"] for e in doc["elements"]] == ["71", "72", None, "73"]
