@@ -146,8 +146,10 @@ def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt
 
 
 def _started(attempt: slurm.Attempt) -> bool:
-    """Whether Slurm started the attempt (sacct has no start time for one it never ran)."""
-    return attempt.start not in ("", "Unknown", "None")
+    """Whether Slurm started the attempt: it has a start time and nodes. A job cancelled in the
+    queue has neither, but one cancelled as it was submitted (its --after had already failed)
+    has its submit time as start and end in sacct, and still no nodes ("None assigned")."""
+    return attempt.start not in ("", "Unknown", "None") and attempt.node_list not in ("", "None assigned")
 
 
 def never_runs_text(blocker: Dependency | None) -> str | None:

@@ -13,6 +13,7 @@ from hyperlaunch.job.plan import plan_job
 from hyperlaunch.job.spec import dependencies, dependency_value, parse_after
 from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
 from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.slurm.commands import Attempt
 from tests.unit.cli_runner import one_error_line, run_cli
 
 
@@ -59,6 +60,12 @@ def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
     cancelled = dataclasses.replace(blocked, failure=Restart(attempt=0, cause="cancelled"))
     assert _state_cell(cancelled) == "CANCELLED (never runs: job 12 TIMEOUT)"
     assert _status((Dependency("12", "ok", "COMPLETED"),)).never_runs is None
+    # Submitted after job 12 had failed: Slurm cancels it at once, and sacct gives it its submit
+    # time as start and end, but no nodes.
+    at_once = Attempt("30", "CANCELLED", "None assigned", "2026-01-01T00:00:09", "2026-01-01T00:00:09", "0:0")
+    assert dataclasses.replace(blocked, attempts=(at_once,)).never_runs is not None
+    ran = Attempt("30", "CANCELLED", "node1", "2026-01-01T00:00:09", "2026-01-01T00:00:19", "0:0")
+    assert dataclasses.replace(blocked, attempts=(ran,)).never_runs is None
 
 
 def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path: Path) -> None:
