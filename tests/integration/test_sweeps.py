@@ -112,9 +112,11 @@ def test_a_sweep_runs_each_element_as_its_own_training_and_a_lost_node_requeues_
     killed = dev_cluster.cli("dev-cluster", "kill-node", victim)
     assert killed.returncode == 0, killed.stderr
     try:
-        final = sweep.wait_final()
+        # Back as soon as the element has left it: the cluster is shared with other tests' jobs.
+        wait_until(lambda: bool(sweep.element(0)["restarts"]), 180, "element 0 to be requeued", interval=1)
     finally:
         revive(dev_cluster, victim)
+    final = sweep.wait_final()
     assert final["state"] == "COMPLETED", json.dumps(final, indent=1)[:4000]
     elements = final["elements"]
     assert most_at_once(elements) <= 2
