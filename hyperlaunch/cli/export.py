@@ -12,7 +12,7 @@ _DTYPES = ("fp32", "bf16")
 
 
 def export(
-    job_id: Annotated[str | None, typer.Argument(help="A recorded job: its checkpoint folder and model.", show_default=False)] = None,
+    job_id: Annotated[str | None, typer.Argument(help="A recorded job (or one element of a sweep, 12_3): its checkpoint folder and model.", show_default=False)] = None,
     step: Annotated[int | None, typer.Option("--step", min=0, help="The checkpoint after this many steps [default: the one <model>-latest names].")] = None,
     latest: Annotated[bool, typer.Option("--latest", help="The checkpoint <model>-latest names (the default).")] = False,
     output: Annotated[
@@ -54,6 +54,7 @@ def export(
       hyperlaunch export 42 --step 2000 -o s3://my-bucket/eval/step2000   # your AWS credentials
       hyperlaunch export 42 --slurm --partition cpu              # on a compute node, as a job
       hyperlaunch export 42 --slurm --after 42                    # queued now, runs once job 42 completed
+      hyperlaunch export 43_2 --step 500                          # element 2 of sweep 43
     """
     from hyperlaunch.core.errors import InvalidInput
 
@@ -169,6 +170,20 @@ def _copy(target: Any, place: Any, *, dtype: str, quiet: bool) -> dict[str, obje
     return {"place": copied.place, "files": copied.files, "bytes": copied.bytes, "parts_skipped": copied.parts_skipped}
 
 
+def _job_spec(text: str) -> Any:
+    """The JobSpec of a recorded job, or of one element of a sweep (`12_3`)."""
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.job.sweep import element_spec
+    from hyperlaunch.runs.sweeps import split_task
+
+    record, index = split_task(text)
+    if record.sweep is None:
+        return record.spec
+    if index is None:
+        raise InvalidInput(f"job {text} is a sweep of {len(record.sweep.elements)} trainings: export one element, {text}_N ('hyperlaunch status {text}' lists them)")
+    return element_spec(record.spec, record.sweep.element(index))
+
+
 def _target(
     job_id: str | None, *, step: int | None, output: str | None, checkpoint_dir: str | None, name: str | None,
     tokenizer: str | None, profile: str | None, deferred: bool = False,
@@ -176,12 +191,12 @@ def _target(
     from pathlib import Path
 
     from hyperlaunch.core.errors import InvalidInput
-    from hyperlaunch.runs import hf_export, jobs
+    from hyperlaunch.runs import hf_export
 
     if job_id is not None:
         if checkpoint_dir is not None or name is not None:
             raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --name, or the job id")
-        spec = jobs.load(job_id).spec
+        spec = _job_spec(job_id)
         if spec.is_script_job:
             raise InvalidInput(f"job {job_id} ran your own script: export knows only the bundled trainer's checkpoints")
         told = hf_export.from_job_record(spec)

@@ -33,11 +33,27 @@ def prepare_data(
         typer.Option("--model", "-m", metavar="MODEL", help="Use this preset's or model folder's tokenizer (as training it would)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", metavar="N", min=1, help="Tokenizing processes [default: the CPUs this process may use].")
+        int | None, typer.Option("--workers", metavar="N", min=1, help="Tokenizing processes (on each node, with --slurm) [default: the CPUs this process may use].")
     ] = None,
     text_field: Annotated[str, typer.Option("--text-field", metavar="FIELD", help="Field or column holding the text (.jsonl, .parquet, datasets).")] = "text",
     shard_mb: Annotated[float, typer.Option("--shard-mb", metavar="MB", help="Largest shard, in MB of input text.")] = 32.0,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a folder prepared from other sources or with another tokenizer.")] = False,
+    slurm: Annotated[
+        bool, typer.Option("--slurm", help="Tokenize in a batch job on the cluster's nodes instead of here, every core of each (for corpora too big for this machine).")
+    ] = False,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", "-N", metavar="N", min=1, help="With --slurm: N nodes, each a share of the inputs' units, merged into one manifest [default: 1].")
+    ] = None,
+    partition: Annotated[str | None, typer.Option("--partition", "-p", metavar="PARTITION", help="With --slurm: the partition (a CPU one will do) [default: the cluster's].")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time", "-t", metavar="TIME", help="With --slurm: the time limit (Slurm's forms, or 30m, 2h).")] = None,
+    after: Annotated[
+        list[str] | None,
+        typer.Option("--after", metavar="JOB", help="With --slurm: start once job JOB completed (JOB:any: however it ended); repeatable. The inputs are looked for then."),
+    ] = None,
+    python: Annotated[
+        str | None, typer.Option("--python", metavar="PATH", help="With --slurm: the Python the nodes run prepare-data in, with hyperlaunch[data] [default: this one].")
+    ] = None,
+    step: Annotated[str | None, typer.Option("--step", hidden=True, help="One step of a preparation across nodes: plan, share or finish (the --slurm job's script runs them).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Tokenize INPUT... once into DIR: token shards (uint16 when the vocabulary fits, else
@@ -50,21 +66,40 @@ def prepare_data(
     unless --overwrite. Needs pip install 'hyperlaunch[data]' (tokenizers, numpy, transformers,
     pyarrow and datasets; no torch), which a login node can have without the trainer's libraries.
 
+    With --slurm the work runs as a batch job (its id printed: `submit --after JOB:ok --data DIR`
+    trains once it completed), in this Python unless --python names the nodes' one.
+
     Examples:
 
     \b
       hyperlaunch prepare-data corpus.jsonl --model qwen3_0_6b --output /fsx/data/corpus-qwen3
       hyperlaunch prepare-data /fsx/raw/ --tokenizer /fsx/models/Llama-3.1-8B --output /fsx/data/llama --json
+      hyperlaunch prepare-data /fsx/raw/ -m qwen3_0_6b -o /fsx/data/raw-qwen3 --slurm --nodes 4 --partition cpu
     """
     from hyperlaunch.core.errors import InvalidInput
-    from hyperlaunch.data.prepare import prepare
-    from hyperlaunch.data.tokenizer import load_tokenizer, tokenizer_for_model
+    from hyperlaunch.data.tokenizer import tokenizer_for_model
 
     if tokenizer is not None and model is not None:
         raise InvalidInput("--tokenizer and --model exclude each other: name the tokenizer one way")
     if tokenizer is None and model is None:
         raise InvalidInput("name the tokenizer: --tokenizer T, or --model M for the one training M uses")
-    loaded = load_tokenizer(tokenizer if tokenizer is not None else tokenizer_for_model(str(model)))
+    given = {"--nodes": nodes, "--partition": partition, "--time": time_limit, "--after": after, "--python": python}
+    if not slurm and any(value is not None for value in given.values()):
+        named = ", ".join(flag for flag, value in given.items() if value is not None)
+        raise InvalidInput(f"{named}: for --slurm only; without it prepare-data runs here, now")
+    choice = tokenizer if tokenizer is not None else tokenizer_for_model(str(model))
+    if slurm:
+        if step is not None:
+            raise InvalidInput("--step is what the --slurm job runs; not with --slurm")
+        _submit(inputs, output, choice, nodes or 1, text_field, shard_mb, workers, overwrite, partition, time_limit, after or [], python, as_json)
+        return
+    if step is not None:
+        _step(step, inputs, output, choice, text_field, shard_mb, workers, overwrite, as_json)
+        return
+    from hyperlaunch.data.prepare import prepare
+    from hyperlaunch.data.tokenizer import load_tokenizer
+
+    loaded = load_tokenizer(choice)
     bar = _Bar() if _stderr_is_terminal() else None
     result = prepare(
         inputs, output, loaded, text_field=text_field, workers=workers, shard_mb=shard_mb, overwrite=overwrite, progress=bar,
@@ -73,6 +108,68 @@ def prepare_data(
         out.json(result.document())
     else:
         out.text(_summary(result))
+
+
+def _submit(
+    inputs: list[Path], output: Path, tokenizer: str, nodes: int, text_field: str, shard_mb: float, workers: int | None, overwrite: bool,
+    partition: str | None, time_limit: str | None, after: list[str], python: str | None, as_json: bool,
+) -> None:
+    from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.job.spec import parse_after
+    from hyperlaunch.runs.prepare_job import Options, submit_prepare
+
+    options = Options(text_field=text_field, shard_mb=shard_mb, workers=workers, overwrite=overwrite)
+    waits = parse_after(after)
+    job = submit_prepare(
+        inputs, output, tokenizer, options, nodes=nodes, env=slurm_env(), waits=waits, python=python, partition=partition, time_limit=time_limit,
+    )
+    if as_json:
+        out.json(job.document())
+        return
+    once = f", once job(s) {', '.join(job.after)} end" if job.after else ""
+    out.text(f"submitted prepare-data job {job.job_id}: {len(job.inputs)} input(s) -> {job.output} on {job.nodes} node(s){once}")
+    out.text(f"  log:         {job.log}")
+    out.text(f"  train on it: hyperlaunch submit --after {job.job_id}:ok --data {job.output} ...")
+
+
+_STEPS = ("plan", "share", "finish")
+
+
+def _step(
+    step: str, inputs: list[Path], output: Path, tokenizer: str, text_field: str, shard_mb: float, workers: int | None, overwrite: bool, as_json: bool,
+) -> None:
+    """One step of a preparation across the nodes of a --slurm job: which node this is, and how
+    many there are, Slurm says (SLURM_PROCID, SLURM_NTASKS; SLURM_JOB_NUM_NODES)."""
+    import os
+
+    from hyperlaunch.core.errors import InvalidInput
+    from hyperlaunch.data.prepare import default_workers, finish_shares, plan_shares, prepare_share
+    from hyperlaunch.data.tokenizer import load_tokenizer
+
+    if step not in _STEPS:
+        raise InvalidInput(f"--step {step!r} is not one of: {', '.join(_STEPS)}")
+
+    def count(name: str) -> int:
+        value = os.environ.get(name, "")
+        if not value.isdigit():
+            raise InvalidInput(f"--step {step} runs inside the --slurm job's script ({name} is not set)")
+        return int(value)
+
+    loaded = load_tokenizer(tokenizer)
+    if step == "plan":
+        nodes = count("SLURM_JOB_NUM_NODES")
+        done = plan_shares(inputs, output, loaded, text_field=text_field, workers=nodes * (workers or default_workers()), shard_mb=shard_mb, overwrite=overwrite)
+        out.text(_summary(done) if done is not None else f"planned the units of {output} for {nodes} node(s)")
+    elif step == "share":
+        share = prepare_share(output, loaded, share=count("SLURM_PROCID"), shares=count("SLURM_NTASKS"), workers=workers)
+        rate = share.tokens / max(share.seconds, 1e-9)
+        out.text(f"node {share.share + 1} of {share.shares}: {share.units} unit(s), {share.tokens:,} tokens in {share.seconds:.1f} s ({rate:,.0f} tokens/s)")
+    else:
+        result = finish_shares(output, loaded)
+        if as_json:
+            out.json(result.document())
+        else:
+            out.text(_summary(result))
 
 
 def _summary(result: PrepareResult) -> str:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from hyperlaunch.runs.curves import Point
     from hyperlaunch.runs.job_status import JobStatus
     from hyperlaunch.runs.jobs import JobRecord
-    from hyperlaunch.runs.sweeps import ElementStatus
+    from hyperlaunch.runs.sweeps import ElementStatus, SweepStatus
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -61,10 +61,11 @@ def _number(value: Any, fmt: str) -> str:
 
 
 def _state_cell(status: JobStatus) -> str:
-    if status.failure is not None and status.state != "COMPLETED":
-        return f"{status.state} ({status.failure.describe()})"
+    # A job Slurm cancelled because a job it waited for failed: that is why, not "cancelled".
     if status.blocker is not None:
         return f"{status.state} (never runs: job {status.blocker.job} {status.blocker.state})"
+    if status.failure is not None and status.state != "COMPLETED":
+        return f"{status.state} ({status.failure.describe()})"
     if status.state == "PENDING" and status.waits_for:
         return f"PENDING (after {', '.join(d.job for d in status.waits_for)})"
     return status.state
@@ -104,39 +105,55 @@ def _table(statuses: Sequence[JobStatus | SweepView]) -> str:
 class SweepView:
     """A sweep as `status` shows it: one row in the list, its elements in `status JOB`."""
 
-    record: JobRecord
-    members: list[ElementStatus]
+    now: SweepStatus
+
+    @property
+    def record(self) -> JobRecord:
+        return self.now.record
 
     def row(self) -> tuple[str, ...]:
-        from hyperlaunch.runs.sweeps import summary_state
-
-        spec, ran = self.record.spec, [m.status for m in self.members if m.status is not None]
+        spec, ran = self.record.spec, [m.status for m in self.now.members if m.status is not None]
         steps = [s.progress.last_step for s in ran if s.progress.last_step is not None]
         restarts = sum(len(s.restarts) + len(s.in_allocation) for s in ran)
         return (
-            self.record.job_id, f"{spec.model or spec.checkpoint_name} sweep x{len(self.members)}", str(spec.nodes),
-            summary_state(self.members), str(restarts), "-", "-", "-",
+            self.record.job_id, f"{spec.model or spec.checkpoint_name} sweep x{len(self.now.members)}", str(spec.nodes),
+            self.now.summary, str(restarts), "-", "-", "-",
             f"{min(steps)}-{max(steps)}" if steps else "-", "-", "-", _elapsed(max((s.elapsed_s for s in ran), default=0)),
         )
 
-    def detail(self) -> list[str]:
-        from hyperlaunch.runs.sweeps import summary_state
+    def _element_state(self, m: ElementStatus) -> str:
+        """An element's state cell: its job's, or, before it started, the sweep's reason."""
+        if self.now.blocker is not None:
+            return f"{m.state} (never runs: job {self.now.blocker.job} {self.now.blocker.state})"
+        if m.status is not None:
+            return _state_cell(m.status)
+        if m.state == "CANCELLED":
+            return "CANCELLED (before it started)"
+        if m.state == "PENDING" and self.now.waits_for:
+            return f"PENDING (after {', '.join(d.job for d in self.now.waits_for)})"
+        return m.state
 
+    def detail(self) -> list[str]:
         spec, sweep = self.record.spec, self.record.sweep
         assert sweep is not None
         lines = [
-            f"sweep {self.record.job_id}: {len(self.members)} x {spec.what} on {spec.nodes_text} each, {summary_state(self.members)}",
+            f"sweep {self.record.job_id}: {len(self.now.members)} x {spec.what} on {spec.nodes_text} each, {self.now.summary}",
             f"  array:      --array={sweep.array}",
             f"  checkpoints: {spec.checkpoint_dir}",
         ]
         if self.record.resumed_from:
             lines.append(f"  resumes sweep {self.record.resumed_from}")
+        if self.now.never_runs:
+            lines.append(f"  never runs: {self.now.never_runs}")
+        elif self.now.waiting:
+            waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in self.now.waits_for)
+            lines.append(f"  waits for:  {waited}")
         header = ("ELEMENT", "NAME", "STATE", "JOB", "STEP", "LOSS", "BEST VAL", "RESTARTS")
         rows = [header]
-        for m in self.members:
+        for m in self.now.members:
             p = m.status.progress if m.status is not None else None
             rows.append((
-                m.task, m.name, _state_cell(m.status) if m.status is not None else m.state,
+                m.task, m.name, self._element_state(m),
                 m.status.record.job_id if m.status is not None else "-",
                 _number(p.last_step if p else None, "d"), _number(p.last_loss if p else None, ".4f"),
                 _number(m.best_val_loss, ".4f"), str(len(m.status.restarts) + len(m.status.in_allocation)) if m.status else "0",
@@ -147,8 +164,6 @@ class SweepView:
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        from hyperlaunch.runs.sweeps import summary_state
-
         spec, sweep = self.record.spec, self.record.sweep
         assert sweep is not None
         return {
@@ -156,14 +171,16 @@ class SweepView:
             "sweep": True,
             "model": spec.model,
             "name": spec.checkpoint_name,
-            "state": summary_state(self.members).split(" ")[0],
-            "summary": summary_state(self.members),
+            "state": self.now.state,
+            "summary": self.now.summary,
             "array": sweep.array,
             "nodes": spec.nodes,
             "checkpoint_dir": spec.checkpoint_dir,
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
-            "elements": [m.to_json() for m in self.members],
+            "waits_for": [d.__dict__ for d in self.now.waits_for],
+            "never_runs": self.now.never_runs,
+            "elements": [m.to_json() for m in self.now.members],
         }
 
 
@@ -329,7 +346,7 @@ def status(
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.runs import jobs
     from hyperlaunch.runs.job_status import collect
-    from hyperlaunch.runs.sweeps import elements, load_job
+    from hyperlaunch.runs.sweeps import load_job, sweep_status
 
     if limit < 1:
         raise InvalidInput(f"--limit must be at least 1, got {limit}")
@@ -349,7 +366,7 @@ def status(
             return []
         env = slurm_env(records[0].slurm_conf)
         single = iter(collect([r for r in records if r.sweep is None], env=env))
-        return [SweepView(r, elements(r, env=env)) if r.sweep is not None else next(single) for r in records]
+        return [SweepView(sweep_status(r, env=env)) if r.sweep is not None else next(single) for r in records]
 
     while True:
         statuses = gather()

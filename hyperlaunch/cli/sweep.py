@@ -100,4 +100,4 @@ def report(launched: SweepLaunch, base: JobSpec, chosen: Sweep, *, as_json: bool
     out.text(f"  logs:        {base.log_dir}/{base.job_name}_<element's job id>.out")
     out.text(f"  checkpoints: {base.checkpoint_dir} (<name>-latest for each)")
     out.text(f"  follow it:   hyperlaunch status {record.job_id}")
-    out.text(f"               hyperlaunch logs {record.job_id}_0 -f")
+    out.text(f"               hyperlaunch logs {record.job_id}_{min(specs)} -f")

@@ -19,6 +19,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
@@ -99,16 +100,128 @@ def prepare(
     if shard_mb <= 0:
         raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
     started = time.time()
-    _require_libraries()
+    require_libraries()
     sources = find_sources(inputs)
     output = Path(output).expanduser().resolve()
-    _check_output(output, overwrite)
-    try:
-        with fmt.locked(output, wait=False):
-            return _prepare_locked(
-                sources, output, tokenizer, text_field=text_field, workers=workers or default_workers(),
-                shard_bytes=int(shard_mb * 1e6), overwrite=overwrite, progress=progress, started=started,
+    check_output(output, overwrite)
+    with _lock(output, shared=False, planned=False):
+        return _prepare_locked(
+            sources, output, tokenizer, text_field=text_field, workers=workers or default_workers(),
+            shard_bytes=int(shard_mb * 1e6), overwrite=overwrite, progress=progress, started=started,
+        )
+
+
+# -- across nodes: `prepare-data --slurm --nodes N` ---------------------------------------------
+# Three steps of one batch job: the batch host plans (prepare.json, under the folder's lock), every
+# node tokenizes its share of the units (index % nodes == its rank) with all its cores, holding
+# the lock shared, and the batch host writes the one manifest once every unit has its marker. A
+# step that fails fails the job; running the same job again continues where it stopped, as a
+# killed prepare-data does.
+
+
+@dataclass(frozen=True)
+class ShareResult:
+    """What one node's share of the work came to."""
+
+    share: int
+    shares: int
+    units: int
+    """Units this node tokenized now (its share less the ones an earlier run finished)."""
+    tokens: int
+    seconds: float
+
+
+def plan_shares(
+    inputs: Sequence[Path],
+    output: Path,
+    tokenizer: LoadedTokenizer,
+    *,
+    text_field: str = "text",
+    workers: int,
+    shard_mb: float = DEFAULT_SHARD_MB,
+    overwrite: bool = False,
+) -> PrepareResult | None:
+    """The first step: the plan, cut for `workers` processes over all the nodes, written (or
+    read back from an interrupted run of the same data). A result when the folder already
+    holds this data (the other steps then have nothing to do)."""
+    if shard_mb <= 0:
+        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
+    started = time.time()
+    require_libraries()
+    sources = find_sources(inputs)
+    output = Path(output).expanduser().resolve()
+    check_output(output, overwrite)
+    with _lock(output, shared=False, planned=False):
+        begun = _begin(
+            sources, output, tokenizer, text_field=text_field, workers=workers, shard_bytes=int(shard_mb * 1e6), overwrite=overwrite, started=started,
+        )
+        if isinstance(begun, PrepareResult):
+            return begun
+        begun.started_at = started
+        begun.write(output)
+    return None
+
+
+def prepare_share(output: Path, tokenizer: LoadedTokenizer, *, share: int, shares: int, workers: int | None = None) -> ShareResult:
+    """The second step, on each node: the plan's units `share`, `share + shares`, ... that have
+    no marker yet, tokenized by `workers` processes (default: every CPU this node gives)."""
+    if not 0 <= share < shares:
+        raise InvalidInput(f"share {share} of {shares}: expected 0 <= share < shares")
+    started = time.time()
+    require_libraries()
+    output = Path(output).expanduser().resolve()
+    with _lock(output, shared=True):
+        if fmt.is_prepared(output):
+            return ShareResult(share, shares, 0, 0, time.time() - started)
+        plan = _planned(output, tokenizer)
+        done = _done_units(output, plan)
+        mine = [index for index in range(share, len(plan.units), shares) if index not in done]
+        tokens = sum(int(marker["tokens"]) for _, marker in _run(_worker_state(plan, tokenizer, output), mine, workers or default_workers()))
+    return ShareResult(share, shares, len(mine), tokens, time.time() - started)
+
+
+def finish_shares(output: Path, tokenizer: LoadedTokenizer) -> PrepareResult:
+    """The last step: the manifest, once every unit has its marker; DataError naming the
+    units without one (a node's share that did not finish)."""
+    require_libraries()
+    output = Path(output).expanduser().resolve()
+    with _lock(output, shared=False):
+        plan = _Plan.read(output)
+        existing = fmt.read_manifest(output)
+        if plan is None and existing is not None:
+            return PrepareResult(output, existing, "already prepared")
+        plan = _planned(output, tokenizer)
+        done = _done_units(output, plan)
+        missing = [index for index in range(len(plan.units)) if index not in done]
+        if missing:
+            shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+            raise DataError(
+                f"{len(missing)} of {len(plan.units)} units in {output} have no finished shard (units {shown})",
+                hint="a node's share did not finish: submit the same prepare-data --slurm again, it continues where it stopped",
             )
+        started = plan.started_at or time.time()
+        plan.seconds += time.time() - started
+        return _complete(plan, output, tokenizer, done, reused=0, started=started)
+
+
+def _planned(output: Path, tokenizer: LoadedTokenizer) -> _Plan:
+    """The folder's plan, made with this tokenizer."""
+    plan = _Plan.read(output)
+    if plan is None:
+        raise DataError(f"{output} has no plan ({fmt.PLAN_FILE}): its planning step did not run or failed", hint="see the job's log above this line")
+    if plan.tokenizer.get("sha256") != tokenizer.identity["sha256"]:
+        raise DataError(f"{output} is being prepared with tokenizer {plan.tokenizer.get('name')}, not {tokenizer.name}")
+    return plan
+
+
+@contextmanager
+def _lock(output: Path, *, shared: bool, planned: bool = True) -> Iterator[None]:
+    """The folder's lock, or a DataError; a step after the plan never creates the folder."""
+    if planned and not output.is_dir():
+        raise DataError(f"{output} has no plan ({fmt.PLAN_FILE}): its planning step did not run or failed", hint="see the job's log above this line")
+    try:
+        with fmt.locked(output, wait=False, shared=shared):
+            yield
     except fmt.Busy:
         raise DataError(f"another process is preparing data into {output}", hint="wait for it, or choose another --output") from None
 
@@ -181,7 +294,8 @@ def _read(folder: Path) -> fmt.Manifest:
     return manifest
 
 
-def _check_output(output: Path, overwrite: bool) -> None:
+def check_output(output: Path, overwrite: bool) -> None:
+    """A folder prepare-data may write: none yet, or one holding only its own files."""
     if output.exists() and not output.is_dir():
         raise DataError(f"--output {output} is a file, not a folder")
     foreign = sorted(p.name for p in output.iterdir() if not fmt.is_own_file(p.name)) if output.is_dir() else []
@@ -208,6 +322,9 @@ class _Plan:
     units: list[list[int]]
     seconds: float = 0.0
     """Time spent by earlier attempts."""
+    started_at: float = 0.0
+    """When the current run across nodes planned (prepare-data --slurm --nodes N): its
+    finishing step counts the wall time from here."""
 
     def write(self, folder: Path) -> None:
         write_atomically(folder / fmt.PLAN_FILE, json.dumps({"format": fmt.FORMAT, **asdict(self)}).encode())
@@ -236,6 +353,32 @@ def _prepare_locked(
     progress: Progress | None,
     started: float,
 ) -> PrepareResult:
+    begun = _begin(sources, output, tokenizer, text_field=text_field, workers=workers, shard_bytes=shard_bytes, overwrite=overwrite, started=started)
+    if isinstance(begun, PrepareResult):
+        return begun
+    plan = begun
+    done = _done_units(output, plan)
+    pending = [index for index in range(len(plan.units)) if index not in done]
+    if progress is not None:
+        progress.start(len(plan.units), len(done))
+    try:
+        for index, marker in _run(_worker_state(plan, tokenizer, output), pending, workers):
+            done[index] = marker
+            if progress is not None:
+                progress.advance(int(marker["tokens"]))
+    finally:
+        if progress is not None:
+            progress.finish()
+        plan.seconds += time.time() - started
+        plan.write(output)
+    return _complete(plan, output, tokenizer, done, reused=len(plan.units) - len(pending), started=started)
+
+
+def _begin(
+    sources: list[Source], output: Path, tokenizer: LoadedTokenizer, *, text_field: str, workers: int, shard_bytes: int, overwrite: bool, started: float,
+) -> PrepareResult | _Plan:
+    """A folder that already holds this data as a result; else the plan of the work, read back
+    from an interrupted preparation of the same data or written anew (cut for `workers`)."""
     listed = [source.as_dict() for source in sources]
     identity = fmt.identity(listed, tokenizer.identity, text_field)
     existing = fmt.read_manifest(output)
@@ -266,28 +409,30 @@ def _prepare_locked(
             dtype=fmt.dtype_for(tokenizer.vocab_size), units=[unit.as_list() for unit in units],
         )
         plan.write(output)
-    done = {index: marker for index in range(len(plan.units)) if (marker := _read_marker(output, index)) is not None}
-    pending = [index for index in range(len(plan.units)) if index not in done]
-    if progress is not None:
-        progress.start(len(plan.units), len(done))
-    state = _WorkerState(tokenizer.backend.to_str(), tokenizer.eos_id, plan.dtype, text_field, sources, plan.units, str(output))
-    try:
-        for index, marker in _run(state, pending, workers):
-            done[index] = marker
-            if progress is not None:
-                progress.advance(int(marker["tokens"]))
-    finally:
-        if progress is not None:
-            progress.finish()
-        plan.seconds += time.time() - started
-        plan.write(output)
+    return plan
+
+
+def _done_units(output: Path, plan: _Plan) -> dict[int, dict[str, Any]]:
+    """The marker of each unit whose shard is whole, by index."""
+    return {index: marker for index in range(len(plan.units)) if (marker := _read_marker(output, index)) is not None}
+
+
+def _worker_state(plan: _Plan, tokenizer: LoadedTokenizer, output: Path) -> _WorkerState:
+    sources = [Source(**source) for source in plan.sources]
+    return _WorkerState(tokenizer.backend.to_str(), tokenizer.eos_id, plan.dtype, plan.text_field, sources, plan.units, str(output))
+
+
+def _complete(
+    plan: _Plan, output: Path, tokenizer: LoadedTokenizer, done: dict[int, dict[str, Any]], *, reused: int, started: float,
+) -> PrepareResult:
+    """Every unit done: the manifest, written last; the markers and the plan removed."""
     manifest = _manifest(plan, tokenizer, [done[index] for index in range(len(plan.units))])
     write_atomically(output / fmt.MANIFEST_FILE, manifest.to_json().encode())
     for index in range(len(plan.units)):
         (output / fmt.shard_marker(index)).unlink(missing_ok=True)
     (output / fmt.PLAN_FILE).unlink(missing_ok=True)
-    status = "continued" if len(pending) < len(plan.units) else "prepared"
-    return PrepareResult(output, manifest, status, shards_reused=len(plan.units) - len(pending), seconds=time.time() - started)
+    status = "continued" if reused else "prepared"
+    return PrepareResult(output, manifest, status, shards_reused=reused, seconds=time.time() - started)
 
 
 def _clear(output: Path) -> None:
@@ -354,7 +499,8 @@ def _start_worker(state: _WorkerState) -> None:
     _WORKER.update(state=state, tokenizer=Tokenizer.from_str(state.tokenizer_json))
 
 
-def _require_libraries() -> None:
+def require_libraries() -> None:
+    """InvalidInput naming the extra when numpy or tokenizers is missing here."""
     try:
         import numpy  # noqa: F401
         import tokenizers  # noqa: F401

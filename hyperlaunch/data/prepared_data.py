@@ -215,14 +215,16 @@ class Busy(Exception):
 
 
 @contextmanager
-def locked(folder: Path, *, wait: bool) -> Iterator[None]:
+def locked(folder: Path, *, wait: bool, shared: bool = False) -> Iterator[None]:
     """The folder's lock (POSIX fcntl, which NFS and Lustre pass to the server): held by the
-    one process that prepares; released by the kernel or the server if that process dies."""
+    one process that prepares; released by the kernel or the server if that process dies.
+    `shared`: held by each node of a preparation across nodes at once, and by no other."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, kind if wait else kind | fcntl.LOCK_NB)
         except OSError as err:
             if err.errno in (errno.EACCES, errno.EAGAIN):
                 raise Busy(str(folder)) from None

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from hyperlaunch.core.bounded_read import read_regular
 from hyperlaunch.core.errors import CodeSnapshotTooLarge, InvalidInput
-from hyperlaunch.core.paths import job_files_dir
+from hyperlaunch.core.paths import JOB_FILES_FOLDER, job_files_dir
 
 DEFAULT_LIMIT_MB = 100
 INFO_FILE = ".hyperlaunch-snapshot.json"
@@ -32,7 +32,10 @@ INFO_FILE = ".hyperlaunch-snapshot.json"
 _INFO_MAX_BYTES = 1_000_000
 _GIT_TIMEOUT_S = 60
 _CHUNK = 1 << 20
-_SKIPPED_DIRS = frozenset({"__pycache__", ".git"})
+_SKIPPED_DIRS = frozenset({"__pycache__", ".git", JOB_FILES_FOLDER})
+"""Never code. JOB_FILES_FOLDER is where a job keeps its own files (its supervisor, its code
+snapshots, a sweep's elements): a run folder inside the project (./runs, the default) gets them
+between planning and submitting, and the snapshot taken again at submit must not change."""
 MAX_FILES = 100_000
 """More files than any training project holds: a script outside git in a home folder would
 otherwise have all of it listed (and its size summed) before the size limit says no."""
@@ -119,6 +122,7 @@ def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:
     root = Path(os.path.realpath(top or folder))
     try:
         listed = _git_files(root) if top else list(itertools.islice(_walk(root), MAX_FILES + 1))
+        listed = [rel for rel in listed if JOB_FILES_FOLDER not in rel.split("/")[:-1]]  # git lists untracked ones too
         if len(listed) > MAX_FILES:
             raise CodeSnapshotTooLarge(
                 f"code snapshot of {root} would hold over {MAX_FILES} files: is it your home folder? "

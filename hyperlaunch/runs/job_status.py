@@ -113,6 +113,8 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
     """The budget as the next attempt's script will count it: from the trainer's progress
     records in the run dir. An attempt under way that has saved already has given it back."""
     run_dir, job = Path(record.spec.run_dir), record.job_id
+    if not any(_started(a) for a in attempts):  # still queued, or cancelled there (a failed --after)
+        return RestartBudget(windows=0, failures=0, allowed=record.spec.max_restarts)
     ended = len(attempts) - 1 if last_running else len(attempts)
     if attempts and attempts[-1].state == "COMPLETED":
         failures = 0
@@ -130,6 +132,31 @@ class Dependency:
     """`ok`: starts once `job` completed; `any`: however it ended."""
     state: str
     """`job`'s Slurm state now (UNKNOWN when Slurm no longer knows it)."""
+
+
+def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt]) -> Dependency | None:
+    """For a job that never started: a job it waited to complete that ended otherwise (Slurm
+    cancels it then, --kill-on-invalid-dep), or None."""
+    if any(_started(a) for a in attempts):
+        return None
+    for waited in waits_for:
+        if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
+            return waited
+    return None
+
+
+def _started(attempt: slurm.Attempt) -> bool:
+    """Whether Slurm started the attempt: it has a start time and nodes. A job cancelled in the
+    queue has neither, but one cancelled as it was submitted (its --after had already failed)
+    has its submit time as start and end in sacct, and still no nodes ("None assigned")."""
+    return attempt.start not in ("", "Unknown", "None") and attempt.node_list not in ("", "None assigned")
+
+
+def never_runs_text(blocker: Dependency | None) -> str | None:
+    """Why a job (or a sweep) that `blocker` failed never runs, in words; None without one."""
+    if blocker is None:
+        return None
+    return f"job {blocker.job} ended {blocker.state}; this one waited for it to complete (--after {blocker.job}:ok)"
 
 
 @dataclass(frozen=True)
@@ -153,18 +180,12 @@ class JobStatus:
     @property
     def blocker(self) -> Dependency | None:
         """For a job that never started: a job it waited to complete that ended otherwise."""
-        if any(a.start not in ("", "Unknown", "None") for a in self.attempts):
-            return None
-        for waited in self.waits_for:
-            if waited.kind == "ok" and waited.state not in ACTIVE_STATES and waited.state not in ("COMPLETED", "UNKNOWN"):
-                return waited
-        return None
+        return blocker_of(self.waits_for, self.attempts)
 
     @property
     def never_runs(self) -> str | None:
         """Why a job that never started never will, or None."""
-        b = self.blocker
-        return None if b is None else f"job {b.job} ended {b.state}; this one waited for it to complete (--after {b.job}:ok)"
+        return never_runs_text(self.blocker)
 
     @property
     def active(self) -> bool:
@@ -238,15 +259,19 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     attempts: dict[str, list[slurm.Attempt]] = {}
     events: dict[str | None, list[slurm.NodeEvent]] = {}
     queued: dict[str, str] = {}
+    ended: dict[str, str] = {}
     for conf, group in by_conf.items():
         slurm_env = _env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
-        listed = {r.job_id for r in group}
-        waited = [job for r in group for job, _ in dependencies(r.spec) if job not in listed]
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        waited = list(dict.fromkeys(job for r in group for job, _ in dependencies(r.spec)))
+        with ThreadPoolExecutor(max_workers=2) as pool:
             queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
-            found = slurm.job_attempts([r.job_id for r in group] + list(dict.fromkeys(waited)), env=slurm_env)
+            # The jobs waited for by their own states: an array task's (12_3) and a whole
+            # array's (a sweep's) are not one job's attempts.
+            waited_states = pool.submit(slurm.job_states, waited, env=slurm_env)
+            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
             queued.update(queue_states.result())
+            ended.update(waited_states.result())
         attempts.update(found)
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
         if failed:
@@ -256,8 +281,9 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     def state_of(job: str) -> str:
         if queued.get(job) in ACTIVE_STATES:
             return queued[job]
-        ran = attempts.get(job)
-        return ran[-1].state if ran else "UNKNOWN"
+        if any(name.startswith(f"{job}_") and state in ACTIVE_STATES for name, state in queued.items()):
+            return "PENDING" if all(state == "PENDING" for name, state in queued.items() if name.startswith(f"{job}_")) else "RUNNING"
+        return ended.get(job, "UNKNOWN")
 
     return [
         dataclasses.replace(

@@ -8,6 +8,7 @@ for a single job, so an element fails, requeues and resumes as one does."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from hyperlaunch.job import sweep as rules
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs, tracker_runs
-from hyperlaunch.runs.job_status import JobStatus, collect
+from hyperlaunch.runs.job_status import Dependency, JobStatus, blocker_of, collect, never_runs_text
 from hyperlaunch.script.render_sweep import SweepScript, render_sweep
 from hyperlaunch.slurm import commands as slurm
 
@@ -121,22 +122,72 @@ def launch_sweep(
     return SweepLaunch(rendered, record)
 
 
-def elements(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None) -> list[ElementStatus]:
-    """The status of each element this sweep job runs: Slurm's array tasks, then, for the
-    ones that started, their jobs' statuses in one collect."""
+@dataclass(frozen=True)
+class SweepStatus:
+    """A sweep now: its elements, and the jobs the whole array waits for (--after)."""
+
+    record: jobs.JobRecord
+    members: tuple[ElementStatus, ...]
+    waits_for: tuple[Dependency, ...] = ()
+    """The jobs the array starts after, with their states now (Slurm holds every task)."""
+    blocker: Dependency | None = None
+    """While no element has started: a job the sweep waited to complete that ended otherwise."""
+
+    @property
+    def never_runs(self) -> str | None:
+        return never_runs_text(self.blocker)
+
+    @property
+    def waiting(self) -> bool:
+        """Every element is pending behind --after's jobs."""
+        return bool(self.waits_for) and all(m.state == "PENDING" for m in self.members)
+
+    @property
+    def state(self) -> str:
+        """One word: COMPLETED, RUNNING, PENDING, FAILED, CANCELLED..."""
+        return summary_state(self.members).split(" ")[0]
+
+    @property
+    def summary(self) -> str:
+        """The state with its counts, or with why it waits or never runs."""
+        if self.blocker is not None:
+            return f"{self.state} (never runs: job {self.blocker.job} {self.blocker.state})"
+        if self.waiting:
+            return f"PENDING (after {', '.join(d.job for d in self.waits_for)})"
+        return summary_state(self.members)
+
+
+def sweep_status(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None) -> SweepStatus:
+    """The status of each element this sweep job runs (Slurm's array tasks, then, for the ones
+    that started, their jobs' statuses) and of the jobs it waits for, in one collect."""
     assert record.sweep is not None
     tasks = slurm.array_tasks(record.job_id, env=env)
     started = {i: tasks[i].job_id for i in record.sweep.runs if i in tasks and tasks[i].job_id is not None}
     element_records = [record.element(i, str(job)) for i, job in started.items()]
-    statuses = dict(zip(started, collect(element_records, env=env), strict=True)) if element_records else {}
+    # The array job itself, last: its waits (the states of --after's jobs) are the sweep's.
+    collected = collect([*element_records, dataclasses.replace(record, sweep=None)], env=env)
+    statuses = dict(zip(started, collected[:-1], strict=True))
     shown = []
     for index in record.sweep.runs:
         element = record.sweep.element(index)
         status = statuses.get(index)
-        state = status.state if status is not None else (tasks[index].state if index in tasks else "UNKNOWN")
+        # Slurm's word for the task where its job's own records say nothing yet (sacct lags).
+        known = tasks[index].state if index in tasks and tasks[index].state else "UNKNOWN"
+        if index not in tasks and tasks:
+            # Slurm keeps no record of an array task cancelled before it started (squeue lists
+            # every pending task, sacct every one that ran): it never ran, and never will.
+            known = "CANCELLED"
+        state = status.state if status is not None and status.state != "UNKNOWN" else known
         name = rules.element_name(record.spec, element)
         shown.append(ElementStatus(record.job_id, index, name, element.values, state, status))
-    return shown
+    waits = collected[-1].waits_for
+    attempts = [a for s in statuses.values() for a in s.attempts]
+    return SweepStatus(record, tuple(shown), waits, blocker_of(waits, attempts))
+
+
+def elements(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None) -> tuple[ElementStatus, ...]:
+    """The status of each element this sweep job runs."""
+    return sweep_status(record, env=env).members
 
 
 def summary_state(members: Sequence[ElementStatus]) -> str:
@@ -192,7 +243,13 @@ def split_task(text: str) -> tuple[jobs.JobRecord, int | None]:
 def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str] | None = None) -> jobs.JobRecord:
     """The record of element `index` of sweep `record` as the job its task became; InvalidInput
     while it has not started (it has no job, log or attempts yet)."""
-    task = slurm.array_tasks(record.job_id, env=env).get(index)
+    tasks = slurm.array_tasks(record.job_id, env=env)
+    task = tasks.get(index)
+    if task is None and tasks:  # see sweep_status: Slurm forgets a task cancelled while it waited
+        raise InvalidInput(
+            f"element {record.job_id}_{index} was cancelled before it started: no log or attempts",
+            hint=f"'hyperlaunch resume {record.job_id}' submits it again",
+        )
     if task is None or task.job_id is None:
         state = task.state if task is not None else "unknown to Slurm"
         raise InvalidInput(f"element {record.job_id}_{index} has not started ({state}): no log or attempts yet", hint=f"'hyperlaunch status {record.job_id}' lists its elements")

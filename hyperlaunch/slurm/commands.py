@@ -363,6 +363,36 @@ def job_attempts(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None
     return attempts
 
 
+def job_states(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """How each job ended or where it is now, by sacct (last attempts), for the jobs others wait
+    for: a plain job's or an array task's (`12_3`) own state; a job array's as sbatch's afterok
+    sees it: while a task is in the queue, PENDING or RUNNING; COMPLETED once every task did;
+    else the state of one that did not (FAILED, CANCELLED, ...). A job sacct does not know is
+    left out."""
+    if not job_ids:
+        return {}
+    out = run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], env=env, timeout=60, check=False).stdout
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    states: dict[str, str] = {}
+    for job in job_ids:
+        own = [state.split()[0] for job_id, state in rows if job_id == job and state]
+        tasks = [state.split()[0] for job_id, state in rows if job_id.startswith(f"{job}_") and state]
+        if own:
+            states[job] = own[-1]
+        elif tasks:
+            states[job] = array_state(tasks)
+    return states
+
+
+def array_state(task_states: Sequence[str]) -> str:
+    """A job array's state from its tasks' (see job_states)."""
+    for state in ("RUNNING", "REQUEUED", "PENDING", "COMPLETING", "CONFIGURING", "SUSPENDED"):
+        if state in task_states:
+            return "RUNNING" if state in ("COMPLETING", "CONFIGURING") else state
+    unfinished = [state for state in task_states if state != "COMPLETED"]
+    return unfinished[0] if unfinished else "COMPLETED"
+
+
 def queue_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
     """The job's state while it is in the queue (PENDING, RUNNING, ...), '' once it left."""
     return run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, timeout=15, check=False).stdout.strip()

@@ -1,6 +1,8 @@
 """Steps that wait for each other on the dev cluster: `submit --after J:ok` behind a training
-that fails is cancelled by Slurm and `status` says which job failed it, never left pending; and
-`export --slurm --after J`, queued while J trains, exports the checkpoint J leaves."""
+that fails is cancelled by Slurm and `status` says which job failed it, never left pending;
+`export --slurm --after J`, queued while J trains, exports the checkpoint J leaves; and
+`prepare-data --slurm` on two nodes, then a training queued behind it on the folder it writes
+(or, when the preparation fails, never run, with the reason in `status`)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,51 @@ def test_an_export_queued_behind_its_training_exports_what_the_training_left(dev
     exported = training.ckpt_dir / f"{MODEL}-20steps-hf"
     wait_until(lambda: (exported / "hyperlaunch-export.json").exists(), 180, "the export job")
     assert json.loads((exported / "hyperlaunch-export.json").read_text())["step"] == 20
+
+
+def _corpus(folder: Path, lines: str | None = None) -> Path:
+    folder.mkdir(parents=True)
+    for part in range(3):
+        rows = lines or "".join(json.dumps({"text": f"document {part}-{i}: " + "tokens for the cluster to cut " * (i % 7 + 1)}) + "\n" for i in range(3000))
+        (folder / f"part{part}.jsonl").write_text(rows)
+    return folder
+
+
+def _prepare_then_train(cluster: DevCluster, tmp_path: Path, raw: Path) -> tuple[str, Job]:
+    """`prepare-data --slurm --nodes 2`, and a training queued behind it on its folder."""
+    prepared = cluster.hyperlaunch(
+        "prepare-data", str(raw), "--model", MODEL, "--output", str(tmp_path / "data"), "--slurm", "--nodes", "2", "--json", cwd=tmp_path,
+    )
+    assert prepared.returncode == 0, prepared.stderr
+    prepare_job = json.loads(prepared.stdout)["job_id"]
+    train = cluster.hyperlaunch(
+        "submit", "--model", MODEL, "--nodes", "1", "--max-steps", "5", "--after", f"{prepare_job}:ok", "--data", str(tmp_path / "data"),
+        "--json", cwd=tmp_path,
+    )
+    assert train.returncode == 0, train.stderr
+    return prepare_job, Job(cluster, tmp_path, json.loads(train.stdout)["job_id"])
+
+
+def test_data_prepared_on_two_nodes_is_what_the_training_behind_it_reads(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    prepare_job, training = _prepare_then_train(dev_cluster, tmp_path, _corpus(tmp_path / "raw"))
+    assert training.wait_final()["state"] == "COMPLETED"
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    assert manifest["documents"] == 9000 and len(manifest["shards"]) >= 2
+    started = training.events("started")[0]["data"]
+    assert (Path(started["folder"]).resolve(), started["prepared"], started["tokens"]) == ((tmp_path / "data").resolve(), False, manifest["tokens"])
+    log = (tmp_path / "logs" / f"prepare-data-data_{prepare_job}.out").read_text()
+    assert "node 1 of 2: " in log and "node 2 of 2: " in log and f"prepared {manifest['tokens']:,} tokens" in log, log
+    assert dev_cluster.sacct_attempts(prepare_job)[-1][0] == "COMPLETED"
+
+
+def test_a_failed_preparation_leaves_the_training_behind_it_never_to_run(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    prepare_job, training = _prepare_then_train(dev_cluster, tmp_path, _corpus(tmp_path / "raw", lines="not json\n"))
+    wait_until(lambda: training.status()["state"] not in ("PENDING", "UNKNOWN"), 180, "Slurm to cancel the training behind the failed preparation")
+    doc = training.status()
+    assert doc["state"] == "CANCELLED" and doc["waits_for"] == [{"job": prepare_job, "kind": "ok", "state": "FAILED"}]
+    assert doc["never_runs"] == f"job {prepare_job} ended FAILED; this one waited for it to complete (--after {prepare_job}:ok)"
+    assert doc["restart_budget_left"] == doc["max_restarts"]
+    listed = dev_cluster.hyperlaunch("status", cwd=tmp_path).stdout
+    assert f"CANCELLED (never runs: job {prepare_job} FAILED)" in listed, listed
+    log = (tmp_path / "logs" / f"prepare-data-data_{prepare_job}.out").read_text()
+    assert "jsonl:1: not valid JSON" in log and not (tmp_path / "data" / "manifest.json").exists()

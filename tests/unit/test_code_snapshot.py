@@ -105,6 +105,16 @@ def test_a_folder_outside_git_is_its_files_less_caches(tmp_path: Path) -> None:
     assert snapshot.describe() == f"folder {root}, 2 files, 4 B, sha256 {snapshot.digest[:8]}"
 
 
+def test_a_jobs_own_files_in_a_run_folder_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
+    """./runs (the default run folder) inside the script's folder: between planning and
+    submitting, submit writes the supervisor there, and the snapshot must come out the same."""
+    for root in (files_of({"train.py": "1\n"}, tmp_path / "plain"), repo):
+        before = cs.take(root)
+        files_of({"runs/train/.hyperlaunch/supervisor-1.pyz": "zip", "runs/train/.hyperlaunch/code-1/train.py": "1\n"}, root)
+        after = cs.take(root)
+        assert after.name == before.name and not any(".hyperlaunch" in path for path in paths(after)), paths(after)
+
+
 def test_links_inside_the_root_are_copied_as_files_others_left_out(tmp_path: Path) -> None:
     outside = files_of({"secret.txt": "s\n", "dir/a.py": "a\n"}, tmp_path / "outside")
     root = files_of({"train.py": "1\n", "lib/real.py": "2\n"}, tmp_path / "code")

@@ -11,8 +11,9 @@ import pytest
 
 from hyperlaunch.job.plan import plan_job
 from hyperlaunch.job.spec import dependencies, dependency_value, parse_after
-from hyperlaunch.runs.job_status import Dependency, JobStatus
+from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
 from hyperlaunch.script.render import render_sbatch
+from hyperlaunch.slurm.commands import Attempt
 from tests.unit.cli_runner import one_error_line, run_cli
 
 
@@ -54,4 +55,37 @@ def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
     blocked = _status((Dependency("12", "ok", "TIMEOUT"),), state="CANCELLED")
     assert blocked.never_runs == "job 12 ended TIMEOUT; this one waited for it to complete (--after 12:ok)"
     assert _state_cell(blocked) == "CANCELLED (never runs: job 12 TIMEOUT)"
+    # sacct's record of a job cancelled before it started reads as a failure of its own: the
+    # job it waited for is still the reason shown.
+    cancelled = dataclasses.replace(blocked, failure=Restart(attempt=0, cause="cancelled"))
+    assert _state_cell(cancelled) == "CANCELLED (never runs: job 12 TIMEOUT)"
     assert _status((Dependency("12", "ok", "COMPLETED"),)).never_runs is None
+    # Submitted after job 12 had failed: Slurm cancels it at once, and sacct gives it its submit
+    # time as start and end, but no nodes.
+    at_once = Attempt("30", "CANCELLED", "None assigned", "2026-01-01T00:00:09", "2026-01-01T00:00:09", "0:0")
+    assert dataclasses.replace(blocked, attempts=(at_once,)).never_runs is not None
+    ran = Attempt("30", "CANCELLED", "node1", "2026-01-01T00:00:09", "2026-01-01T00:00:19", "0:0")
+    assert dataclasses.replace(blocked, attempts=(ran,)).never_runs is None
+
+
+def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path: Path) -> None:
+    from hyperlaunch.runs.job_status import RestartBudget, restart_budget
+    from hyperlaunch.runs.jobs import JobRecord
+    from hyperlaunch.slurm.commands import Attempt
+
+    record = JobRecord(job_id="30", spec=_spec(tmp_path, after=["12"]), submitted_at=0.0)
+    never = Attempt("30", "CANCELLED", "None assigned", "None", "2026-01-01T00:00:08", "0:0")
+    assert restart_budget(record, [never], last_running=False) == RestartBudget(windows=0, failures=0, allowed=3)
+    ran = Attempt("30", "FAILED", "node1", "2026-01-01T00:00:01", "2026-01-01T00:00:08", "1:0")
+    assert restart_budget(record, [ran], last_running=False).failures == 1
+
+
+def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperlaunch.slurm import commands as slurm
+
+    sacct = "41_0|COMPLETED\n41_1|FAILED\n41_2|COMPLETED\n12|FAILED\n43_0|COMPLETED\n43_[1-2%2]|PENDING\n44_0|COMPLETED\n44_1|COMPLETED\n"
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    assert slurm.job_states(["41", "41_2", "12", "43", "44", "99"]) == {
+        "41": "FAILED", "41_2": "COMPLETED", "12": "FAILED", "43": "PENDING", "44": "COMPLETED",
+    }
+    assert slurm.array_state(["COMPLETED", "CANCELLED", "RUNNING"]) == "RUNNING" and slurm.job_states([]) == {}

@@ -1,0 +1,309 @@
+"""Sweeps (issue 29): the grid's rules, the array job's script and elements file (golden), the
+supervisor finding its element, and `sweep` / `status` / `resume` / `cancel` through the real
+CLI with stub sbatch, squeue, sacct and scancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.job import sweep as rules
+from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.runs import jobs
+from hyperlaunch.script.render_sweep import render_sweep
+from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.supervisor import sweep_element
+from tests.unit.cli_runner import one_error_line, run_cli
+
+GOLDEN = Path(__file__).parent / "golden"
+BASE = JobSpec(
+    model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", checkpoint_dir="/fsx/ckpt", log_dir="/fsx/logs",
+    run_dir="/fsx/runs/lr sweep", max_steps=1000, tracker=("tensorboard",), trainer_args=("--warmup-steps", "50"), gres_gpus="on",
+)
+
+
+def _sweep(grid: list[str], parallel: int | None = 2) -> rules.Sweep:
+    members = rules.elements(rules.parse_grid(grid))
+    return rules.Sweep(members, tuple(e.index for e in members), parallel)
+
+
+def test_a_grid_is_every_combination_first_key_slowest() -> None:
+    members = rules.elements(rules.parse_grid(["lr=1e-4,3e-4,1e-3", "seed=1,2"]))
+    assert [e.suffix for e in members] == [
+        "lr1e-4-seed1", "lr1e-4-seed2", "lr3e-4-seed1", "lr3e-4-seed2", "lr1e-3-seed1", "lr1e-3-seed2",
+    ]
+    assert [e.index for e in members] == list(range(6))
+    assert members[3].flags == ("--lr", "3e-4", "--seed", "2")
+    assert rules.element_name(BASE, members[2]) == "qwen3_0_6b-lr3e-4-seed1"
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        (["lr"], "write KEY=V1,V2"),
+        (["--lr=1"], "a trainer option's name without its dashes"),
+        (["lr=1,", "seed=1"], "lr has an empty value"),
+        (["lr=1,1"], "lr lists a value twice"),
+        (["lr=1", "lr=2"], "key lr is given twice"),
+        (["max-steps=10,20"], "--max-steps is set by hyperlaunch for the whole sweep"),
+        (["model-name=a,b"], "--model-name is set by hyperlaunch"),
+        ([], "a sweep needs a grid"),
+        ([f"a={','.join(map(str, range(40)))}", f"b={','.join(map(str, range(30)))}"], "1,200 elements; a sweep runs at most 1,000"),
+    ],
+)
+def test_a_bad_grid_is_one_line_naming_what_is_valid(grid: list[str], message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        rules.parse_grid(grid)
+
+
+def test_a_script_job_grids_over_its_own_options() -> None:
+    assert rules.parse_grid(["max-steps=1,2"], script_job=True) == (("max-steps", ("1", "2")),)
+
+
+def test_a_grid_file_is_a_toml_table_of_arrays(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.toml"
+    path.write_text('[grid]\nlr = ["1e-4", "3e-4"]\nseed = [1, 2]\nwarmup-steps = [100]\n')
+    assert rules.read_grid_file(path) == (("lr", ("1e-4", "3e-4")), ("seed", ("1", "2")), ("warmup-steps", ("100",)))
+    path.write_text('[grid]\nlr = "1e-4"\n')
+    with pytest.raises(InvalidInput, match="lr must be an array"):
+        rules.read_grid_file(path)
+    path.write_text("[grid\n")
+    with pytest.raises(InvalidInput, match="not TOML"):
+        rules.read_grid_file(path)
+    path.write_text('lr = [1]\n')
+    with pytest.raises(InvalidInput, match=r"only a \[grid\] table"):
+        rules.read_grid_file(path)
+
+
+def test_each_element_is_a_job_of_its_own() -> None:
+    element = _sweep(["lr=3e-4", "seed=1"]).elements[0]
+    spec = rules.element_spec(BASE, element)
+    assert spec.checkpoint_name == "qwen3_0_6b-lr3e-4-seed1"
+    assert spec.run_dir == "/fsx/runs/lr sweep/lr3e-4-seed1" and spec.tensorboard_dir == "/fsx/runs/lr sweep/lr3e-4-seed1/tensorboard"
+    assert spec.trainer_args == ("--warmup-steps", "50", "--lr", "3e-4", "--seed", "1", "--model-name", "qwen3_0_6b-lr3e-4-seed1")
+    assert spec.job_name == BASE.job_name and spec.checkpoint_dir == BASE.checkpoint_dir
+    script = BASE.replace(model="", max_steps=None, trainer_args=(), checkpoint_name="", module="pkg.train", name="exp", code_dir="/fsx/code", code_root="/src")
+    element_script = rules.element_spec(script, element)
+    assert element_script.checkpoint_name == "exp-lr3e-4-seed1" and element_script.trainer_args[-4:] == ("--lr", "3e-4", "--seed", "1")
+
+
+def test_values_a_name_cannot_tell_apart_are_refused() -> None:
+    with pytest.raises(InvalidInput, match="would both be named qwen3_0_6b-tagA_B"):
+        rules.unique_names(BASE, _sweep(["tag=A/B,A:B"]).elements)
+
+
+def test_the_array_value_lists_ranges_and_the_parallel_limit() -> None:
+    assert rules.array_value(range(6), 2) == "0-5%2"
+    assert rules.array_value([1, 3, 4, 5, 9], None) == "1,3-5,9"
+    assert slurm.expand_indices("1,3-5%2") == [1, 3, 4, 5]
+
+
+def test_golden_sweep_script_and_elements_file() -> None:
+    rendered = render_sweep(BASE, _sweep(["lr=1e-4,3e-4", "seed=1,2"]))
+    files = {"sweep.sbatch": rendered.script, "sweep-elements.json": rendered.elements_text}
+    for name, text in files.items():
+        text = text.replace("0.1.0", "VERSION")
+        golden = GOLDEN / name
+        if os.environ.get("UPDATE_GOLDEN"):
+            golden.write_text(text)
+        assert text == golden.read_text(), f"{name} changed; if intended: UPDATE_GOLDEN=1 pytest tests/unit/test_sweep.py -k golden"
+    assert "#SBATCH --array=0-3%2" in rendered.script
+    assert rendered.elements_path.startswith("/fsx/runs/lr sweep/.hyperlaunch/sweep-")
+    assert "HYPERLAUNCH_TRACKER_RUN_ID" not in rendered.script, "each element has its own tracker run, in the elements file"
+    assert subprocess.run(["bash", "-n"], input=rendered.script, text=True).returncode == 0
+
+
+def test_the_supervisor_finds_its_element_by_the_array_task(tmp_path: Path) -> None:
+    rendered = render_sweep(BASE, _sweep(["lr=1e-4,3e-4", "seed=1,2"]))
+    path = tmp_path / "elements.json"
+    path.write_text(rendered.elements_text)
+    argv, env = sweep_element.resolve([sweep_element.ELEMENTS_FLAG, str(path)], {"SLURM_ARRAY_TASK_ID": "2"})
+    split = argv.index("--")
+    assert argv[argv.index("--run-dir") + 1] == "/fsx/runs/lr sweep/lr3e-4-seed1"
+    assert argv[split + 1:][-6:] == ["--lr", "3e-4", "--seed", "1", "--model-name", "qwen3_0_6b-lr3e-4-seed1"]
+    assert env["HYPERLAUNCH_TENSORBOARD_DIR"] == "/fsx/runs/lr sweep/lr3e-4-seed1/tensorboard"
+    assert sweep_element.resolve(["--run-dir", "x", "--", "t"], {}) == (["--run-dir", "x", "--", "t"], {})
+    with pytest.raises(SystemExit, match="inside a Slurm job array"):
+        sweep_element.resolve([sweep_element.ELEMENTS_FLAG, str(path)], {})
+    with pytest.raises(SystemExit, match="no readable element 9"):
+        sweep_element.resolve([sweep_element.ELEMENTS_FLAG, str(path)], {"SLURM_ARRAY_TASK_ID": "9"})
+    path.write_text("{")
+    with pytest.raises(SystemExit, match="cannot read the sweep's elements"):
+        sweep_element.resolve([sweep_element.ELEMENTS_FLAG, str(path)], {"SLURM_ARRAY_TASK_ID": "0"})
+
+
+def test_a_sweep_record_keeps_its_elements_and_runs() -> None:
+    chosen = _sweep(["lr=1e-4,3e-4"])
+    record = jobs.JobRecord(job_id="7", spec=BASE, submitted_at=1.0, sweep=rules.Sweep(chosen.elements, (1,), 2))
+    again = jobs.JobRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again == record and again.sweep is not None and again.sweep.array == "1%2"
+    element = again.element(1, "12")
+    assert (element.job_id, element.spec.checkpoint_name, element.log_paths[0].name) == ("12", "qwen3_0_6b-lr3e-4", "qwen3_0_6b_12.out")
+    broken = record.to_json()
+    broken["sweep"]["runs"] = [5]
+    with pytest.raises(ValueError, match="indices of its elements"):
+        jobs.JobRecord.from_json(broken)
+
+
+# Stub Slurm: sbatch answers job 70 and keeps the script; squeue and sacct answer from files
+# the test writes; scancel records what it was asked; sinfo and scontrol know no cluster.
+_STUBS = {
+    "sbatch": 'for arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/submitted.sbatch"\necho "Submitted batch job $(cat "$STUB/next_id" 2>/dev/null || echo 70)"\n',
+    "squeue": 'case "$*" in *" -r "*) cat "$STUB/squeue_r" 2>/dev/null;; *"--me"*) cat "$STUB/queue" 2>/dev/null;; esac\nexit 0\n',
+    "sacct": 'cat "$STUB/sacct.out" 2>/dev/null\nexit 0\n',
+    "scancel": 'echo "$*" >> "$STUB/scancel.calls"\n',
+    # No cluster to ask about its nodes: the real sinfo and scontrol, where installed, retry
+    # a missing slurm.conf for a minute.
+    "sinfo": "exit 1\n",
+    "scontrol": "exit 1\n",
+}
+
+
+@pytest.fixture()
+def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "stub"
+    folder.mkdir()
+    for name, text in _STUBS.items():
+        path = folder / name
+        path.write_text("#!/bin/sh\n" + text)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("STUB", str(folder))
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    return folder
+
+
+_ARGS = ["sweep", "--model", "qwen3_tiny", "--max-steps", "10", "--grid", "lr=1e-3,3e-3", "--grid", "seed=1,2", "--max-parallel", "2"]
+
+
+def test_sweep_submits_one_array_job_and_records_it(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run_cli([*_ARGS, "--json", "--", "--seq-len", "32"], monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["job_id"] == "70" and doc["array"] == "0-3%2"
+    assert [e["name"] for e in doc["elements"]] == [f"qwen3_tiny-lr{lr}-seed{seed}" for lr in ("1e-3", "3e-3") for seed in (1, 2)]
+    assert [e["task"] for e in doc["elements"]] == ["70_0", "70_1", "70_2", "70_3"]
+    script = (stub / "submitted.sbatch").read_text()
+    assert "#SBATCH --array=0-3%2" in script
+    elements_file = script.split("--elements ")[1].strip()
+    assert json.loads(Path(elements_file).read_text())["elements"][3]["name"] == "qwen3_tiny-lr3e-3-seed2"
+    record = jobs.load("70")
+    assert record.sweep is not None and record.sweep.runs == (0, 1, 2, 3)
+
+
+def test_bad_sweep_input_is_one_line_and_submits_nothing(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for args, parts in (
+        (["sweep", "--model", "qwen3_tiny", "--grid", "lr=abc,1"], ("sweep element 0", "--lr", "abc")),
+        (["sweep", "--model", "qwen3_tiny", "--grid", "lr=1", "--grid-file", "x.toml"], ("--grid and --grid-file",)),
+        (["sweep", "--model", "qwen3_tiny", "--grid-file", "missing.toml"], ("missing.toml", "cannot read")),
+        (["sweep", "--model", "qwen3_tiny", "--grid", "data=a,b"], ("--data is set by hyperlaunch",)),
+    ):
+        one_error_line(run_cli(args, monkeypatch), 2, *parts)
+    assert not (stub / "submitted.sbatch").exists() and not (tmp_path / "runs").exists() and not (tmp_path / "home" / "jobs" / "70").exists()
+
+
+def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS, "--", "--seq-len", "32"], monkeypatch).exit_code == 0
+    # Elements 0 and 3 completed; 1 was cancelled while it ran; 2 was cancelled before it
+    # started, which leaves no trace in Slurm (22.05: in neither sacct nor squeue).
+    (stub / "sacct.out").write_text(
+        "70_0|71|COMPLETED\n70_1|72|CANCELLED by 0\n70_3|73|COMPLETED\n"
+        "71|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
+    )
+    shown = run_cli(["status", "70"], monkeypatch)
+    assert shown.exit_code == 0, shown.stderr
+    assert "sweep 70: 4 x qwen3_tiny" in shown.stdout and "70_2" in shown.stdout and "qwen3_tiny-lr3e-3-seed1" in shown.stdout
+    assert "CANCELLED (before it started)" in shown.stdout.splitlines()[6], shown.stdout
+    one_error_line(run_cli(["logs", "70_2"], monkeypatch), 2, "element 70_2 was cancelled before it started", "resume 70")
+    doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
+    assert doc["sweep"] is True and [e["state"] for e in doc["elements"]] == ["COMPLETED", "CANCELLED", "CANCELLED", "COMPLETED"]
+    assert [e["job_id"] for e in doc["elements"]] == ["71", "72", None, "73"]
+    listed = run_cli(["status"], monkeypatch).stdout
+    assert "qwen3_tiny sweep x4" in listed and listed.count("\n") == 2
+    (stub / "next_id").write_text("80")
+    resumed = run_cli(["resume", "70", "--json"], monkeypatch)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["array"] == "1-2%2"
+    assert "#SBATCH --array=1-2%2" in (stub / "submitted.sbatch").read_text()
+    record = jobs.load("80")
+    assert record.resumed_from == "70" and record.sweep is not None and record.sweep.runs == (1, 2)
+    (stub / "next_id").write_text("81")
+    text = run_cli(["resume", "70"], monkeypatch).stdout
+    assert "resuming sweep 70 as sweep 81: 2 x" in text and "hyperlaunch logs 81_1 -f" in text, text
+
+
+def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "squeue_r").write_text("70_2|70|PENDING\n70_3|70|PENDING\n70_0|71|RUNNING\n70_1|72|RUNNING\n")
+    one_error_line(run_cli(["resume", "70"], monkeypatch), 11, "70_0, 70_1, 70_2, 70_3", "still has element(s) in the queue")
+    (stub / "queue").write_text("70_[2-3%2]|70|PENDING\n70_0|71|RUNNING\n")
+    again = run_cli([*_ARGS], monkeypatch)
+    one_error_line(again, 11, "job 70 (PENDING) already trains qwen3_tiny-lr1e-3-seed1")
+
+
+def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    assert "cancelled element 70_3 of sweep 70" in run_cli(["cancel", "70_3"], monkeypatch).stdout
+    assert "cancelled sweep 70" in run_cli(["cancel", "70"], monkeypatch).stdout
+    assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
+    one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
+
+
+def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    submitted = run_cli([*_ARGS, "--after", "5:ok"], monkeypatch)
+    assert submitted.exit_code == 0, submitted.stderr
+    assert "#SBATCH --dependency=afterok:5" in (stub / "submitted.sbatch").read_text()
+    (stub / "queue").write_text("70_[0-3%2]|70|PENDING\n5|5|RUNNING\n")
+    (stub / "squeue_r").write_text("70_[0-3%2]|70|PENDING\n")
+    waiting = run_cli(["status", "70"], monkeypatch).stdout
+    assert "PENDING (after 5)" in waiting.splitlines()[0] and "waits for:  job 5 (to complete; RUNNING)" in waiting
+    assert waiting.count("PENDING (after 5)") == 5, waiting  # the header and each element
+    # Job 5 failed; Slurm cancelled the whole array (--kill-on-invalid-dep) before any task ran.
+    (stub / "queue").write_text("")
+    (stub / "squeue_r").write_text("")
+    (stub / "sacct.out").write_text(
+        "70_[0-3%2]|70|CANCELLED by 0\n"
+        "5|FAILED\n"
+        "70|CANCELLED by 0|None assigned|None|2026-01-01T00:00:08|0:0|0|\n"
+    )
+    listed = run_cli(["status"], monkeypatch).stdout
+    assert "CANCELLED (never runs: job 5 FAILED)" in listed, listed
+    doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
+    assert doc["never_runs"] == "job 5 ended FAILED; this one waited for it to complete (--after 5:ok)"
+    assert doc["waits_for"] == [{"job": "5", "kind": "ok", "state": "FAILED"}] and doc["state"] == "CANCELLED"
+    shown = run_cli(["status", "70"], monkeypatch).stdout
+    assert "never runs: job 5 ended FAILED" in shown and shown.count("CANCELLED (never runs: job 5 FAILED)") == 5, shown
+
+
+def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    queued = run_cli(["export", "70_1", "--slurm", "--after", "70", "--json"], monkeypatch)
+    assert queued.exit_code == 0, queued.stderr
+    assert "--name qwen3_tiny-lr1e-3-seed2 " in (stub / "submitted.sbatch").read_text()
+    assert json.loads(queued.stdout)["log"].endswith("export-qwen3_tiny-lr1e-3-seed2-latest-70.out")
+    one_error_line(run_cli(["export", "70"], monkeypatch), 2, "job 70 is a sweep of 4 trainings: export one element, 70_N")
+    one_error_line(run_cli(["export", "70_4"], monkeypatch), 2, "no element 4")
+
+
+def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "next_id").write_text("80")
+    behind = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", "5", "--after", "70:ok", "--checkpoint-dir", "after"], monkeypatch)
+    assert behind.exit_code == 0, behind.stderr
+    # Element 3 ran under the array's own id and completed; element 1 failed: afterok:70 fails.
+    (stub / "sacct.out").write_text(
+        "70_0|COMPLETED\n70_1|FAILED\n70_2|COMPLETED\n70_3|COMPLETED\n"
+        "70|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
+        "80|CANCELLED by 0|None assigned|None|2026-01-01T00:01:00|0:0|0|\n"
+    )
+    doc = json.loads(run_cli(["status", "80", "--json"], monkeypatch).stdout)
+    assert doc["waits_for"] == [{"job": "70", "kind": "ok", "state": "FAILED"}]
+    assert doc["never_runs"] == "job 70 ended FAILED; this one waited for it to complete (--after 70:ok)"
