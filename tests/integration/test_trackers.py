@@ -122,7 +122,12 @@ def test_wandb_keeps_one_run_id_across_attempts_and_resume(tracked: dict[str, An
     run_id = tracked["status"]["trackers"]["wandb"]["run_id"]
     folders = sorted((job.run_dir / "wandb").glob("offline-run-*"))
     assert len(folders) >= 3, "the lost attempt, its restart, and the resume"
-    assert {_offline_run_id(folder) for folder in folders} == {run_id}
+    assert all(folder.name.endswith(f"-{run_id}") for folder in folders), folders
+    # The killed attempt's log may hold no record at all: W&B's service writes it in batches and
+    # died with the node before its first (fresh-ci saw a 7-byte log, its header alone). Every log
+    # that holds a run names the one run.
+    logged = [_offline_run_id(folder) for folder in folders]
+    assert set(logged) - {""} == {run_id} and logged[1:].count("") == 0, logged
 
 
 def test_plot_draws_the_training_with_the_restarts_status_names(tracked: dict[str, Any]) -> None:
