@@ -84,6 +84,18 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+
+def _checked(inputs: Sequence[Path], output: Path, shard_mb: float, overwrite: bool) -> tuple[list[Source], Path]:
+    """What every way of preparing checks first, in one line each: the shard size, the
+    libraries, the inputs, and an output folder that may be written; (sources, output folder)."""
+    if shard_mb <= 0:
+        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
+    require_libraries()
+    sources = find_sources(inputs)
+    output = Path(output).expanduser().resolve()
+    check_output(output, overwrite)
+    return sources, output
+
 def prepare(
     inputs: Sequence[Path],
     output: Path,
@@ -97,13 +109,8 @@ def prepare(
 ) -> PrepareResult:
     """Tokenize `inputs` into `output` (created if needed). Refuses a folder another
     prepare-data is writing, or one that holds something else, in one line."""
-    if shard_mb <= 0:
-        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
     started = time.time()
-    require_libraries()
-    sources = find_sources(inputs)
-    output = Path(output).expanduser().resolve()
-    check_output(output, overwrite)
+    sources, output = _checked(inputs, output, shard_mb, overwrite)
     with _lock(output, shared=False, planned=False):
         return _prepare_locked(
             sources, output, tokenizer, text_field=text_field, workers=workers or default_workers(),
@@ -144,13 +151,8 @@ def plan_shares(
     """The first step: the plan, cut for `workers` processes over all the nodes, written (or
     read back from an interrupted run of the same data). A result when the folder already
     holds this data (the other steps then have nothing to do)."""
-    if shard_mb <= 0:
-        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
     started = time.time()
-    require_libraries()
-    sources = find_sources(inputs)
-    output = Path(output).expanduser().resolve()
-    check_output(output, overwrite)
+    sources, output = _checked(inputs, output, shard_mb, overwrite)
     with _lock(output, shared=False, planned=False):
         begun = _begin(
             sources, output, tokenizer, text_field=text_field, workers=workers, shard_bytes=int(shard_mb * 1e6), overwrite=overwrite, started=started,

@@ -19,6 +19,17 @@ TRAINER_ARGS = ["--seq-len", "32", "--micro-batch-size", "2", "--warmup-steps", 
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 
+def read_metrics(path: Path, kind: str) -> list[dict[str, Any]]:
+    """A metrics.jsonl's records of one type ('step', 'event'), as far as a live run wrote them."""
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass  # the line being written right now
+    return [r for r in rows if r.get("type") == kind]
+
+
 @dataclass
 class Job:
     """One submitted job and where its files are."""
@@ -41,14 +52,7 @@ class Job:
         return json.loads(result.stdout)
 
     def metrics(self, kind: str) -> list[dict[str, Any]]:
-        path = self.run_dir / "metrics.jsonl"
-        rows = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass  # the line being written right now
-        return [r for r in rows if r.get("type") == kind]
+        return read_metrics(self.run_dir / "metrics.jsonl", kind)
 
     def last_step(self) -> int:
         steps = self.metrics("step")

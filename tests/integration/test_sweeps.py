@@ -15,7 +15,7 @@ import pytest
 
 from hyperlaunch.core import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
-from tests.integration.fault_helpers import FAULTY_CLI, FINAL_STATES, MODEL, TRAINER_ARGS, revive, submit
+from tests.integration.fault_helpers import FAULTY_CLI, FINAL_STATES, MODEL, TRAINER_ARGS, read_metrics, revive, submit
 
 pytestmark = pytest.mark.integration
 
@@ -38,14 +38,7 @@ class Sweep:
         return self.status()["elements"][index]
 
     def metrics(self, name: str, kind: str) -> list[dict[str, Any]]:
-        path = self.workdir / "runs" / MODEL / name.removeprefix(f"{MODEL}-") / "metrics.jsonl"
-        rows = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass  # the line being written right now
-        return [r for r in rows if r.get("type") == kind]
+        return read_metrics(self.workdir / "runs" / MODEL / name.removeprefix(f"{MODEL}-") / "metrics.jsonl", kind)
 
     def losses(self, name: str) -> dict[int, float]:
         return {int(r["step"]): float(r["loss"]) for r in self.metrics(name, "step")}
