@@ -34,15 +34,36 @@ def _logits(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return nn.functional.linear(hidden, weight).float()  # as HF: the output layer's dtype, then fp32
 
 
-def _lse_and_target_logit(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's log-sum-exp and its target's logit, in fp32, from logits in the layer's dtype."""
+def _lse_and_target_logit(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's log-sum-exp and its target's logit, in fp32, from one fp32 chunk of logits
+    made in place (the layer's-dtype product is freed as soon as it is upcast)."""
+    logits = _logits(hidden, weight)
+    picked = logits.gather(1, targets.clamp(min=0).unsqueeze(1)).squeeze(1)
+    # torch.logsumexp would make two more chunk-sized temporaries; in place, none.
+    top = logits.amax(dim=-1)
+    return logits.sub_(top.unsqueeze(1)).exp_().sum(dim=-1).log_() + top, picked
+
+
+def _softmax_minus_target(
+    hidden: torch.Tensor, weight: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """d(sum of the rows' cross-entropy x scale)/d(logits), in the layer's dtype (as autograd
+    through HF's .float() gives it), made in place in one fp32 chunk."""
+    grad = _logits(hidden, weight).sub_(lse.unsqueeze(1)).exp_()  # the softmax
+    rows = torch.arange(grad.shape[0], device=grad.device)
+    grad[rows, targets.clamp(min=0)] -= 1.0
+    return grad.mul_(scale.unsqueeze(1)).to(weight.dtype)
+
+
+def _lse_and_target_logit_fused(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """_lse_and_target_logit, written for torch.compile (which makes it one pass, no temporaries)."""
     wide = logits.float()
     picked = wide.gather(1, targets.clamp(min=0).unsqueeze(1)).squeeze(1)
     return torch.logsumexp(wide, dim=-1), picked
 
 
-def _softmax_minus_target(logits: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """d(sum of the rows' cross-entropy x scale)/d(logits), in the logits' dtype."""
+def _softmax_minus_target_fused(logits: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """_softmax_minus_target, written for torch.compile (in-place indexing does not fuse)."""
     probs = torch.exp(logits.float() - lse.unsqueeze(1))
     columns = torch.arange(logits.shape[1], device=logits.device)
     grad = torch.where(columns.unsqueeze(0) == targets.clamp(min=0).unsqueeze(1), probs - 1.0, probs)
@@ -59,13 +80,20 @@ def _add_weight_grad(grad_weight: torch.Tensor, grad_logits: torch.Tensor, hidde
 _compiled: dict[str, Any] = {}
 
 
-def _compiled_kernels() -> tuple[Any, Any]:
-    """The two elementwise passes, compiled once per process (torch.compile reuses its code for
-    every chunk of the same length)."""
+def _kernels(compiled: bool) -> tuple[Any, Any]:
+    """The two elementwise passes over a chunk's logits: eager and in place, or compiled once per
+    process (torch.compile reuses its code for every chunk of the same length; the products
+    stay cuBLAS's)."""
+    if not compiled:
+        return _lse_and_target_logit, _softmax_minus_target
     if not _compiled:
-        _compiled["forward"] = torch.compile(_lse_and_target_logit, fullgraph=True)
-        _compiled["backward"] = torch.compile(_softmax_minus_target, fullgraph=True)
-    return _compiled["forward"], _compiled["backward"]
+        _compiled["forward"] = torch.compile(_lse_and_target_logit_fused, fullgraph=True)
+        _compiled["backward"] = torch.compile(_softmax_minus_target_fused, fullgraph=True)
+    forward, backward = _compiled["forward"], _compiled["backward"]
+    return (
+        lambda hidden, weight, targets: forward(nn.functional.linear(hidden, weight), targets),
+        lambda hidden, weight, lse, targets, scale: backward(nn.functional.linear(hidden, weight), lse, targets, scale),
+    )
 
 
 class _ChunkedCrossEntropySum(torch.autograd.Function):
@@ -80,26 +108,14 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
     ) -> torch.Tensor:
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         lse = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
-        ctx.chunk_tokens, ctx.compiled = chunk_tokens, compiled
-        if compiled:
-            kernel, _ = _compiled_kernels()
-            for start in range(0, hidden.shape[0], chunk_tokens):
-                part = slice(start, start + chunk_tokens)
-                lse[part], picked = kernel(nn.functional.linear(hidden[part], weight), targets[part])
-                total += ((lse[part] - picked) * (targets[part] != IGNORE_INDEX)).sum()
-            ctx.save_for_backward(hidden, weight, targets, lse)
-            return total
+        lse_and_target_logit, _ = _kernels(compiled)
         for start in range(0, hidden.shape[0], chunk_tokens):
             part = slice(start, start + chunk_tokens)
-            logits = _logits(hidden[part], weight)
-            valid = targets[part] != IGNORE_INDEX
-            picked = logits.gather(1, targets[part].clamp(min=0).unsqueeze(1)).squeeze(1)
-            # torch.logsumexp would make two more chunk-sized temporaries; in place, none.
-            top = logits.amax(dim=-1)
-            lse[part] = logits.sub_(top.unsqueeze(1)).exp_().sum(dim=-1).log_() + top
-            total += ((lse[part] - picked) * valid).sum()
-            del logits  # before the next chunk's are made, not when the name is rebound after
+            # The chunk's logits live only inside the call: freed before the next chunk's are made.
+            lse[part], picked = lse_and_target_logit(hidden[part], weight, targets[part])
+            total += ((lse[part] - picked) * (targets[part] != IGNORE_INDEX)).sum()
         ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.chunk_tokens, ctx.compiled = chunk_tokens, compiled
         return total
 
     @staticmethod
@@ -108,26 +124,14 @@ class _ChunkedCrossEntropySum(torch.autograd.Function):
         grad_hidden = torch.empty_like(hidden)
         # fp32 across chunks even for a bf16 weight: chunks summed in bf16 would lose bits.
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-        if ctx.compiled:
-            _, kernel = _compiled_kernels()
-            for start in range(0, hidden.shape[0], ctx.chunk_tokens):
-                part = slice(start, start + ctx.chunk_tokens)
-                scale = (targets[part] != IGNORE_INDEX) * grad_total
-                grad_low = kernel(nn.functional.linear(hidden[part], weight), lse[part], targets[part], scale)
-                grad_hidden[part] = grad_low @ weight
-                _add_weight_grad(grad_weight, grad_low, hidden[part])
-                del grad_low
-            return grad_hidden, grad_weight.to(weight.dtype), None, None, None
+        _, softmax_minus_target = _kernels(ctx.compiled)
         for start in range(0, hidden.shape[0], ctx.chunk_tokens):
             part = slice(start, start + ctx.chunk_tokens)
-            grad = _logits(hidden[part], weight).sub_(lse[part].unsqueeze(1)).exp_()  # the softmax
-            rows = torch.arange(grad.shape[0], device=grad.device)
-            grad[rows, targets[part].clamp(min=0)] -= 1.0
-            grad.mul_(((targets[part] != IGNORE_INDEX) * grad_total).unsqueeze(1))
-            grad_low = grad.to(weight.dtype)  # as autograd through HF's .float(): back to the layer's dtype
+            scale = (targets[part] != IGNORE_INDEX) * grad_total
+            grad_low = softmax_minus_target(hidden[part], weight, lse[part], targets[part], scale)
             grad_hidden[part] = grad_low @ weight
             _add_weight_grad(grad_weight, grad_low, hidden[part])
-            del grad, grad_low  # as in forward: one chunk of logits alive, not two
+            del grad_low  # as in forward: one chunk of logits alive, not two
         return grad_hidden, grad_weight.to(weight.dtype), None, None, None
 
 
