@@ -47,8 +47,8 @@ def resolve_device(choice: str) -> torch.device:
     return torch.device("cpu")
 
 
-def init_distributed(device_choice: str, *, async_checkpoint: bool) -> Dist:
-    device = resolve_device(device_choice)
+def init_distributed(device: torch.device, *, async_checkpoint: bool) -> Dist:
+    """The process group for ranks computing on `device` (resolve_device's)."""
     if "RANK" not in os.environ:
         # A plain `python -m hyperlaunch.train`: a one-process group keeps one code path.
         os.environ.update(

@@ -28,7 +28,7 @@ from . import data as data_mod
 from .checkpointing import Checkpointer
 from .config import TrainConfig
 from .corpus import agree_everywhere, open_corpus
-from .distributed import Dist, build_mesh, init_distributed, shutdown
+from .distributed import Dist, build_mesh, init_distributed, resolve_device, shutdown
 from .hf_export import export_checkpoint
 from .hooks import NO_HOOKS, TrainerHooks
 from .host_memory import return_freed_memory
@@ -115,15 +115,14 @@ def _plain(value: object) -> object:
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def _gpu_choices(cfg: TrainConfig, is_main: bool) -> str:
+def _gpu_choices(cfg: TrainConfig, device: torch.device, is_main: bool) -> str:
     """The loss kind this run builds; raises where this device cannot run what was asked for
     (--loss liger/cce, --float8 without a GPU that has float8 tensor cores)."""
-    cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
     loss_kind, loss_note = losses.resolve(cfg.loss, device)
     if loss_note and is_main:
         warn(loss_note)
     if cfg.float8:
+        cuda = device.type == "cuda"
         float8.check_device(torch.cuda.get_device_capability(device) if cuda else None,
                             torch.cuda.get_device_name(device) if cuda else "")
     return loss_kind
@@ -144,8 +143,10 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     if too_long and is_main:
         warn(too_long)
 
-    # The GPU-only choices, before anything is read or written: one line if this device lacks them.
-    loss_kind = _gpu_choices(cfg, is_main)
+    # The device and what only a GPU runs, before anything is read or written: one line if this
+    # node lacks them.
+    device = resolve_device(cfg.device)
+    loss_kind = _gpu_choices(cfg, device, is_main)
 
     # Every rank loads the same tokenizer or fails (no fallback: hyperlaunch.data.tokenizer), and
     # finds or prepares the data before the process group exists (train/corpus.py).
@@ -157,7 +158,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     corpus = open_corpus(cfg, tokenizer, spec, is_main=is_main)
     data_ready = time.time()
 
-    d = init_distributed(cfg.device, async_checkpoint=cfg.async_checkpoint)
+    d = init_distributed(device, async_checkpoint=cfg.async_checkpoint)
     data_info = agree_everywhere(d, corpus, tokenizer)
     if d.device.type == "cpu":
         return_freed_memory()
