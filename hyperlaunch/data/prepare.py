@@ -84,12 +84,15 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def check_shard_mb(shard_mb: float) -> None:
+    if shard_mb <= 0:
+        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
+
 
 def _checked(inputs: Sequence[Path], output: Path, shard_mb: float, overwrite: bool) -> tuple[list[Source], Path]:
     """What every way of preparing checks first, in one line each: the shard size, the
     libraries, the inputs, and an output folder that may be written; (sources, output folder)."""
-    if shard_mb <= 0:
-        raise InvalidInput(f"--shard-mb must be > 0, got {shard_mb}")
+    check_shard_mb(shard_mb)
     require_libraries()
     sources = find_sources(inputs)
     output = Path(output).expanduser().resolve()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
-from hyperlaunch.data.prepare import check_output, require_libraries
+from hyperlaunch.data.prepare import check_output, check_shard_mb, require_libraries
 from hyperlaunch.data.sources import find_sources
 from hyperlaunch.job.spec import dependency_value, slurm_time
 from hyperlaunch.script.render_prepare import render_prepare
@@ -72,8 +72,7 @@ def submit_prepare(
     """Check, render and submit the preparation; its job. Relative paths are the current
     folder's, made absolute for the job."""
     cwd = Path.cwd()
-    if options.shard_mb <= 0:
-        raise InvalidInput(f"--shard-mb must be > 0, got {options.shard_mb}")
+    check_shard_mb(options.shard_mb)
     paths = [_absolute(path, cwd) for path in inputs]
     if not waits:  # a job it waits for may be what writes them
         find_sources(list(inputs))  # its errors name the inputs as given
