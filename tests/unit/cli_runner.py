@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +49,19 @@ def one_error_line(result: CliResult, code: int, *parts: str) -> str:
     for part in parts:
         assert part in lines[0], lines[0]
     return lines[0]
+
+
+def stub_slurm(folder: Path, scripts: Mapping[str, str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Executable stand-ins for Slurm's commands (name -> script) in `folder`, first on PATH,
+    with STUB naming the folder (where they keep their state), SLURM_CONF pointing at a file
+    that need not exist (a cluster is "configured": no dev cluster is looked up), run from `cwd`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in scripts.items():
+        path = folder / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("STUB", str(folder))
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_CONF", str(cwd / "slurm.conf"))
+    monkeypatch.chdir(cwd)
+    return folder

@@ -6,7 +6,6 @@ squeue that answer for a test's jobs."""
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.core.errors import JobConflict
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
-from tests.unit.cli_runner import CliResult, run_cli
+from tests.unit.cli_runner import CliResult, run_cli, stub_slurm
 
 _SBATCH = """#!/bin/sh
 for arg in "$@"; do last=$arg; done
@@ -44,16 +43,8 @@ exit 1
 
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "stub"
-    (folder / "states").mkdir(parents=True)
-    for name, text in (("sbatch", _SBATCH), ("squeue", _SQUEUE)):
-        path = folder / name
-        path.write_text(text)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("STUB", str(folder))
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
-    monkeypatch.chdir(tmp_path)
+    folder = stub_slurm(tmp_path / "stub", {"sbatch": _SBATCH, "squeue": _SQUEUE}, tmp_path, monkeypatch)
+    (folder / "states").mkdir()
     return folder
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.script.render_prepare import render_prepare
-from tests.unit.cli_runner import one_error_line, run_cli
+from tests.unit.cli_runner import one_error_line, run_cli, stub_slurm
 from tests.unit.test_prepare_data import _docs, _stream, _write_jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -69,16 +68,8 @@ _SBATCH = '#!/bin/sh\nfor arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/sub
 
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "stub"
-    folder.mkdir()
-    sbatch = folder / "sbatch"
-    sbatch.write_text(_SBATCH)
-    sbatch.chmod(sbatch.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("STUB", str(folder))
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    folder = stub_slurm(tmp_path / "stub", {"sbatch": _SBATCH}, tmp_path, monkeypatch)
     monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
     (tmp_path / "raw").mkdir()
     _write_jsonl(tmp_path / "raw" / "a.jsonl", _docs(50))
     return folder

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from hyperlaunch.script import supervisor_bundle
 from hyperlaunch.script.render_sweep import render_sweep
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.supervisor import sweep_element
-from tests.unit.cli_runner import one_error_line, run_cli
+from tests.unit.cli_runner import one_error_line, run_cli, stub_slurm
 
 GOLDEN = Path(__file__).parent / "golden"
 BASE = JobSpec(
@@ -169,17 +168,8 @@ _STUBS = {
 
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "stub"
-    folder.mkdir()
-    for name, text in _STUBS.items():
-        path = folder / name
-        path.write_text("#!/bin/sh\n" + text)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("STUB", str(folder))
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    folder = stub_slurm(tmp_path / "stub", {name: "#!/bin/sh\n" + text for name, text in _STUBS.items()}, tmp_path, monkeypatch)
     monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
     return folder
 
 
