@@ -19,6 +19,9 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
   forever before step N, once (keyed): a hung rank, the others blocked in its collective.
 - HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
   or a kill lands between two steps whatever the machine's speed.
+- HYPERLAUNCH_TEST_PAUSE_FILE=FILE: before every step, wait while FILE exists, so a test holds a
+  job RUNNING for as long as its checks take, however slow the machine (keep it well under the
+  hang watchdog's floor).
 - HYPERLAUNCH_TEST_PROBE=FILE: a saved LongTensor batch; loss and logits on it at the start and
   the end are written by rank 0 to FILE.out.pt (compared with plain transformers).
 - HYPERLAUNCH_TEST_READ_LATE=1: read each step's figures once the next step is queued, as
@@ -68,6 +71,7 @@ class FaultHooks(TrainerHooks):
         self.hang_rank = _int("HYPERLAUNCH_TEST_HANG_RANK", 1)
         self.fault_keys = os.environ.get("HYPERLAUNCH_TEST_FAULT_KEYS") or None
         self.step_seconds = float(os.environ.get("HYPERLAUNCH_TEST_STEP_SECONDS") or 0)
+        self.pause_file = os.environ.get("HYPERLAUNCH_TEST_PAUSE_FILE") or None
         self.probe = os.environ.get("HYPERLAUNCH_TEST_PROBE") or None
         self.record_samples = os.environ.get("HYPERLAUNCH_TEST_RECORD_SAMPLES") or None
         self.read_late = os.environ.get("HYPERLAUNCH_TEST_READ_LATE") == "1"
@@ -94,6 +98,8 @@ class FaultHooks(TrainerHooks):
                 time.sleep(3600)
         if self.step_seconds:
             time.sleep(self.step_seconds)
+        while self.pause_file is not None and os.path.exists(self.pause_file):
+            time.sleep(0.2)
 
     def after_shards_written(self, step: int) -> None:
         if step == self.kill_during_save:

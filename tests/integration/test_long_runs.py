@@ -50,10 +50,15 @@ def _submit_result(cluster: DevCluster, workdir: Path, *flags: str) -> tuple[int
 
 
 def test_resume_of_a_running_job_refuses_or_waits_for_its_end(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    # The running job pauses while `pause` exists: it must still run when the waiting job is
+    # submitted, whatever the time the CLI calls between take (CI once saw it end before).
+    pause = tmp_path / "pause"
     running = submit(
-        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.5", max_steps=60, checkpoint_every=5,
+        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.5", "--env", f"HYPERLAUNCH_TEST_PAUSE_FILE={pause}",
+        max_steps=60, checkpoint_every=5,
     )
     wait_until(lambda: (running.pointer_step() or 0) >= 5, 240, "the first checkpoint", interval=0.5)
+    pause.touch()
     assert running.status()["state"] == "RUNNING"
 
     refused = dev_cluster.hyperlaunch("resume", running.job_id, cwd=tmp_path, extra_env=importable_tests_env())
@@ -71,6 +76,7 @@ def test_resume_of_a_running_job_refuses_or_waits_for_its_end(dev_cluster: DevCl
     after = Job(dev_cluster, tmp_path, json.loads(waiting.stdout)["job_id"])
     assert dev_cluster.job_field(after.job_id, "%T %r") == "PENDING Dependency"
     assert running.status()["state"] == "RUNNING"
+    pause.unlink()
 
     first = running.wait_final()
     assert first["state"] == "COMPLETED", first
