@@ -39,7 +39,8 @@ class RestartCause(str, enum.Enum):
     CRASH = "crash"
     """The step failed any other way."""
     NODE_FAILURE = "node-failure"
-    """The step failed and some of the job's nodes are down: Slurm requeues the job itself."""
+    """Some of the job's nodes were lost: the probe found them gone while the step ran, or Slurm
+    lists them down, drained, failed or not responding once it ended."""
     RESTART_LIMIT = "restart-limit"
     """The attempt found the restart budget spent: more than max_restarts attempts in a row
     made no progress, or the job reached RESTART_CEILING restarts."""
@@ -59,7 +60,8 @@ class AttemptAction(str, enum.Enum):
     REQUEUE = "requeue"
     EXIT = "exit"
     SLURM_REQUEUE = "slurm-requeue"
-    """Nothing: Slurm requeues a job whose node failed by itself."""
+    """Nothing, left to Slurm's own requeue of a job whose node failed: written by supervisors
+    before 2026-11-26 (it ended the job FAILED where Slurm did not requeue), still read."""
     RESTART_IN_ALLOCATION = "restart-in-allocation"
     """The trainers start again in the same allocation, without a trip through the queue: on
     a spare node in place of a lost one (marker field `spare=`), or on the same nodes after a

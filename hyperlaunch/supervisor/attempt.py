@@ -242,16 +242,9 @@ class Attempt:
             if decision.action == "requeue":
                 return self._requeue_within_budget(decision.cause, status)
             if decision.action == "lost":
-                if self._replace_with_spares(lost, status):
+                if self._replace_with_spares(decision.nodes, status):
                     continue
-                return self._requeue_within_budget(decision.cause, status, decision.fields, lost)
-            if decision.action == "slurm-requeue":
-                # Slurm requeues a job with a down node by itself (NODE_FAIL).
-                self.failures = failures_after(os.path.lexists(self.progress_record), self.failures)
-                fields = f"{decision.fields} failures={self.failures} round={self.round}"
-                self._end_marker(status, decision.cause, fields, AttemptAction.SLURM_REQUEUE)
-                self.lock.keep = True
-                return status
+                return self._requeue_within_budget(decision.cause, status, decision.fields, decision.nodes)
             self.in_row += 1
             self._next_round(decision.cause, status, decision.fields)
 
@@ -327,7 +320,8 @@ class Attempt:
         return list(chosen.nodes)
 
     def _down_nodes(self) -> list[str]:
-        return slurm_calls.down_nodes(self.environ.get("SLURM_JOB_NODELIST", ""))
+        """The allocation's nodes Slurm lists down (not those given back already)."""
+        return slurm_calls.down_nodes(",".join(self.allocation))
 
     def _progress_step(self) -> int:
         return progress_step(self.run_dir, self.job_id or "0", self.restart)

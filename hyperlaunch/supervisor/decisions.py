@@ -40,11 +40,13 @@ class Decision:
 
     action: str
     """`exit` (the job ends with the step's status), `requeue` (within the budget), `lost`
-    (a spare takes the lost nodes' place, else requeue away from them), `slurm-requeue`
-    (Slurm requeues a job whose node is down by itself) or `restart` (another round here)."""
+    (a spare takes the lost nodes' place, else requeue away from them) or `restart` (another
+    round here)."""
     cause: RestartCause
     fields: str = ""
     """More attempt-marker fields, `key=value ...`."""
+    nodes: tuple[str, ...] = ()
+    """`lost`: the nodes lost."""
 
 
 def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decision:
@@ -55,18 +57,20 @@ def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decis
     if not end.lost and end.failure_final and not down_nodes():
         # Input no attempt can fix (flags, data, model, checkpoint folder): the job ends now,
         # whatever the budget allows. Ahead of a stop signal, because a trainer that stopped
-        # for the signal records nothing. Behind a down node, because Slurm requeues that job
-        # whatever the supervisor does; the next attempt meets the error on healthy nodes.
+        # for the signal records nothing. Behind a down node, which may have caused it; the
+        # next attempt meets the error again on healthy nodes.
         return Decision("exit", RestartCause.TRAINER_ERROR, f"kind={end.failure_kind}")
     if end.save_requested:
         return Decision("requeue", RestartCause.TIME_LIMIT)
     if end.requeue_requested or end.status == REQUEUE_EXIT_CODE:
         return Decision("requeue", RestartCause.REQUEUE_REQUESTED)
-    if end.lost:
-        return Decision("lost", RestartCause.NODE_FAILURE, "nodes=" + ",".join(end.lost))
-    down = list(down_nodes())
-    if down:
-        return Decision("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=" + ",".join(down))
+    # A node Slurm lists down, drained, failed or not responding is lost like one the probe
+    # found: Slurm requeues the job itself only once it marks a node of the allocation DOWN,
+    # never for a drained one, nor for one that answers again before SlurmdTimeout (a spare
+    # that was dead when the job started, and revived: the job would end FAILED).
+    lost = end.lost or tuple(down_nodes())
+    if lost:
+        return Decision("lost", RestartCause.NODE_FAILURE, "nodes=" + ",".join(lost), lost)
     # A `retry` record (the node, a hang, an unexpected error) is a crash like any other: first
     # inside the allocation, then through the queue.
     cause = RestartCause.HANG if end.failure_kind == FailureKind.HANG.value else RestartCause.CRASH

@@ -107,6 +107,38 @@ def test_a_crashed_rank_on_a_healthy_node_restarts_inside_the_allocation_and_no_
     assert_losses_match(job, reference)
 
 
+def test_a_node_drained_under_a_failed_step_is_left_and_the_job_completes(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    # Slurm requeues a job by itself only when one of its nodes goes DOWN: never for a drained
+    # node (a health check's verdict), nor for a dead one that answers again first. The script
+    # used to leave both to Slurm, and the job ended FAILED. The trainers wait before step 1
+    # while `pause` exists, so the node is drained before rank 1 crashes at step 8.
+    pause = tmp_path / "pause"
+    pause.touch()
+    job = submit(
+        dev_cluster, tmp_path, "--env", f"HYPERLAUNCH_TEST_PAUSE_FILE={pause}",
+        "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_CRASH_RANK=1",
+        max_steps=STEPS, checkpoint_every=EVERY,
+    )
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 120, "the job to run")
+    drained = nodes[1]
+    dev_cluster.run("scontrol", "update", f"NodeName={drained}", "State=DRAIN", "Reason=hyperlaunch-test")
+    try:
+        pause.unlink()
+        final = job.wait_final()
+    finally:
+        dev_cluster.run("scontrol", "update", f"NodeName={drained}", "State=RESUME")
+    assert final["state"] == "COMPLETED", final
+    (restart,) = final["restarts"]
+    assert (restart["cause"], restart["nodes"]) == ("node failure", [drained]), restart
+    assert drained not in final["attempts"][1]["node_list"].replace("[", ",").replace("]", ",")
+    assert f"cause=node-failure nodes={drained} failures=0 round=0 action=requeue" in _out(job)
+    assert [e["step"] for e in job.events("resumed")] == [5]
+    assert_losses_match(job, reference)
+
+
 def test_a_node_stopped_for_a_few_seconds_is_not_taken_for_dead(
     dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
 ) -> None:

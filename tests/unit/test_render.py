@@ -297,16 +297,25 @@ def test_an_attempt_past_the_restart_limit_fails_without_running(tmp_path: Path)
     assert end[0]["cause"] == "restart-limit"
 
 
-def test_a_step_that_lost_a_node_is_left_to_slurms_own_requeue(tmp_path: Path) -> None:
-    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+def _sinfo_lists_down(tmp_path: Path, node: str) -> None:
+    """A stand-in sinfo: `node` is what `-t down,...,no_respond` lists; the partition has 8 nodes."""
     (tmp_path / "bin").mkdir()
     sinfo = tmp_path / "bin" / "sinfo"
-    sinfo.write_text("#!/bin/sh\necho node2\n")  # what sinfo -t down,...,no_respond lists
+    sinfo.write_text(f'#!/bin/sh\ncase " $* " in *" -t "*) echo {node} ;; *) echo 8 ;; esac\n')
     sinfo.chmod(0o755)
+
+
+def test_a_step_that_ended_with_a_node_slurm_lists_down_requeues_away_from_it(tmp_path: Path) -> None:
+    # Slurm requeues the job itself only once it marks the node DOWN: never a drained node, nor
+    # one that answers again first (a dead spare, revived). Left to Slurm, such a job ended FAILED.
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    _sinfo_lists_down(tmp_path, "node8")
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
     end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
-    assert (end[0]["cause"], end[0]["nodes"], end[0]["action"]) == ("node-failure", "node2", "slurm-requeue")
-    assert not run.requeued, "Slurm requeues a NODE_FAIL job itself"
+    assert (end[0]["cause"], end[0]["nodes"], end[0]["action"]) == ("node-failure", "node8", "requeue")
+    assert run.returncode == 0 and run.requeued, run.stderr
+    updates = (tmp_path / "scontrol.updates").read_text().splitlines()
+    assert updates == [f"update JobId={JOB_ID} NodeList=node7", f"update JobId={JOB_ID} ExcNodeList=node8"]
     assert "attempt-end" in run.stderr, "markers go to both logs"
 
 
@@ -463,16 +472,28 @@ def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scan
 
 
 def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:
-    # Slurm requeues a job that lost a node whatever the script says: the marker must say so.
+    # The lost node may have caused the failure: the job goes on away from it, and meets the
+    # error again on healthy nodes if it is the input's.
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
-    (tmp_path / "bin").mkdir()
-    sinfo = tmp_path / "bin" / "sinfo"
-    sinfo.write_text("#!/bin/sh\necho node2\n")
-    sinfo.chmod(0o755)
+    _sinfo_lists_down(tmp_path, "node8")
     record = format_trainer_failure(FailureKind.INVALID_DATA, "m", 0)
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_FAILURE_RECORD": record})
     end = _end_marker(run)
-    assert (end["cause"], end["action"]) == ("node-failure", "slurm-requeue") and not run.requeued
+    assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue") and run.requeued
+
+
+def test_a_node_given_back_earlier_is_not_lost_again(tmp_path: Path) -> None:
+    # Slurm lists a node this job gave back (a spare replaced it) as down; the job's nodes now are
+    # HL_TEST_NODES: the supervisor asks about those only, so the crash is a crash.
+    spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
+    (tmp_path / "bin").mkdir()
+    sinfo = tmp_path / "bin" / "sinfo"
+    sinfo.write_text('#!/bin/sh\necho "$*" >> "$HL_TEST_DIR/sinfo.calls"\n')  # lists nothing
+    sinfo.chmod(0o755)
+    run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
+    assert _end_marker(run)["cause"] == "crash"
+    asked = [line for line in (tmp_path / "sinfo.calls").read_text().splitlines() if " -t " in f" {line} "]
+    assert asked and all(" -n node7,node8 " in f" {line} " for line in asked), asked
 
 
 def test_a_failure_record_left_by_an_earlier_job_of_the_same_id_decides_nothing(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ def _down() -> list[str]:
     [
         (RoundEnd(status=0), _down, ("exit", RestartCause.COMPLETED, "")),
         (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True), _none, ("exit", RestartCause.TRAINER_ERROR, "kind=invalid-data")),
-        # A down node comes first: Slurm requeues that job whatever the supervisor decides.
-        (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True), _down, ("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=node9")),
+        # A down node comes first: it may have caused the failure, which healthy nodes then show.
+        (RoundEnd(status=1, failure_kind="invalid-data", failure_final=True), _down, ("lost", RestartCause.NODE_FAILURE, "nodes=node9")),
         # A lost node comes first too: the probe found it while the step ran.
         (RoundEnd(status=1, lost=("node2",), failure_kind="invalid-data", failure_final=True), _none, ("lost", RestartCause.NODE_FAILURE, "nodes=node2")),
         # A final failure comes before the stop signal: a trainer that stopped for it records nothing.
@@ -36,7 +36,9 @@ def _down() -> list[str]:
         (RoundEnd(status=1, requeue_requested=True), _none, ("requeue", RestartCause.REQUEUE_REQUESTED, "")),
         (RoundEnd(status=p.REQUEUE_EXIT_CODE), _none, ("requeue", RestartCause.REQUEUE_REQUESTED, "")),
         (RoundEnd(status=1, lost=("node2", "node3")), _none, ("lost", RestartCause.NODE_FAILURE, "nodes=node2,node3")),
-        (RoundEnd(status=137), _down, ("slurm-requeue", RestartCause.NODE_FAILURE, "nodes=node9")),
+        # Slurm's down, drained or not responding nodes are lost like the probe's: Slurm would
+        # requeue the job itself only once it marks one DOWN, never a drained one.
+        (RoundEnd(status=137), _down, ("lost", RestartCause.NODE_FAILURE, "nodes=node9")),
         (RoundEnd(status=1, restarts_in_allocation=2), _none, ("restart", RestartCause.CRASH, "in_row=1")),
         (RoundEnd(status=1, failure_kind="hang", restarts_in_allocation=2, in_row=1), _none, ("restart", RestartCause.HANG, "in_row=2")),
         (RoundEnd(status=1, failure_kind="hang", restarts_in_allocation=2, in_row=2), _none, ("requeue", RestartCause.HANG, "")),
@@ -46,6 +48,8 @@ def _down() -> list[str]:
 def test_after_round(end: RoundEnd, down: object, expected: tuple[str, RestartCause, str]) -> None:
     decision = after_round(end, down)  # type: ignore[arg-type]
     assert (decision.action, decision.cause, decision.fields) == expected
+    if decision.action == "lost":
+        assert decision.nodes == tuple(expected[2].removeprefix("nodes=").split(","))
 
 
 def test_slurm_is_asked_for_down_nodes_only_where_it_decides() -> None:
