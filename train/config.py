@@ -101,7 +101,8 @@ class TrainConfig:
     reshard_after_forward: bool | None = option(
         None, group="parallelism",
         help="free each block's gathered parameters after its forward and gather them again for backward "
-        "(default: on, except on one rank, where there is nothing to free: a reshard there only copies)",
+        "(default: on, except on one rank where keeping every block's gathered copy until backward fits the GPU: "
+        "there a reshard only costs a copy and a cast per block)",
     )
     compile: bool = option(
         False, group="parallelism",

@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from hyperlaunch.core import checkpoints as rules
-from hyperlaunch.core import recommend
+from hyperlaunch.core import gpu_memory, recommend
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from hyperlaunch.runtime import records
@@ -128,6 +129,27 @@ def _gpu_choices(cfg: TrainConfig, device: torch.device, is_main: bool) -> str:
     return loss_kind
 
 
+def _reshard_after_forward(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, micro_batch: int) -> bool:
+    """--reshard-after-forward as given; else as hyperlaunch.core.gpu_memory decides for this
+    many ranks and this GPU's memory (one CPU process keeps its gathered parameters)."""
+    if cfg.reshard_after_forward is not None:
+        return cfg.reshard_after_forward
+    if d.world_size > 1 or d.device.type != "cuda":
+        return d.world_size > 1
+    total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB
+    reshard = gpu_memory.reshards_after_forward(
+        spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=bool(cfg.activation_checkpointing),
+        world=1, gpu_memory_gib=total_gib,
+    )
+    if reshard and d.is_main:
+        warn(
+            f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
+            f"({2 * spec.non_embedding_params / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
+            f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
+        )
+    return reshard
+
+
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
     # From the start: a stop signal during the build (the save signal reaches the trainers
     # directly, and may come early) is kept for the first step, not lost or fatal.
@@ -182,7 +204,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     use_in_place_embedding_grad(model)
     losses.use_loss(model, loss_kind, compiled=cfg.compile)
     mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
-    reshard = cfg.reshard_after_forward if cfg.reshard_after_forward is not None else d.world_size > 1
+    reshard = _reshard_after_forward(cfg, spec, d, seq_len=seq_len, micro_batch=micro_batch)
     shard_model(
         model, mesh,
         ShardingOptions(

@@ -26,7 +26,8 @@ class ShardingOptions:
     unchanged; compiled at the first step."""
     reshard_after_forward: bool = True
     """Free each block's gathered parameters after its forward (gathered again for backward).
-    Off on one rank, where there is nothing to free: the gather there is a copy and a cast."""
+    The trainer turns it off on one rank where the gathered copies fit the GPU (there a reshard
+    only costs a copy and a cast per block: train/setup.py)."""
 
 
 def decoder_blocks(model: nn.Module) -> nn.ModuleList:

@@ -83,3 +83,36 @@ def test_cpu_nodes_keep_the_presets_cpu_sizes(tmp_path: Path) -> None:
     spec, settings = _training(tmp_path, "cpu")
     assert targs.value_of(spec.trainer_args, "--seq-len") == "64"
     assert "GiB" not in settings["activation_checkpointing"].source
+
+
+LLAMA_8B = get_preset("llama3_1_8b")
+H200_GIB = 140.4  # torch.cuda.get_device_properties(0).total_memory of the H200 bench gpu ran on
+
+
+def test_one_gpu_keeps_its_gathered_parameters_only_where_they_fit() -> None:
+    small = {"seq_len": 4096, "micro_batch": 4, "activation_checkpointing": False, "world": 1}
+    assert not gpu_memory.reshards_after_forward(QWEN, **small, gpu_memory_gib=H200_GIB)
+    # Llama 3.1 8B's states alone take 119.7 GiB: its 13 GiB of gathered bf16 blocks do not fit beside them.
+    large = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": 1}
+    assert gpu_memory.reshards_after_forward(LLAMA_8B, **large, gpu_memory_gib=H200_GIB)
+    kept = gpu_memory.estimate_gib(LLAMA_8B, **large, reshard_after_forward=False)
+    freed = gpu_memory.estimate_gib(LLAMA_8B, **large, reshard_after_forward=True)
+    assert kept - freed == pytest.approx(2 * LLAMA_8B.non_embedding_params / gpu_memory.GIB)
+    assert kept > H200_GIB > freed
+    # Several ranks always reshard: the gathered copies hold the other ranks' shards.
+    assert gpu_memory.reshards_after_forward(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB)
+
+
+def test_the_fit_counts_the_gathered_parameters_as_the_trainer_keeps_them() -> None:
+    fitted = gpu_memory.fit(
+        LLAMA_8B, seq_len=4096, micro_batch=1, gpu_memory_gib=H200_GIB, world=1, activation_checkpointing=True,
+    )
+    assert "does not fit" not in fitted.reason, fitted.reason  # resharding, it fits at a shorter sequence
+    assert fitted.estimate_gib <= H200_GIB * gpu_memory.HEADROOM
+    assert fitted.activation_checkpointing
+    # Where they fit, one GPU's estimate still counts them.
+    qwen = gpu_memory.fit(QWEN, seq_len=4096, micro_batch=4, gpu_memory_gib=H200_GIB, world=1)
+    assert qwen.estimate_gib == pytest.approx(_estimate(False, micro_batch=4))
+    assert qwen.estimate_gib - gpu_memory.estimate_gib(
+        QWEN, seq_len=4096, micro_batch=4, activation_checkpointing=False, world=1, reshard_after_forward=True,
+    ) == pytest.approx(2 * QWEN.non_embedding_params / gpu_memory.GIB)
