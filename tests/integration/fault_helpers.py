@@ -109,14 +109,26 @@ def kill_a_node_of(job: Job) -> str:
     nodes: list[str] = []
     wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
     victim = nodes[-1]
-    result = job.cluster.cli("dev-cluster", "kill-node", victim)
-    assert result.returncode == 0, result.stderr
+    kill_node(job.cluster, victim)
     return victim
 
 
-def revive(cluster: DevCluster, node: str) -> None:
-    result = cluster.cli("dev-cluster", "revive-node", node)
+def kill_node(cluster: DevCluster, node: str) -> None:
+    """`dev-cluster kill-node`, the node drained first. The tests that run at once share the
+    cluster, and until Slurm finds a node dead it gives it to the next job that fits: another
+    test's job then lost a node, or a spare, that its test never touched. Drained, the node
+    ends its own job's step as before; `revive` returns it to service."""
+    cluster.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=killed-by-a-test")
+    result = cluster.cli("dev-cluster", "kill-node", node)
     assert result.returncode == 0, result.stderr
+
+
+def revive(cluster: DevCluster, node: str) -> None:
+    """Start a killed node's slurmd again and return it to service (kill_node drained it)."""
+    result = cluster.cli("dev-cluster", "revive-node", node, "--no-wait")
+    assert result.returncode == 0, result.stderr
+    cluster.run("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)  # refused where not drained
+    wait_until(lambda: cluster.node_states().get(node) in ("idle", "mixed", "allocated"), 60, f"{node} back in service")
 
 
 def assert_losses_match(job: Job, reference: dict[int, float]) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from hyperlaunch.devcluster import procs
 from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import Job, assert_losses_match, kill_a_node_of, revive, submit
+from tests.integration.fault_helpers import Job, assert_losses_match, kill_a_node_of, kill_node, revive, submit
 
 pytestmark = pytest.mark.integration
 
@@ -77,8 +77,7 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
     wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
     assert len(nodes) == 3
     victim = nodes[1]
-    result = dev_cluster.cli("dev-cluster", "kill-node", victim)
-    assert result.returncode == 0, result.stderr
+    kill_node(dev_cluster, victim)
     try:
         final = job.wait_final()
     finally:

@@ -15,7 +15,16 @@ import pytest
 
 from hyperlaunch.core import checkpoints
 from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
-from tests.integration.fault_helpers import FAULTY_CLI, FINAL_STATES, MODEL, TRAINER_ARGS, read_metrics, revive, submit
+from tests.integration.fault_helpers import (
+    FAULTY_CLI,
+    FINAL_STATES,
+    MODEL,
+    TRAINER_ARGS,
+    kill_node,
+    read_metrics,
+    revive,
+    submit,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -106,8 +115,7 @@ def test_a_sweep_runs_each_element_as_its_own_training_and_a_lost_node_requeues_
     assert element["state"] == "RUNNING", element
     nodes = dev_cluster.run("scontrol", "show", "hostnames", dev_cluster.job_field(element["job_id"], "%N")).split()
     victim = nodes[-1]  # not the batch host: the element's supervisor sees it go
-    killed = dev_cluster.cli("dev-cluster", "kill-node", victim)
-    assert killed.returncode == 0, killed.stderr
+    kill_node(dev_cluster, victim)
     try:
         # Back as soon as the element has left it: the cluster is shared with other tests' jobs.
         wait_until(lambda: bool(sweep.element(0)["restarts"]), 180, "element 0 to be requeued", interval=1)
