@@ -11,6 +11,7 @@ the batch script (hyperlaunch.core.trainer_failures.TrainerFailure).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -69,6 +70,12 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         raise
     finally:
         job.close()
+        # The process group is destroyed, but the sharded model and its mesh still hold it, in
+        # reference cycles: left to the interpreter's exit, gloo's threads can end the process
+        # with "terminate called without an active exception" after its work is done (seen in
+        # CI; pytorch/pytorch#190489). Collected here, while the interpreter is whole.
+        del job
+        gc.collect()
 
 
 def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
