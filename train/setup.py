@@ -144,7 +144,7 @@ def _reshard_after_forward(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_le
     if reshard and d.is_main:
         warn(
             f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
-            f"({2 * spec.non_embedding_params / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
+            f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
             f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
         )
     return reshard

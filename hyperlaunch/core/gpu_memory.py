@@ -50,6 +50,12 @@ def activation_bytes_per_token_per_layer(spec: ModelSpec) -> int:
     return 12 * h + 16 * q + 14 * kv + 8 * spec.intermediate_size
 
 
+def gathered_bytes(spec: ModelSpec) -> int:
+    """Every block's gathered bf16 parameters: what one rank keeps from forward to backward
+    when it does not reshard after forward."""
+    return 2 * spec.non_embedding_params
+
+
 def estimate_gib(
     spec: ModelSpec,
     *,
@@ -75,7 +81,7 @@ def estimate_gib(
     loss = 2 * min(tokens, LOSS_CHUNK_TOKENS) * spec.vocab_size * 4 + embedding * 4
     unsharded = embedding * 2 * (1 if spec.tie_word_embeddings else 2)
     reshard = world > 1 if reshard_after_forward is None else reshard_after_forward
-    gathered = 0 if reshard else 2 * spec.non_embedding_params
+    gathered = 0 if reshard else gathered_bytes(spec)
     return (states + activations + loss + unsharded + gathered) / GIB + FIXED_GIB
 
 
