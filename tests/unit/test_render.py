@@ -297,12 +297,17 @@ def test_an_attempt_past_the_restart_limit_fails_without_running(tmp_path: Path)
     assert end[0]["cause"] == "restart-limit"
 
 
-def _sinfo_lists_down(tmp_path: Path, node: str) -> None:
-    """A stand-in sinfo: `node` is what `-t down,...,no_respond` lists; the partition has 8 nodes."""
+def _stub_sinfo(tmp_path: Path, body: str) -> None:
+    """A stand-in sinfo running `body`, in the folder run_script puts first on the script's PATH."""
     (tmp_path / "bin").mkdir()
     sinfo = tmp_path / "bin" / "sinfo"
-    sinfo.write_text(f'#!/bin/sh\ncase " $* " in *" -t "*) echo {node} ;; *) echo 8 ;; esac\n')
+    sinfo.write_text(f"#!/bin/sh\n{body}\n")
     sinfo.chmod(0o755)
+
+
+def _sinfo_lists_down(tmp_path: Path, node: str) -> None:
+    """`node` is what `sinfo -t down,...,no_respond` lists; the partition has 8 nodes."""
+    _stub_sinfo(tmp_path, f'case " $* " in *" -t "*) echo {node} ;; *) echo 8 ;; esac')
 
 
 def test_a_step_that_ended_with_a_node_slurm_lists_down_requeues_away_from_it(tmp_path: Path) -> None:
@@ -311,8 +316,8 @@ def test_a_step_that_ended_with_a_node_slurm_lists_down_requeues_away_from_it(tm
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     _sinfo_lists_down(tmp_path, "node8")
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
-    end = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] == "end"]
-    assert (end[0]["cause"], end[0]["nodes"], end[0]["action"]) == ("node-failure", "node8", "requeue")
+    end = _end_marker(run)
+    assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue")
     assert run.returncode == 0 and run.requeued, run.stderr
     updates = (tmp_path / "scontrol.updates").read_text().splitlines()
     assert updates == [f"update JobId={JOB_ID} NodeList=node7", f"update JobId={JOB_ID} ExcNodeList=node8"]
@@ -443,10 +448,7 @@ def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scan
     # Slurm to notice): the script ends the step, gives node8 back, requeues away from it. The
     # step's scancel answers after Slurm's MessageTimeout on a dead node: not waited for.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
-    (tmp_path / "bin").mkdir()
-    sinfo = tmp_path / "bin" / "sinfo"
-    sinfo.write_text("#!/bin/sh\ncase \"$*\" in *%D*) echo 4 ;; esac\n")
-    sinfo.chmod(0o755)
+    _stub_sinfo(tmp_path, 'case "$*" in *%D*) echo 4 ;; esac')
     record = format_trainer_failure(FailureKind.UNEXPECTED, "Connection reset by peer", 0)
     started = time.monotonic()
     run = run_script(render_sbatch(spec), tmp_path, env={
@@ -483,13 +485,11 @@ def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> Non
 
 
 def test_a_node_given_back_earlier_is_not_lost_again(tmp_path: Path) -> None:
-    # Slurm lists a node this job gave back (a spare replaced it) as down; the job's nodes now are
-    # HL_TEST_NODES: the supervisor asks about those only, so the crash is a crash.
+    # SLURM_JOB_NODELIST (node[1-2] here) still names the nodes a job gave back (a spare replaced
+    # them); the supervisor asks Slurm about the allocation as it holds it now (scontrol's
+    # node7,node8 here), so a node it gave back is never lost a second time.
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
-    (tmp_path / "bin").mkdir()
-    sinfo = tmp_path / "bin" / "sinfo"
-    sinfo.write_text('#!/bin/sh\necho "$*" >> "$HL_TEST_DIR/sinfo.calls"\n')  # lists nothing
-    sinfo.chmod(0o755)
+    _stub_sinfo(tmp_path, 'echo "$*" >> "$HL_TEST_DIR/sinfo.calls"')  # lists nothing
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
     assert _end_marker(run)["cause"] == "crash"
     asked = [line for line in (tmp_path / "sinfo.calls").read_text().splitlines() if " -t " in f" {line} "]
