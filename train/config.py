@@ -20,6 +20,7 @@ GROUPS = ("model", "data", "checkpoints", "parallelism", "optimisation", "monito
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 # Here, not in train/losses.py: the CLI reads these flags without torch.
 LOSS_CHOICES = ("auto", "plain", "chunked", "liger", "cce")
+FSDP_GROUPS_CHOICES = ("per-block", "one")
 
 
 def option(
@@ -104,6 +105,13 @@ class TrainConfig:
         "(default: on, except on one rank where keeping every block's gathered copy until backward fits the GPU: "
         "there a reshard only costs a copy and a cast per block)",
     )
+    fsdp_groups: str | None = option(
+        None, group="parallelism", choices=FSDP_GROUPS_CHOICES,
+        help="per-block: an FSDP group per decoder block, gathered and reduced block by block; one: the whole "
+        "model as one group, gathered once a step and reduced at the end of backward (default: one on one rank "
+        "that keeps its gathered parameters, where it fits: there a group per block only adds FSDP's hooks "
+        "around every block; per-block otherwise)",
+    )
     compile: bool = option(
         False, group="parallelism",
         help="torch.compile each decoder block whole (fullgraph), the final norm and the loss (GPU runs; compiled at the first step)",
@@ -167,6 +175,13 @@ class TrainConfig:
             )
         if self.loss not in LOSS_CHOICES:
             raise InvalidInput(f"--loss {self.loss!r} is not one of {', '.join(LOSS_CHOICES)}")
+        if self.fsdp_groups is not None and self.fsdp_groups not in FSDP_GROUPS_CHOICES:
+            raise InvalidInput(f"--fsdp-groups {self.fsdp_groups!r} is not one of {', '.join(FSDP_GROUPS_CHOICES)}")
+        if self.fsdp_groups == "one" and self.reshard_after_forward:
+            raise InvalidInput(
+                "--fsdp-groups one keeps the gathered parameters from forward to backward; "
+                "it cannot be used with --reshard-after-forward (use --fsdp-groups per-block)"
+            )
         if self.device not in DEVICE_CHOICES:
             raise InvalidInput(f"--device {self.device!r} is not one of {', '.join(DEVICE_CHOICES)}")
         for flag, value in (

@@ -129,25 +129,24 @@ def _gpu_choices(cfg: TrainConfig, device: torch.device, is_main: bool) -> str:
     return loss_kind
 
 
-def _reshard_after_forward(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, micro_batch: int) -> bool:
-    """--reshard-after-forward as given; else as hyperlaunch.core.gpu_memory decides for this
-    many ranks and this GPU's memory (one CPU process keeps its gathered parameters)."""
-    if cfg.reshard_after_forward is not None:
-        return cfg.reshard_after_forward
-    if d.world_size > 1 or d.device.type != "cuda":
-        return d.world_size > 1
-    total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB
-    reshard = gpu_memory.reshards_after_forward(
+def _fsdp_layout(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, micro_batch: int) -> gpu_memory.Layout:
+    """--reshard-after-forward and --fsdp-groups as given; what they leave open as
+    hyperlaunch.core.gpu_memory.layout decides for this many ranks and this GPU's memory (a CPU
+    process: as without a GPU, one group kept on one rank)."""
+    total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB if d.device.type == "cuda" else None
+    chosen = gpu_memory.layout(
         spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=bool(cfg.activation_checkpointing),
-        world=1, gpu_memory_gib=total_gib,
+        world=d.world_size, gpu_memory_gib=total_gib, cpu_offload=bool(cfg.cpu_offload),
+        reshard_after_forward=cfg.reshard_after_forward,
+        one_group=None if cfg.fsdp_groups is None else cfg.fsdp_groups == "one",
     )
-    if reshard and d.is_main:
+    if chosen.reshard_after_forward and cfg.reshard_after_forward is None and d.world_size == 1 and d.is_main:
         warn(
             f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
             f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
             f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
         )
-    return reshard
+    return chosen
 
 
 def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
@@ -204,13 +203,13 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
     use_in_place_embedding_grad(model)
     losses.use_loss(model, loss_kind, compiled=cfg.compile)
     mesh = build_mesh(d, cfg.sharding, cfg.hsdp_shard_size)
-    reshard = _reshard_after_forward(cfg, spec, d, seq_len=seq_len, micro_batch=micro_batch)
+    fsdp_layout = _fsdp_layout(cfg, spec, d, seq_len=seq_len, micro_batch=micro_batch)
     shard_model(
         model, mesh,
         ShardingOptions(
             sharding=cfg.sharding, mixed_precision=mixed_precision, cpu_offload=bool(cfg.cpu_offload),
             activation_checkpointing=bool(cfg.activation_checkpointing), prefetch=cfg.prefetch, compile=cfg.compile,
-            reshard_after_forward=reshard,
+            reshard_after_forward=fsdp_layout.reshard_after_forward, one_group=fsdp_layout.one_group,
         ),
     )
     sharding_info = {**describe_sharding(model, mesh), "loss": loss_kind, "float8_linears": float8_linears}

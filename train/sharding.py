@@ -1,5 +1,7 @@
 """FSDP2: one group per decoder block, then the root (which holds the embeddings, tied or not,
-the final norm and the output layer in one group), with the options the flags ask for."""
+the final norm and the output layer in one group), with the options the flags ask for; or,
+where the trainer decides so (one rank keeping its gathered parameters:
+hyperlaunch.core.gpu_memory.layout), the root alone as one group for the whole model."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ class ShardingOptions:
     """Free each block's gathered parameters after its forward (gathered again for backward).
     The trainer turns it off on one rank where the gathered copies fit the GPU (there a reshard
     only costs a copy and a cast per block: train/setup.py)."""
+    one_group: bool = False
+    """The whole model as one FSDP group: gathered once before forward, reduced once after
+    backward, no hooks around the blocks (--fsdp-groups; implies no reshard after forward)."""
 
 
 def decoder_blocks(model: nn.Module) -> nn.ModuleList:
@@ -42,7 +47,7 @@ def final_norm(model: nn.Module) -> nn.Module:
 
 
 def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) -> list[FSDPModule]:
-    """Shard in place; returns the block-level FSDP modules (for prefetch and unshard)."""
+    """Shard in place; returns the block-level FSDP modules (for prefetch; none with one group)."""
     mp_policy = MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if options.mixed_precision == "bf16" else None,
         reduce_dtype=torch.float32,
@@ -63,8 +68,9 @@ def shard_model(model: nn.Module, mesh: DeviceMesh, options: ShardingOptions) ->
             blocks[index] = block
         if options.compile:
             block.compile(fullgraph=True)
-        fully_shard(block, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=reshard)
-        sharded.append(block)  # type: ignore[arg-type]
+        if not options.one_group:
+            fully_shard(block, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=reshard)
+            sharded.append(block)  # type: ignore[arg-type]
     if options.compile:
         final_norm(model).compile(fullgraph=True)
     # The root keeps its parameters gathered after forward: backward needs them first anyway.
@@ -90,16 +96,19 @@ def describe(model: nn.Module, mesh: DeviceMesh) -> dict[str, object]:
     so a run's metrics show it, and tests can tell an option that was silently ignored)."""
     blocks = list(decoder_blocks(model))
     first = blocks[0]
-    group = first._get_fsdp_state()._fsdp_param_group  # type: ignore[operator]
+    # The blocks' group where each block has one, else the whole model's.
+    owner: Any = first if isinstance(first, FSDPModule) else model
+    group = owner._get_fsdp_state()._fsdp_param_group
     param_dtype = group.mp_policy.param_dtype if group is not None else None
     return {
         "mesh_shape": list(mesh.shape),
         "mesh_dims": list(mesh.mesh_dim_names or ()),
         "fsdp_blocks": sum(isinstance(b, FSDPModule) for b in blocks),
+        "fsdp_groups": sum(isinstance(m, FSDPModule) for m in model.modules()),
         "param_dtype": str(param_dtype or torch.float32).replace("torch.", ""),
         "offload": type(group.offload_policy).__name__ if group is not None else None,
         "reshard_after_forward": bool(group is not None and group.post_forward_mesh_info is not None),
         "activation_checkpointed_blocks": sum(isinstance(b, CheckpointWrapper) for b in blocks),
         "compiled_blocks": sum(getattr(b, "_compiled_call_impl", None) is not None for b in blocks),
-        "forward_prefetch": len(first._get_fsdp_state()._states_to_forward_prefetch),  # type: ignore[operator]
+        "forward_prefetch": len(owner._get_fsdp_state()._states_to_forward_prefetch),
     }

@@ -16,8 +16,11 @@ The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over
   layer when not tied);
 - on one rank, every block's gathered bf16 parameters, where they fit (one rank keeps them from
   forward to backward, 16 % faster for qwen3_0_6b; where they would not fit, as for
-  llama3_1_8b's 13 GiB on one H200, it reshards after forward like several ranks do:
-  `reshards_after_forward`);
+  llama3_1_8b's 13 GiB on one H200, it reshards after forward like several ranks do: `layout`);
+- there, where it fits, one FSDP group for the whole model: at the end of backward FSDP copies
+  every gradient into one fp32 buffer and reduces it into another, 4 bytes a parameter beside
+  the states, when the activations and the loss's memory are gone: the estimate counts the
+  larger of the two;
 - a fixed 1 GiB for what the CUDA caching allocator does not count: the CUDA context, cuBLAS
   workspaces, NCCL's buffers.
 
@@ -65,9 +68,11 @@ def estimate_gib(
     world: int,
     sharding: str = "full",
     reshard_after_forward: bool | None = None,
+    one_group: bool | None = None,
 ) -> float:
-    """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` None: as
-    without knowing the GPU (several ranks reshard, one keeps its gathered parameters)."""
+    """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` and
+    `one_group` None: as the trainer lays out FSDP without knowing the GPU (several ranks
+    reshard, a group per block; one keeps its gathered parameters, in one group)."""
     shards = 1 if sharding == "none" else max(1, world)
     params = spec.num_params
     states = params * STATE_BYTES_PER_PARAM / shards
@@ -82,23 +87,66 @@ def estimate_gib(
     unsharded = embedding * 2 * (1 if spec.tie_word_embeddings else 2)
     reshard = world > 1 if reshard_after_forward is None else reshard_after_forward
     gathered = 0 if reshard else gathered_bytes(spec)
-    return (states + activations + loss + unsharded + gathered) / GIB + FIXED_GIB
+    whole = world == 1 and not reshard if one_group is None else one_group
+    reduced_at_once = params * 4 / shards if whole else 0
+    return (states + max(activations + loss, reduced_at_once) + unsharded + gathered) / GIB + FIXED_GIB
 
 
-def reshards_after_forward(
-    spec: ModelSpec, *, seq_len: int, micro_batch: int, activation_checkpointing: bool, world: int, gpu_memory_gib: float
-) -> bool:
-    """Whether the trainer frees each block's gathered parameters after forward when the user
-    does not say: always on several ranks (FSDP's default: the gathered copies are the other
-    ranks' shards); on one rank only where keeping them all until backward would not fit in
-    HEADROOM of the GPU."""
+@dataclass(frozen=True)
+class Layout:
+    """How the trainer shards the model with FSDP2 (train/sharding.py)."""
+
+    reshard_after_forward: bool
+    """Free each block's gathered parameters after its forward; gather them again for backward."""
+    one_group: bool
+    """The whole model as one FSDP group, not a group per decoder block."""
+
+
+def layout(
+    spec: ModelSpec,
+    *,
+    seq_len: int,
+    micro_batch: int,
+    activation_checkpointing: bool,
+    world: int,
+    gpu_memory_gib: float | None,
+    cpu_offload: bool = False,
+    reshard_after_forward: bool | None = None,
+    one_group: bool | None = None,
+) -> Layout:
+    """The layout the trainer uses where the user does not say (None): on several ranks a group
+    per block, resharded after forward (FSDP's default: the gathered copies are the other ranks'
+    shards). On one rank the first of these that fits in HEADROOM of the GPU (without a GPU, or
+    where none fits, the first and the last):
+
+    1. one group, kept from forward to backward: FSDP has nothing to overlap on one rank and
+       nothing to free block by block, and a group per block only runs its hooks around every
+       block, host time a small model's GPU step cannot hide (torchtitan runs one GPU without
+       FSDP at all); its gradients are reduced once, at the end of backward (module docstring);
+    2. a group per block, kept: 16 % faster than resharding for qwen3_0_6b;
+    3. a group per block, resharded, as several ranks do (llama3_1_8b on one H200).
+
+    CPU offload keeps a group per block (it moves each block's gradients to the host as they
+    come). What the user set stays."""
     if world > 1:
-        return True
-    kept = estimate_gib(
-        spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=activation_checkpointing,
-        world=world, reshard_after_forward=False,
-    )
-    return kept > gpu_memory_gib * HEADROOM
+        grouped = bool(one_group)
+        return Layout(not grouped if reshard_after_forward is None else reshard_after_forward, grouped)
+    candidates = [Layout(False, True), Layout(False, False), Layout(True, False)]
+    allowed = [
+        c for c in candidates
+        if (reshard_after_forward is None or c.reshard_after_forward == reshard_after_forward)
+        and (c.one_group == one_group if one_group is not None else not (cpu_offload and c.one_group))
+    ]
+    if gpu_memory_gib is None:
+        return allowed[0]
+    for choice in allowed:
+        needed = estimate_gib(
+            spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=activation_checkpointing,
+            world=world, reshard_after_forward=choice.reshard_after_forward, one_group=choice.one_group,
+        )
+        if needed <= gpu_memory_gib * HEADROOM:
+            return choice
+    return allowed[-1]
 
 
 @dataclass(frozen=True)
@@ -142,12 +190,12 @@ def fit(
     room = f"{gpu_memory_gib:g} GiB ({world} GPU{'s' if world != 1 else ''})"
 
     def estimate(seq: int, batch: int, ac: bool) -> float:
-        reshard = reshards_after_forward(
+        chosen = layout(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, gpu_memory_gib=gpu_memory_gib,
         )
         return estimate_gib(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, sharding=sharding,
-            reshard_after_forward=reshard,
+            reshard_after_forward=chosen.reshard_after_forward, one_group=chosen.one_group,
         )
 
     preset = (seq_len, micro_batch, activation_checkpointing if "activation_checkpointing" not in given else ac_choices[0])

@@ -1,6 +1,7 @@
 """What the trainer does differently on a GPU, run on CPU: figures read a step late give the same
 records as figures read at once, in the same order around validation and checkpoints; one rank
-does not reshard after forward unless asked; --compile with the chunked loss compiles its
+does not reshard after forward unless asked, and shards the whole model as one FSDP group, which
+trains to the same losses as a group per block and whose checkpoints resume on two ranks; --compile with the chunked loss compiles its
 elementwise work and trains to the same losses; GPU-only options fail in one line on CPU."""
 
 from __future__ import annotations
@@ -38,11 +39,33 @@ def test_figures_read_a_step_late_are_the_same_records_in_the_same_order(tmp_pat
     assert order.index("step 8") < order.index("checkpoint_saving@8") < order.index("step 9")
 
 
-@pytest.mark.parametrize(("flags", "resharded"), [([], False), (["--reshard-after-forward"], True)])
-def test_one_rank_keeps_its_gathered_parameters_unless_asked(tmp_path: Path, flags: list[str], resharded: bool) -> None:
+@pytest.mark.parametrize(("flags", "resharded", "groups"), [([], False, 1), (["--reshard-after-forward"], True, 3)])
+def test_one_rank_keeps_its_gathered_parameters_unless_asked(
+    tmp_path: Path, flags: list[str], resharded: bool, groups: int,
+) -> None:
     run = launch(tiny_args(tmp_path / "c", "--no-export", *flags, steps=2), ranks=1, run_dir=tmp_path / "run")
     (started,) = run.events("started")
     assert started["sharding"]["reshard_after_forward"] is resharded
+    # Kept: one group for the whole model; resharded: one per block (qwen3_tiny has 2) and the root.
+    assert started["sharding"]["fsdp_groups"] == groups
+
+
+def test_one_group_trains_to_the_per_block_losses_and_resumes_on_two_ranks(tmp_path: Path) -> None:
+    args = ["--no-export", "--checkpoint-every", "4"]
+    one = launch(tiny_args(tmp_path / "one", *args, steps=4), ranks=1, run_dir=tmp_path / "run-one")
+    per_block = launch(tiny_args(tmp_path / "blocks", *args, "--fsdp-groups", "per-block", steps=4),
+                       ranks=1, run_dir=tmp_path / "run-blocks")
+    assert one.events("started")[0]["sharding"]["fsdp_groups"] == 1
+    assert per_block.events("started")[0]["sharding"]["fsdp_groups"] == 3
+    for step in range(1, 5):  # the same casts and the same reductions, only fewer hooks
+        assert one.steps()[step]["loss"] == per_block.steps()[step]["loss"], step
+        assert one.steps()[step]["grad_norm"] == per_block.steps()[step]["grad_norm"], step
+    # The one-group checkpoint has the per-block checkpoint's names and shapes: two ranks, a
+    # group per block, go on from it.
+    two = launch(tiny_args(tmp_path / "one", *args, steps=6), ranks=2, run_dir=tmp_path / "run-two")
+    (resumed,) = two.events("resumed")
+    assert (resumed["step"], resumed["world_size"], resumed["sharding"]["fsdp_groups"]) == (4, 2, 3)
+    assert sorted(two.steps()) == [5, 6]
 
 
 def test_compiled_chunked_loss_trains_to_the_eager_losses(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Each sharding mode, bf16, CPU offload, activation checkpointing, torch.compile, explicit
-prefetch and async checkpoints train on a repeated batch with finite, falling loss, and the
+"""Each sharding mode, one FSDP group, bf16, CPU offload, activation checkpointing, torch.compile,
+explicit prefetch and async checkpoints train on a repeated batch with finite, falling loss, and the
 sharded model really has the asked-for setup (read back from FSDP2's state, logged at start)."""
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ CASES = {
         ["--sharding", "hybrid", "--hsdp-shard-size", "1", "--activation-checkpointing"],
         {"mesh_shape": [2, 1], "activation_checkpointed_blocks": 4, "reshard_after_forward": True},
     ),
+    "one-group-bf16-activation-checkpointing": (
+        ["--fsdp-groups", "one", "--mixed-precision", "bf16", "--activation-checkpointing"],
+        {"mesh_shape": [2], "fsdp_groups": 1, "fsdp_blocks": 0, "reshard_after_forward": False,
+         "param_dtype": "bfloat16", "activation_checkpointed_blocks": 4},
+    ),
     "full-compile": (
         ["--sharding", "full", "--compile"],
         {"mesh_shape": [2], "compiled_blocks": 4, "activation_checkpointed_blocks": 0},
@@ -49,7 +54,7 @@ def test_option_trains_and_takes_effect(tmp_path: Path, case: str) -> None:
     (started,) = run.events("started")
     for key, value in expected.items():
         assert started["sharding"][key] == value, key
-    assert started["sharding"]["fsdp_blocks"] == 4
+    assert started["sharding"]["fsdp_blocks"] == expected.get("fsdp_blocks", 4)
     losses = [run.steps()[s]["loss"] for s in range(1, 7)]
     assert all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0] - 0.5, losses

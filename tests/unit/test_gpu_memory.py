@@ -9,7 +9,7 @@ import pytest
 
 from hyperlaunch.core import gpu_memory
 from hyperlaunch.core.instances import all_presets
-from hyperlaunch.core.models import get_preset
+from hyperlaunch.core.models import ModelSpec, get_preset
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.plan import plan_job
 
@@ -91,16 +91,43 @@ H200_GIB = 140.4  # torch.cuda.get_device_properties(0).total_memory of the H200
 
 def test_one_gpu_keeps_its_gathered_parameters_only_where_they_fit() -> None:
     small = {"seq_len": 4096, "micro_batch": 4, "activation_checkpointing": False, "world": 1}
-    assert not gpu_memory.reshards_after_forward(QWEN, **small, gpu_memory_gib=H200_GIB)
+    assert not gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB).reshard_after_forward
     # Llama 3.1 8B's states alone take 119.7 GiB: its 13 GiB of gathered bf16 blocks do not fit beside them.
     large = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": 1}
-    assert gpu_memory.reshards_after_forward(LLAMA_8B, **large, gpu_memory_gib=H200_GIB)
-    kept = gpu_memory.estimate_gib(LLAMA_8B, **large, reshard_after_forward=False)
+    assert gpu_memory.layout(LLAMA_8B, **large, gpu_memory_gib=H200_GIB).reshard_after_forward
+    kept = gpu_memory.estimate_gib(LLAMA_8B, **large, reshard_after_forward=False, one_group=False)
     freed = gpu_memory.estimate_gib(LLAMA_8B, **large, reshard_after_forward=True)
     assert kept - freed == pytest.approx(2 * LLAMA_8B.non_embedding_params / gpu_memory.GIB)
     assert kept > H200_GIB > freed
     # Several ranks always reshard: the gathered copies hold the other ranks' shards.
-    assert gpu_memory.reshards_after_forward(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB)
+    assert gpu_memory.layout(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB).reshard_after_forward
+
+
+def test_one_rank_takes_one_fsdp_group_where_its_reduction_at_the_end_of_backward_fits() -> None:
+    small = {"seq_len": 4096, "micro_batch": 4, "activation_checkpointing": False, "world": 1}
+    one, per_block = gpu_memory.Layout(False, True), gpu_memory.Layout(False, False)
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB) == one
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=None) == one  # a CPU process
+
+    def estimate(spec: ModelSpec, group: bool, **shape: int | bool) -> float:
+        return gpu_memory.estimate_gib(spec, **shape, reshard_after_forward=False, one_group=group)  # type: ignore[arg-type]
+
+    # qwen3_0_6b's activations and loss at micro-batch 4 outweigh the 2.2 GiB fp32 buffer its
+    # gradients are reduced through at the end of backward; a short sequence's do not.
+    assert estimate(QWEN, True, **small) == estimate(QWEN, False, **small)
+    short = {**small, "seq_len": 512, "micro_batch": 1, "activation_checkpointing": True}
+    assert estimate(QWEN, True, **short) > estimate(QWEN, False, **short) + 0.5
+    # Llama 3.1 8B's buffer is 30 GiB: on a 170 GiB GPU a group per block fits, one group does not.
+    large = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": 1}
+    assert estimate(LLAMA_8B, False, **large) < 170 * gpu_memory.HEADROOM < estimate(LLAMA_8B, True, **large)
+    assert gpu_memory.layout(LLAMA_8B, **large, gpu_memory_gib=170) == per_block
+    # CPU offload moves each block's gradients to the host as they come: a group per block.
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, cpu_offload=True) == per_block
+    # What the user set stays; several ranks keep FSDP's default.
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, one_group=False) == per_block
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, reshard_after_forward=True) == gpu_memory.Layout(True, False)
+    assert gpu_memory.layout(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB) == gpu_memory.Layout(True, False)
+    assert gpu_memory.layout(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB, one_group=True) == one
 
 
 def test_the_fit_counts_the_gathered_parameters_as_the_trainer_keeps_them() -> None:

@@ -25,7 +25,8 @@ def _decide(monkeypatch: pytest.MonkeyPatch, model: str, flags: list[str], world
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _device: SimpleNamespace(total_memory=H200_BYTES))
     cfg = parse_config(["--model", model, "--checkpoint-dir", "/c", *flags])
     seq_len, micro_batch = (4096, 1) if model == "llama3_1_8b" else (4096, 4)
-    return setup._reshard_after_forward(cfg, get_preset(model), _dist(world, device), seq_len=seq_len, micro_batch=micro_batch)
+    chosen = setup._fsdp_layout(cfg, get_preset(model), _dist(world, device), seq_len=seq_len, micro_batch=micro_batch)
+    return chosen.reshard_after_forward
 
 
 def test_one_gpu_reshards_only_the_model_whose_gathered_parameters_do_not_fit(
@@ -43,3 +44,9 @@ def test_what_the_user_set_stays_and_cpu_and_several_ranks_keep_their_defaults(m
     assert _decide(monkeypatch, "qwen3_0_6b", ["--reshard-after-forward"]) is True
     assert _decide(monkeypatch, "llama3_1_8b", ["--activation-checkpointing"], device="cpu") is False
     assert _decide(monkeypatch, "qwen3_0_6b", [], world=2) is True
+
+
+def test_fsdp_groups_one_never_reshards(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Even where a group per block would reshard by default: several ranks, or 8B on one H200.
+    assert _decide(monkeypatch, "qwen3_0_6b", ["--fsdp-groups", "one"], world=2) is False
+    assert _decide(monkeypatch, "llama3_1_8b", ["--activation-checkpointing", "--fsdp-groups", "one"]) is False

@@ -48,6 +48,8 @@ def test_each_kind_of_option_reaches_its_field() -> None:
         ([*REQUIRED, "--seq-len", "many"], "invalid int value"),
         ([*REQUIRED, "--grad-accum", "0"], "--grad-accum must be >= 1"),
         ([*REQUIRED, "--from-scratch", "--resume-from", "/c/x"], "exclude each other"),
+        ([*REQUIRED, "--fsdp-groups", "two"], "invalid choice: 'two'"),
+        ([*REQUIRED, "--fsdp-groups", "one", "--reshard-after-forward"], "cannot be used with --reshard-after-forward"),
     ],
 )
 def test_bad_values_are_one_line_errors(args: list[str], message: str) -> None:
