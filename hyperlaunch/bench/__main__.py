@@ -13,6 +13,7 @@ BENCHMARKS = {
     "recovery": ("recovery", "node kill -> first resumed step on the dev cluster, by phase"),
     "data": ("data", "prepare-data tokens/s vs the tokenizer's batch encode; trainer start on prepared 10 vs 300 MB"),
     "loss": ("loss", "peak memory of the loss's forward + backward at vocab 151,936: HF's plain vs train/'s chunked"),
+    "fsdp-groups": ("fsdp_groups", "FSDP2's host time on one rank: a group per decoder block vs one for the model"),
     "gpu": ("gpu", "qwen3_0_6b on one GPU in bf16: tokens/s, MFU, peak memory, with/without AC and compile"),
 }
 
