@@ -182,6 +182,11 @@ class TrainConfig:
                 "--fsdp-groups one keeps the gathered parameters from forward to backward; "
                 "it cannot be used with --reshard-after-forward (use --fsdp-groups per-block)"
             )
+        if self.fsdp_groups == "one" and self.prefetch > 0:
+            raise InvalidInput(
+                "--prefetch gathers decoder blocks ahead, each its own FSDP group; with --fsdp-groups one there "
+                "are none (use --fsdp-groups per-block, or leave --fsdp-groups out)"
+            )
         if self.device not in DEVICE_CHOICES:
             raise InvalidInput(f"--device {self.device!r} is not one of {', '.join(DEVICE_CHOICES)}")
         for flag, value in (

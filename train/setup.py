@@ -96,7 +96,10 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
         data_given=cfg.data is not None, model_tokenizer=str(pretrained) if own_tokenizer else None,
         data_tokenizer=manifest_tokenizer(cfg.data),
         gpu_memory_gib=memory, world=int(os.environ.get("WORLD_SIZE", "1")),
-        given={name: getattr(cfg, name) for name in ("seq_len", "micro_batch_size", "activation_checkpointing") if getattr(cfg, name) is not None},
+        given={
+            name: getattr(cfg, name) for name in ("seq_len", "micro_batch_size", "activation_checkpointing", "grad_accum")
+            if getattr(cfg, name) is not None
+        },
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
 
@@ -136,15 +139,24 @@ def _fsdp_layout(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, mi
     total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB if d.device.type == "cuda" else None
     chosen = gpu_memory.layout(
         spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=bool(cfg.activation_checkpointing),
-        world=d.world_size, gpu_memory_gib=total_gib, cpu_offload=bool(cfg.cpu_offload),
-        reshard_after_forward=cfg.reshard_after_forward,
+        world=d.world_size, gpu_memory_gib=total_gib, grad_accum=cfg.grad_accum, cpu_offload=bool(cfg.cpu_offload),
+        prefetch=cfg.prefetch, reshard_after_forward=cfg.reshard_after_forward,
         one_group=None if cfg.fsdp_groups is None else cfg.fsdp_groups == "one",
     )
-    if chosen.reshard_after_forward and cfg.reshard_after_forward is None and d.world_size == 1 and d.is_main:
+    if d.world_size > 1 or total_gib is None or not d.is_main:
+        return chosen
+    if chosen.reshard_after_forward and cfg.reshard_after_forward is None:
         warn(
             f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
             f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
             f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
+        )
+    elif not chosen.one_group and cfg.fsdp_groups is None and not cfg.cpu_offload and cfg.prefetch == 0:
+        reduced = gpu_memory.reduced_at_once_bytes(spec, world=1, grad_accum=cfg.grad_accum) / gpu_memory.GIB
+        warn(
+            f"an FSDP group per decoder block on one GPU: one group for {spec.name} would reduce every gradient "
+            f"at once at the end of backward, through {reduced:.1f} GiB of buffers that would not fit beside the rest "
+            f"in {total_gib:.0f} GiB (--fsdp-groups one asks for it anyway)"
         )
     return chosen
 

@@ -18,9 +18,10 @@ The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over
   forward to backward, 16 % faster for qwen3_0_6b; where they would not fit, as for
   llama3_1_8b's 13 GiB on one H200, it reshards after forward like several ranks do: `layout`);
 - there, where it fits, one FSDP group for the whole model: at the end of backward FSDP copies
-  every gradient into one fp32 buffer and reduces it into another, 4 bytes a parameter beside
-  the states, when the activations and the loss's memory are gone: the estimate counts the
-  larger of the two;
+  every bf16 gradient (2 bytes a parameter) into one fp32 buffer (4) and reduces it into
+  another (4: the gradient itself on a step's first micro-batch, a second buffer beside it on
+  the next ones, `--grad-accum`), when the activations and the loss's memory are gone: the
+  estimate counts the larger of the two (`reduced_at_once_bytes`);
 - a fixed 1 GiB for what the CUDA caching allocator does not count: the CUDA context, cuBLAS
   workspaces, NCCL's buffers.
 
@@ -59,6 +60,21 @@ def gathered_bytes(spec: ModelSpec) -> int:
     return 2 * spec.non_embedding_params
 
 
+def reduced_at_once_bytes(spec: ModelSpec, *, world: int, grad_accum: int = 1, sharding: str = "full") -> float:
+    """What one FSDP group for the whole model adds beside the states at the end of backward,
+    where FSDP reduces every gradient at once: first every bf16 gradient (2 bytes a parameter,
+    unsharded) beside the fp32 buffer they are copied into (4, unsharded), then that buffer
+    beside the reduced one (4 / ranks). On a step's first micro-batch the reduced buffer becomes
+    the fp32 gradient the states count, which does not exist before it; on the next ones
+    (--grad-accum) it is added into that gradient, beside it."""
+    params = spec.num_params
+    output = params * 4 / (1 if sharding == "none" else max(1, world))
+    accumulating = grad_accum > 1
+    copying_in = params * (2 + 4) - (0 if accumulating else output)
+    reduced = params * 4 + (output if accumulating else 0)
+    return max(copying_in, reduced)
+
+
 def estimate_gib(
     spec: ModelSpec,
     *,
@@ -69,6 +85,7 @@ def estimate_gib(
     sharding: str = "full",
     reshard_after_forward: bool | None = None,
     one_group: bool | None = None,
+    grad_accum: int = 1,
 ) -> float:
     """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` and
     `one_group` None: as the trainer lays out FSDP without knowing the GPU (several ranks
@@ -88,7 +105,7 @@ def estimate_gib(
     reshard = world > 1 if reshard_after_forward is None else reshard_after_forward
     gathered = 0 if reshard else gathered_bytes(spec)
     whole = world == 1 and not reshard if one_group is None else one_group
-    reduced_at_once = params * 4 / shards if whole else 0
+    reduced_at_once = reduced_at_once_bytes(spec, world=world, grad_accum=grad_accum, sharding=sharding) if whole else 0
     return (states + max(activations + loss, reduced_at_once) + unsharded + gathered) / GIB + FIXED_GIB
 
 
@@ -110,7 +127,9 @@ def layout(
     activation_checkpointing: bool,
     world: int,
     gpu_memory_gib: float | None,
+    grad_accum: int = 1,
     cpu_offload: bool = False,
+    prefetch: int = 0,
     reshard_after_forward: bool | None = None,
     one_group: bool | None = None,
 ) -> Layout:
@@ -126,8 +145,10 @@ def layout(
     2. a group per block, kept: 16 % faster than resharding for qwen3_0_6b;
     3. a group per block, resharded, as several ranks do (llama3_1_8b on one H200).
 
-    CPU offload keeps a group per block (it moves each block's gradients to the host as they
-    come). What the user set stays."""
+    CPU offload (which moves each block's gradients to the host as they come) and --prefetch
+    (which gathers blocks ahead) keep a group per block. What the user set stays."""
+    if one_group and reshard_after_forward:
+        raise ValueError("one FSDP group keeps its gathered parameters from forward to backward: it does not reshard")
     if world > 1:
         grouped = bool(one_group)
         return Layout(not grouped if reshard_after_forward is None else reshard_after_forward, grouped)
@@ -135,7 +156,7 @@ def layout(
     allowed = [
         c for c in candidates
         if (reshard_after_forward is None or c.reshard_after_forward == reshard_after_forward)
-        and (c.one_group == one_group if one_group is not None else not (cpu_offload and c.one_group))
+        and (c.one_group == one_group if one_group is not None else not ((cpu_offload or prefetch > 0) and c.one_group))
     ]
     if gpu_memory_gib is None:
         return allowed[0]
@@ -143,6 +164,7 @@ def layout(
         needed = estimate_gib(
             spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=activation_checkpointing,
             world=world, reshard_after_forward=choice.reshard_after_forward, one_group=choice.one_group,
+            grad_accum=grad_accum,
         )
         if needed <= gpu_memory_gib * HEADROOM:
             return choice
@@ -175,8 +197,8 @@ def fit(
     for an 80 GB GPU) where they fit in HEADROOM of `gpu_memory_gib`; else, in this order,
     activation checkpointing on, a smaller micro-batch, a shorter sequence (halved, down to
     MIN_SEQ_LEN). What the user set (`given`: seq_len, micro_batch_size,
-    activation_checkpointing) stays as set. Where nothing fits, the smallest, and the reason
-    says so."""
+    activation_checkpointing) stays as set, and its grad_accum (default 1) is counted. Where
+    nothing fits, the smallest, and the reason says so."""
     given = given or {}
     budget = gpu_memory_gib * HEADROOM
     seq_len = int(given.get("seq_len", seq_len))
@@ -189,13 +211,16 @@ def fit(
     candidates += [(seq, batches[-1], ac_choices[-1]) for seq in seqs[1:]]
     room = f"{gpu_memory_gib:g} GiB ({world} GPU{'s' if world != 1 else ''})"
 
+    grad_accum = int(given.get("grad_accum", 1))
+
     def estimate(seq: int, batch: int, ac: bool) -> float:
         chosen = layout(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, gpu_memory_gib=gpu_memory_gib,
+            grad_accum=grad_accum,
         )
         return estimate_gib(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, sharding=sharding,
-            reshard_after_forward=chosen.reshard_after_forward, one_group=chosen.one_group,
+            reshard_after_forward=chosen.reshard_after_forward, one_group=chosen.one_group, grad_accum=grad_accum,
         )
 
     preset = (seq_len, micro_batch, activation_checkpointing if "activation_checkpointing" not in given else ac_choices[0])

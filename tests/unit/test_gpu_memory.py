@@ -121,13 +121,40 @@ def test_one_rank_takes_one_fsdp_group_where_its_reduction_at_the_end_of_backwar
     large = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": 1}
     assert estimate(LLAMA_8B, False, **large) < 170 * gpu_memory.HEADROOM < estimate(LLAMA_8B, True, **large)
     assert gpu_memory.layout(LLAMA_8B, **large, gpu_memory_gib=170) == per_block
-    # CPU offload moves each block's gradients to the host as they come: a group per block.
+    # CPU offload moves each block's gradients to the host as they come, --prefetch gathers
+    # blocks ahead: a group per block.
     assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, cpu_offload=True) == per_block
+    assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, prefetch=1) == per_block
+    with pytest.raises(ValueError, match="does not reshard"):
+        gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, one_group=True, reshard_after_forward=True)
     # What the user set stays; several ranks keep FSDP's default.
     assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, one_group=False) == per_block
     assert gpu_memory.layout(QWEN, **small, gpu_memory_gib=H200_GIB, reshard_after_forward=True) == gpu_memory.Layout(True, False)
     assert gpu_memory.layout(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB) == gpu_memory.Layout(True, False)
     assert gpu_memory.layout(QWEN, **{**small, "world": 8}, gpu_memory_gib=H200_GIB, one_group=True) == one
+
+
+def test_one_groups_reduction_counts_accumulated_gradients_and_unsharded_buffers() -> None:
+    params = QWEN.num_params
+    # A step's first micro-batch: the reduced buffer becomes the gradient; 4 bytes a parameter beside it.
+    assert gpu_memory.reduced_at_once_bytes(QWEN, world=1) == 4 * params
+    # --grad-accum 2: the gradient exists, and the reduced buffer is added into it from beside it.
+    assert gpu_memory.reduced_at_once_bytes(QWEN, world=1, grad_accum=2) == 8 * params
+    # On 8 ranks only the reduced buffer is sharded: the bf16 gradients and the fp32 copy are whole.
+    assert gpu_memory.reduced_at_once_bytes(QWEN, world=8) == 6 * params - 4 * params / 8
+    short = {"seq_len": 512, "micro_batch": 1, "activation_checkpointing": True, "world": 1}
+    once = gpu_memory.estimate_gib(QWEN, **short)
+    accumulating = gpu_memory.estimate_gib(QWEN, **short, grad_accum=2)
+    assert accumulating - once == pytest.approx(4 * params / gpu_memory.GIB)
+
+
+def test_a_fit_counts_the_gradient_accumulation_the_user_set(tmp_path: Path) -> None:
+    _, once = _training(tmp_path, "g5.xlarge", trainer_args=("--micro-batch-size", "1", "--seq-len", "512"))
+    _, accumulating = _training(
+        tmp_path, "g5.xlarge", trainer_args=("--micro-batch-size", "1", "--seq-len", "512", "--grad-accum", "2"),
+    )
+    assert "estimated 13.3 GiB" in once["activation_checkpointing"].source, once["activation_checkpointing"].source
+    assert "estimated 15.4 GiB" in accumulating["activation_checkpointing"].source, accumulating["activation_checkpointing"].source
 
 
 def test_the_fit_counts_the_gathered_parameters_as_the_trainer_keeps_them() -> None:

@@ -50,6 +50,7 @@ def test_each_kind_of_option_reaches_its_field() -> None:
         ([*REQUIRED, "--from-scratch", "--resume-from", "/c/x"], "exclude each other"),
         ([*REQUIRED, "--fsdp-groups", "two"], "invalid choice: 'two'"),
         ([*REQUIRED, "--fsdp-groups", "one", "--reshard-after-forward"], "cannot be used with --reshard-after-forward"),
+        ([*REQUIRED, "--fsdp-groups", "one", "--prefetch", "1"], "with --fsdp-groups one there are none"),
     ],
 )
 def test_bad_values_are_one_line_errors(args: list[str], message: str) -> None:
