@@ -95,7 +95,9 @@ def hyperlaunch_row(args: argparse.Namespace, variant: str, work: Path, peak: fl
     sharding = started.get("sharding", {})
     return Row(variant, args.label or "hyperlaunch", tokens, mfu, mfu_out,
                max(r["peak_memory_bytes"] for r in steps) / 2**30,
-               {"loss": sharding.get("loss"), "final_loss": steps[-1]["loss"], "trainer_args": args.trainer_args})
+               {"loss": sharding.get("loss"), "fsdp_groups": sharding.get("fsdp_groups"),
+                "reshard_after_forward": sharding.get("reshard_after_forward"), "final_loss": steps[-1]["loss"],
+                "trainer_args": args.trainer_args})
 
 
 def torchtitan_row(args: argparse.Namespace, variant: str, work: Path, peak: float | None) -> Row:
