@@ -4,6 +4,7 @@ weights, optimizer, schedule, checkpointer, and the state to resume from."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import typing
@@ -135,23 +136,26 @@ def _gpu_choices(cfg: TrainConfig, device: torch.device, is_main: bool) -> str:
 def _fsdp_layout(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, micro_batch: int) -> gpu_memory.Layout:
     """--reshard-after-forward and --fsdp-groups as given; what they leave open as
     hyperlaunch.core.gpu_memory.layout decides for this many ranks and this GPU's memory (a CPU
-    process: as without a GPU, one group kept on one rank)."""
+    process: as without a GPU, one group kept on one rank). Where the GPU's memory changed the
+    choice, one line says so."""
     total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB if d.device.type == "cuda" else None
-    chosen = gpu_memory.layout(
-        spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=bool(cfg.activation_checkpointing),
-        world=d.world_size, gpu_memory_gib=total_gib, grad_accum=cfg.grad_accum, cpu_offload=bool(cfg.cpu_offload),
-        prefetch=cfg.prefetch, reshard_after_forward=cfg.reshard_after_forward,
+    choose = functools.partial(
+        gpu_memory.layout, spec, seq_len=seq_len, micro_batch=micro_batch,
+        activation_checkpointing=bool(cfg.activation_checkpointing), world=d.world_size, grad_accum=cfg.grad_accum,
+        cpu_offload=bool(cfg.cpu_offload), prefetch=cfg.prefetch, reshard_after_forward=cfg.reshard_after_forward,
         one_group=None if cfg.fsdp_groups is None else cfg.fsdp_groups == "one",
     )
-    if d.world_size > 1 or total_gib is None or not d.is_main:
+    chosen = choose(gpu_memory_gib=total_gib)
+    if total_gib is None or not d.is_main:
         return chosen
-    if chosen.reshard_after_forward and cfg.reshard_after_forward is None:
+    unbounded = choose(gpu_memory_gib=None)
+    if chosen.reshard_after_forward and not unbounded.reshard_after_forward:
         warn(
             f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
             f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
             f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
         )
-    elif not chosen.one_group and cfg.fsdp_groups is None and not cfg.cpu_offload and cfg.prefetch == 0:
+    elif unbounded.one_group and not chosen.one_group:
         reduced = gpu_memory.reduced_at_once_bytes(spec, world=1, grad_accum=cfg.grad_accum) / gpu_memory.GIB
         warn(
             f"an FSDP group per decoder block on one GPU: one group for {spec.name} would reduce every gradient "

@@ -83,4 +83,6 @@ def test_offload_prefetch_and_what_the_user_set_keep_their_groups(monkeypatch: p
     assert _layout(monkeypatch, "qwen3_0_6b", ["--fsdp-groups", "one", "--cpu-offload"]) == ONE
     assert _layout(monkeypatch, "qwen3_0_6b", [], world=2) == RESHARDED
     assert _layout(monkeypatch, "qwen3_0_6b", ["--fsdp-groups", "one"], world=2) == ONE
+    assert _layout(monkeypatch, "qwen3_0_6b", ["--reshard-after-forward"]) == RESHARDED
+    assert _layout(monkeypatch, "qwen3_0_6b", ["--no-reshard-after-forward", "--cpu-offload"]) == PER_BLOCK
     assert capsys.readouterr().err == ""  # chosen, not squeezed: nothing to say
