@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
            f"one CPU rank (gloo, OMP_NUM_THREADS=1); median of {args.steps} steps after {WARMUP}; {args.runs} runs each, alternating")
     step_ms: dict[str, list[float]] = {"per-block": [], "one": []}
     losses: dict[str, list[float]] = {}
+    extra = ["--compile"] if args.compile else []
     for index in range(args.runs):
         for groups in step_ms:
-            extra = ["--compile"] if args.compile else []
             out = torchrun(1, ["hyperlaunch.bench.fsdp_groups", "--worker", groups, "--steps", str(args.steps), *extra])
             result = json.loads(out.strip().splitlines()[-1])
             step_ms[groups].append(result["step_ms"])

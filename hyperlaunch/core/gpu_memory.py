@@ -60,6 +60,11 @@ def gathered_bytes(spec: ModelSpec) -> int:
     return 2 * spec.non_embedding_params
 
 
+def _shards(world: int, sharding: str) -> int:
+    """Over how many ranks the states are sharded (`none`: not sharded)."""
+    return 1 if sharding == "none" else max(1, world)
+
+
 def reduced_at_once_bytes(spec: ModelSpec, *, world: int, grad_accum: int = 1, sharding: str = "full") -> float:
     """What one FSDP group for the whole model adds beside the states at the end of backward,
     where FSDP reduces every gradient at once: first every bf16 gradient (2 bytes a parameter,
@@ -68,7 +73,7 @@ def reduced_at_once_bytes(spec: ModelSpec, *, world: int, grad_accum: int = 1, s
     the fp32 gradient the states count, which does not exist before it; on the next ones
     (--grad-accum) it is added into that gradient, beside it."""
     params = spec.num_params
-    output = params * 4 / (1 if sharding == "none" else max(1, world))
+    output = params * 4 / _shards(world, sharding)
     accumulating = grad_accum > 1
     copying_in = params * (2 + 4) - (0 if accumulating else output)
     reduced = params * 4 + (output if accumulating else 0)
@@ -90,9 +95,8 @@ def estimate_gib(
     """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` and
     `one_group` None: as the trainer lays out FSDP without knowing the GPU (several ranks
     reshard, a group per block; one keeps its gathered parameters, in one group)."""
-    shards = 1 if sharding == "none" else max(1, world)
     params = spec.num_params
-    states = params * STATE_BYTES_PER_PARAM / shards
+    states = params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
     tokens = seq_len * micro_batch
     layer = activation_bytes_per_token_per_layer(spec)
     if activation_checkpointing:
