@@ -35,6 +35,8 @@ STEP_NODES_ENV = "HYPERLAUNCH_STEP_NODES"
 """The nodes of a round of trainers, space-separated, when spares wait beside them."""
 ROUND_ENV = "HYPERLAUNCH_ROUND"
 """Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
+RENDEZVOUS_PORT_ENV = "HYPERLAUNCH_RENDEZVOUS_PORT"
+"""The round's rendezvous port on its head node, chosen by the supervisor."""
 NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
 """1: the step script logs which NCCL network plugin each node finds (GPU jobs); NCCL_REQUIRED:
 a node that finds none ends the job for good (`submit --require-efa`)."""
@@ -50,7 +52,10 @@ RESUME_FROM_ENV = "HYPERLAUNCH_RESUME_FROM"
 empty for a fresh start: set by the supervisor for each round."""
 SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
 """What a script job's scripts are told (docs/your-script.md)."""
-NAMES_SET = (TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET)
+NAMES_SET = (
+    TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, RENDEZVOUS_PORT_ENV,
+    NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET,
+)
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")
 """Variables that change what bash runs or how it splits words."""

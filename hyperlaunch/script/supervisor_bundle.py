@@ -52,6 +52,7 @@ BUNDLED_MODULES = (
     "supervisor/lock.py",
     "supervisor/options.py",
     "supervisor/output.py",
+    "supervisor/ports.py",
     "supervisor/probe.py",
     "supervisor/script_job.py",
     "supervisor/slurm_calls.py",

@@ -30,11 +30,11 @@ from hyperlaunch.core.protocol import (
     requeue_request_path,
     write_attempt_end,
 )
-from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOUS_PORT_ENV, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
-from hyperlaunch.supervisor import script_job, slurm_calls, sweep_element
-from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
+from hyperlaunch.supervisor import ports, script_job, slurm_calls, sweep_element
+from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, job_port, rendezvous_port, replace_lost
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
 from hyperlaunch.supervisor.options import Settings, parse
 from hyperlaunch.supervisor.output import Markers, err, out
@@ -346,6 +346,7 @@ class Attempt:
             # Slurm marks that node down; its processes are gone (end_step): overlap it.
             flags.append("--overlap")
         env[ROUND_ENV] = str(self.round)
+        env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port())
         env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
         if self.settings.nccl_check:
             env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.settings.require_efa else "1"
@@ -378,6 +379,19 @@ class Attempt:
                     return self._end_step(lost), lost
             time.sleep(POLL_S)
         return exit_status(step.wait()), []
+
+    def _rendezvous_port(self) -> int:
+        """The round's port: checked free where the round's head node, which hosts the store, is
+        this host (the batch host; also the head in a container, where the step finds no node
+        list); another node's ports are not seen from here, so that one keeps its job's port."""
+        round_ = self.round or 0
+        head = self.round_nodes[0] if self.round_nodes else None
+        if head is not None and head != (self.environ.get("SLURMD_NODENAME") or self.host):
+            return job_port(self.job_id, round_)
+        port = rendezvous_port(self.job_id, round_, ports.in_use)
+        if port != job_port(self.job_id, round_):
+            err(f"hyperlaunch: rendezvous port {job_port(self.job_id, round_)} is in use on {head or self.host}; the trainers rendezvous on {port}")
+        return port
 
     def _end_step(self, lost: Sequence[str]) -> int:
         """End the round's step whose node is gone: the step's processes on the live nodes (so

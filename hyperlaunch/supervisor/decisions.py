@@ -127,3 +127,31 @@ def exclusions(current: Sequence[str], lost: Sequence[str], user_excluded: Seque
         else:
             dropped.append(node)
     return Exclusions(tuple(kept), tuple(dropped), room)
+
+
+PORT_FIRST = 20000
+PORT_COUNT = 10000
+"""Rendezvous ports: 20000-29999, below Linux's ephemeral range (32768 and up), where no
+outgoing connection takes one by chance."""
+ROUNDS_PER_JOB = 16
+PORT_TRIES = 64
+
+
+def job_port(job_id: str, round_: int) -> int:
+    """A round's own rendezvous port, derived from the job id: jobs sharing a host (the dev
+    cluster, single-node jobs packed on one node) mostly keep apart, and each round of trainers
+    in an allocation gets a port of its own (the last round's store may still hold its port)."""
+    job = int(job_id) if job_id.isdigit() else 0
+    return PORT_FIRST + (job * ROUNDS_PER_JOB + round_ % ROUNDS_PER_JOB) % PORT_COUNT
+
+
+def rendezvous_port(job_id: str, round_: int, in_use: Callable[[int], bool]) -> int:
+    """The port a round rendezvouses on: its job's port, or where that one is in use on the
+    head node (another job whose id differs by a multiple of 625, any other service) the next
+    free one after it. The job's port when none of PORT_TRIES is free: torchrun then says why."""
+    first = job_port(job_id, round_)
+    for step in range(PORT_TRIES):
+        port = PORT_FIRST + (first - PORT_FIRST + step) % PORT_COUNT
+        if not in_use(port):
+            return port
+    return first

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hyperlaunch.core import checkpoints
+from hyperlaunch.supervisor.decisions import job_port
 from tests.integration.devcluster_helpers import DevCluster, wait_until
 from tests.integration.fault_helpers import Job, kill_a_node_of, revive
 
@@ -126,6 +128,34 @@ def test_the_plain_ddp_example_resumes_from_its_own_checkpoint_after_a_killed_no
     assert "resumed from step" in job.log()
     resumed = [line for line in job.log().splitlines() if "resumed from step" in line]
     assert int(resumed[-1].rsplit(" ", 1)[-1]) >= EVERY
+
+
+def test_a_rendezvous_port_held_on_the_head_node_is_stepped_over(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    """Another job whose id is a multiple of 625 away, or any service, listens on the job's
+    rendezvous port on its head node: the round rendezvouses on the next free port. Before, the
+    head's store failed to bind, and with no restart to spend the job ended FAILED."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    blocker = tmp_path / "blocker.sbatch"
+    blocker.write_text(f"#!/bin/bash\n#SBATCH --nodes=1 --output=/dev/null\nwhile [ -e {gate} ]; do sleep 0.2; done\n")
+    blocker_id = dev_cluster.sbatch(blocker)
+    script = _project(tmp_path, "plain_ddp.py")
+    # Held back until the port is taken: its id is known only once submitted.
+    job = _submit(
+        dev_cluster, tmp_path, script, "--max-restarts", "0", "--restarts-in-allocation", "0", "--after", f"{blocker_id}:any",
+        args=("--steps", "3", "--save-every", "3"),
+    )
+    port = job_port(job.job_id, 0)
+    with socket.socket(socket.AF_INET6) as held:
+        held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        held.bind(("::", port))
+        held.listen()
+        gate.unlink()
+        final = job.wait_final()
+    assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    assert len(final["attempts"]) == 1
+    errors = (job.workdir / "logs" / f"{job.name}_{job.job_id}.err").read_text()
+    assert f"rendezvous port {port} is in use on node" in errors
 
 
 def test_runtime_fail_ends_the_job_on_that_attempt_with_the_scripts_line(dev_cluster: DevCluster, tmp_path: Path) -> None:

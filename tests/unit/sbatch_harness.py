@@ -26,13 +26,14 @@ from pathlib import Path
 from hyperlaunch.core.protocol import PROGRESS_PREFIX
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
 from hyperlaunch.script import supervisor_bundle
+from hyperlaunch.supervisor.decisions import job_port
 
 JOB_ID = "4321"
 HEAD_NODE = "node7"
 
 def rendezvous_port(round_: int) -> int:
-    """The port the step script picks for a round's rendezvous."""
-    return 20000 + (int(JOB_ID) * 16 + round_ % 16) % 10000
+    """The port the supervisor gives a round's rendezvous where it is free."""
+    return job_port(JOB_ID, round_)
 
 _SRUN = """#!/bin/bash
 # Skip srun's own flags (all --long=value forms in our scripts), then run the task once.

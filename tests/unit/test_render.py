@@ -443,6 +443,41 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _held_port(port: int) -> socket.socket:
+    """A listening socket on `port` (every address), as another job's rendezvous store would be;
+    where something else holds it already, the port is just as taken."""
+    sock = socket.socket(socket.AF_INET6)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    try:
+        sock.bind(("::", port))
+        sock.listen()
+    except OSError:
+        pass
+    return sock
+
+
+def test_a_rendezvous_port_in_use_on_the_batch_host_moves_the_round_to_a_free_one(tmp_path: Path) -> None:
+    # Another job (its id 625 x k away) or a service holds the job's port on the head node, which
+    # is the batch host: the store would fail to bind, or the other nodes join the wrong one.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    with _held_port(rendezvous_port(0)):
+        run = run_script(render_sbatch(spec), tmp_path, env={"SLURMD_NODENAME": HEAD_NODE})
+    assert run.returncode == 0 and run.trainer is not None, run.stderr
+    port = int(run.trainer["argv"][3].removeprefix("--master_port="))
+    assert port != rendezvous_port(0) and 20000 <= port < 30000
+    assert f"rendezvous port {rendezvous_port(0)} is in use on {HEAD_NODE}; the trainers rendezvous on {port}" in run.stderr
+
+
+def test_a_head_node_other_than_the_batch_host_keeps_the_jobs_port(tmp_path: Path) -> None:
+    # Its ports are not seen from the batch host: a port held here says nothing about it.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    with _held_port(rendezvous_port(0)):
+        run = run_script(render_sbatch(spec), tmp_path, env={"SLURMD_NODENAME": "node8"})
+    assert run.returncode == 0 and run.trainer is not None, run.stderr
+    assert run.trainer["argv"][3] == f"--master_port={rendezvous_port(0)}"
+    assert "rendezvous port" not in run.stderr
+
+
 def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scancel(tmp_path: Path) -> None:
     # node8's slurmd refuses connections and the step never ends by itself (srun waits for
     # Slurm to notice): the script ends the step, gives node8 back, requeues away from it. The

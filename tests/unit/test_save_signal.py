@@ -45,20 +45,12 @@ def _step_script() -> str:
     return supervisor_bundle.step_script()
 
 
-def _job_id_with_a_free_port() -> str:
-    """A job id of its own for this run, whose rendezvous port (templates/step.sh.j2: 20000 +
-    16 x the id, modulo 10000) is free now. A run that shared an id with an earlier one (the
-    same pytest worker, when the id came from its pid) met that rendezvous closed; one whose
-    port a dev cluster's job held failed too."""
-    rng = random.Random()
-    for slot in rng.sample(range(625), 625):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", 20000 + 16 * slot))
-            except OSError:
-                continue
-        return str(slot + 625 * rng.randrange(64, 6400))  # the same port for any multiple of 625 added
-    raise AssertionError("no free port in 20000-29999 for the rendezvous")
+def _free_port() -> int:
+    """A port free now, for the step's rendezvous (the supervisor picks it in a job). One taken
+    from the rendezvous ports of the dev cluster's jobs, or of an earlier run, met their store."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this Python")
@@ -71,7 +63,7 @@ def test_real_torchrun_survives_the_save_signal_and_its_trainers_get_it(tmp_path
     (bin_dir / "scontrol").chmod(0o755)
     env = dict(
         os.environ, OUT=str(tmp_path), PATH=f"{bin_dir}:{os.environ['PATH']}", OMP_NUM_THREADS="1",
-        SLURM_JOB_ID=_job_id_with_a_free_port(), SLURM_JOB_NUM_NODES="1", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
+        SLURM_JOB_ID=str(random.randrange(1, 10**6)), HYPERLAUNCH_RENDEZVOUS_PORT=str(_free_port()), SLURM_JOB_NUM_NODES="1", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
         PET_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
     )
     command = ["bash", "-c", _step_script(), "hyperlaunch-step", str(TORCHRUN), "--nproc_per_node=2", str(tmp_path / "worker.py")]

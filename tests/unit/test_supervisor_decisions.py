@@ -10,7 +10,15 @@ import pytest
 
 from hyperlaunch.core import protocol as p
 from hyperlaunch.core.protocol import RestartCause
-from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, replace_lost
+from hyperlaunch.supervisor.decisions import (
+    PORT_TRIES,
+    RoundEnd,
+    after_round,
+    exclusions,
+    job_port,
+    rendezvous_port,
+    replace_lost,
+)
 
 
 def _none() -> list[str]:
@@ -113,3 +121,25 @@ def test_the_progress_step_reads_back_what_the_trainer_wrote(tmp_path: Path) -> 
     assert p.progress_step(tmp_path, "7", 0) == 40 and p.progress_step(tmp_path, "7", 1) == 0
     p.progress_path(tmp_path, "7", 1).write_text("forty\n")
     assert p.progress_step(tmp_path, "7", 1) == 0
+
+
+def test_each_round_of_a_job_has_a_port_of_its_own_below_the_ephemeral_range() -> None:
+    assert [job_port("4321", r) for r in (0, 1, 15, 16)] == [29136, 29137, 29151, 29136]
+    assert job_port("0", 0) == 20000 and job_port("624", 15) == 29999
+    ports = {job_port(str(job), r) for job in range(625) for r in range(16)}
+    assert ports == set(range(20000, 30000))
+
+
+def test_jobs_whose_ids_differ_by_625_share_a_port_and_the_second_moves_off_it() -> None:
+    assert job_port("1000", 0) == job_port("1625", 0) == 26000
+    held = {job_port("1000", 0)}
+    assert rendezvous_port("1625", 0, held.__contains__) == 26001
+    assert rendezvous_port("1000", 0, lambda port: False) == 26000
+
+
+def test_the_next_free_port_wraps_within_the_range_and_none_free_keeps_the_jobs_own() -> None:
+    assert rendezvous_port("624", 15, {29999}.__contains__) == 20000
+    busy = set(range(20000, 20000 + PORT_TRIES - 1))
+    assert rendezvous_port("0", 0, busy.__contains__) == 20000 + PORT_TRIES - 1
+    assert rendezvous_port("0", 0, lambda port: True) == 20000
+    assert rendezvous_port("", 3, lambda port: False) == 20003
