@@ -111,6 +111,7 @@ def _submit(
     from hyperlaunch.core.paths import hyperlaunch_home
     from hyperlaunch.job.spec import dependency_value, slurm_time
     from hyperlaunch.runs import hf_export
+    from hyperlaunch.runs.waits import refuse_unmet
     from hyperlaunch.script.render_export import render_export
     from hyperlaunch.slurm import commands as slurm
 
@@ -123,6 +124,7 @@ def _submit(
     what = target.checkpoint.name if target.checkpoint is not None else (
         f"{target.name}-{target.step}steps" if target.step is not None else f"{target.name}-latest"
     )
+    refuse_unmet(waits, env=slurm_env())
     log = target.ckpt_dir / "logs" / f"export-{what}-%j.out"
     log.parent.mkdir(parents=True, exist_ok=True)
     script = render_export(

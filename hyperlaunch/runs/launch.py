@@ -13,7 +13,7 @@ from hyperlaunch.core import checkpoints
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.job import code_snapshot
 from hyperlaunch.job import trainer_args as targs
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.runs import jobs, tracker_runs
 
 
@@ -162,9 +162,12 @@ def launch(
     if not dry_run:
         from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
         from hyperlaunch.runs.submission import forwarded_names
+        from hyperlaunch.runs.waits import refuse_unmet
 
         forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
         refuse_shared_checkpoints(spec, env=env)  # never two live jobs on one checkpoint folder and model
+        if resumed_from is None:
+            refuse_unmet(dependencies(spec), env=env)  # never a dependency Slurm would drop unmet
     script = render_sbatch(spec)
     if dry_run:
         return Launch(script=script, record=None)

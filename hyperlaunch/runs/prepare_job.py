@@ -18,6 +18,7 @@ from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.data.prepare import check_output, check_shard_mb, require_libraries
 from hyperlaunch.data.sources import find_sources
 from hyperlaunch.job.spec import dependency_value, slurm_time
+from hyperlaunch.runs.waits import refuse_unmet
 from hyperlaunch.script.render_prepare import render_prepare
 from hyperlaunch.slurm import commands as slurm
 
@@ -90,6 +91,7 @@ def submit_prepare(
         command=command, inputs=paths, output=str(folder), nodes=nodes, job_name=job_name, log=str(log),
         partition=partition, time=slurm_time(time_limit) if time_limit else None, dependency=dependency_value(waits),
     )
+    refuse_unmet(waits, env=env)
     log.parent.mkdir(parents=True, exist_ok=True)
     job_id = slurm.submit_script(script, hyperlaunch_home() / "prepare-data", env=env)
     return PrepareJob(

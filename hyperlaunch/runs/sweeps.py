@@ -18,7 +18,7 @@ from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.job import sweep as rules
 from hyperlaunch.job import trainer_args as targs
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.runs import jobs, tracker_runs
 from hyperlaunch.runs.job_status import Dependency, JobStatus, blocker_of, collect, never_runs_text
 from hyperlaunch.script.render_sweep import SweepScript, render_sweep
@@ -96,10 +96,13 @@ def launch_sweep(
         return SweepLaunch(render_sweep(base, sweep), None)
     from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
     from hyperlaunch.runs.submission import forwarded_names
+    from hyperlaunch.runs.waits import refuse_unmet
 
     forwarded_names(base, env)
     running = {index: spec for index, spec in zip((e.index for e in sweep.elements), specs, strict=True) if index in sweep.runs}
     refuse_shared_checkpoints(base, env=env, names=[spec.checkpoint_name for spec in running.values()])
+    if resumed_from is None:
+        refuse_unmet(dependencies(base), env=env)
     if submit is None:
         from hyperlaunch.runs.submission import submit as submit_to_slurm
 

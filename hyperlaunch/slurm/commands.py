@@ -369,10 +369,17 @@ def job_states(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) 
     sees it: while a task is in the queue, PENDING or RUNNING; COMPLETED once every task did;
     else the state of one that did not (FAILED, CANCELLED, ...). A job sacct does not know is
     left out."""
+    return accounting_states(job_ids, env=env) or {}
+
+
+def accounting_states(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """job_states, or None when sacct cannot answer (a cluster without accounting)."""
     if not job_ids:
         return {}
-    out = run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], env=env, timeout=60, check=False).stdout
-    rows = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    result = run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], env=env, timeout=60, check=False)
+    if result.returncode != 0:
+        return None
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 1]
     states: dict[str, str] = {}
     for job in job_ids:
         own = [state.split()[0] for job_id, state in rows if job_id == job and state]

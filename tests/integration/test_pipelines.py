@@ -37,6 +37,18 @@ def test_a_job_after_a_failed_one_never_runs_and_status_names_why(dev_cluster: D
     assert f"never runs: job {first.job_id} ended FAILED" in shown.stdout, shown.stdout
 
 
+def test_a_job_behind_one_slurm_does_not_know_is_refused_before_sbatch(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    """Real Slurm drops a dependency on a job it does not know (one it has forgotten, MinJobAge
+    after it ended, or a mistyped id) and starts the job at once: refused here, nothing queued."""
+    result = dev_cluster.hyperlaunch("submit", "--model", MODEL, "--nodes", "1", "--after", "999999:ok", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "hyperlaunch: error: --after 999999: Slurm knows no job 999999 (neither the queue nor its accounting, sacct, lists it)"
+        " (check the id with 'hyperlaunch status' or sacct)"
+    ]
+    assert not (tmp_path / "logs").exists()
+
+
 def test_an_export_queued_behind_its_training_exports_what_the_training_left(dev_cluster: DevCluster, tmp_path: Path) -> None:
     training = submit(dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.2", max_steps=20, checkpoint_every=10)
     queued = dev_cluster.hyperlaunch("export", training.job_id, "--slurm", "--after", training.job_id, "--json", cwd=tmp_path)

@@ -62,13 +62,15 @@ def test_each_step_gets_the_words_as_given(tmp_path: Path) -> None:
     assert "--nodes=3" in text and "#SBATCH --exclusive" in text and "#SBATCH --dependency=afterok:41" in text
 
 
-# Stub sbatch: keeps the script it was given and answers job 90.
+# Stub sbatch: keeps the script it was given and answers job 90. Stub squeue: every job it is
+# asked about waits in the queue.
 _SBATCH = '#!/bin/sh\nfor arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/submitted.sbatch"\necho "Submitted batch job 90"\n'
+_SQUEUE = "#!/bin/sh\necho PENDING\n"
 
 
 @pytest.fixture()
 def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = stub_slurm(tmp_path / "stub", {"sbatch": _SBATCH}, tmp_path, monkeypatch)
+    folder = stub_slurm(tmp_path / "stub", {"sbatch": _SBATCH, "squeue": _SQUEUE}, tmp_path, monkeypatch)
     monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
     (tmp_path / "raw").mkdir()
     _write_jsonl(tmp_path / "raw" / "a.jsonl", _docs(50))

@@ -153,10 +153,14 @@ def test_a_sweep_record_keeps_its_elements_and_runs() -> None:
 
 
 # Stub Slurm: sbatch answers job 70 and keeps the script; squeue and sacct answer from files
-# the test writes; scancel records what it was asked; sinfo and scontrol know no cluster.
+# the test writes (_known: a job squeue still lists); scancel records what it was asked; sinfo and scontrol know no cluster.
 _STUBS = {
     "sbatch": 'for arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/submitted.sbatch"\necho "Submitted batch job $(cat "$STUB/next_id" 2>/dev/null || echo 70)"\n',
-    "squeue": 'case "$*" in *" -r "*) cat "$STUB/squeue_r" 2>/dev/null;; *"--me"*) cat "$STUB/queue" 2>/dev/null;; esac\nexit 0\n',
+    "squeue": (
+        'case "$*" in *" -r "*) cat "$STUB/squeue_r" 2>/dev/null;; *"--me"*) cat "$STUB/queue" 2>/dev/null;;\n'
+        # One job's state (-j J --states=all): $STUB/states/J, else none (Slurm has forgotten it).
+        '  *"-j "*) job=${*#*-j }; cat "$STUB/states/${job%% *}" 2>/dev/null;; esac\nexit 0\n'
+    ),
     "sacct": 'cat "$STUB/sacct.out" 2>/dev/null\nexit 0\n',
     "scancel": 'echo "$*" >> "$STUB/scancel.calls"\n',
     # No cluster to ask about its nodes: the real sinfo and scontrol, where installed, retry
@@ -249,7 +253,13 @@ def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.Mon
     one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
 
 
+def _known(stub: Path, job: str, state: str = "PENDING") -> None:
+    (stub / "states").mkdir(exist_ok=True)
+    (stub / "states" / job).write_text(state + "\n")
+
+
 def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _known(stub, "5", "RUNNING")
     submitted = run_cli([*_ARGS, "--after", "5:ok"], monkeypatch)
     assert submitted.exit_code == 0, submitted.stderr
     assert "#SBATCH --dependency=afterok:5" in (stub / "submitted.sbatch").read_text()
@@ -277,6 +287,7 @@ def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub:
 
 def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    _known(stub, "70")
     queued = run_cli(["export", "70_1", "--slurm", "--after", "70", "--json"], monkeypatch)
     assert queued.exit_code == 0, queued.stderr
     assert "--name qwen3_tiny-lr1e-3-seed2 " in (stub / "submitted.sbatch").read_text()
@@ -287,6 +298,7 @@ def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
 
 def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    _known(stub, "70")
     (stub / "next_id").write_text("80")
     behind = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", "5", "--after", "70:ok", "--checkpoint-dir", "after"], monkeypatch)
     assert behind.exit_code == 0, behind.stderr
