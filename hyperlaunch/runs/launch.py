@@ -166,8 +166,7 @@ def launch(
 
         forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
         refuse_shared_checkpoints(spec, env=env)  # never two live jobs on one checkpoint folder and model
-        if resumed_from is None:
-            refuse_unmet(dependencies(spec), env=env)  # never a dependency Slurm would drop unmet
+        refuse_unmet(dependencies(spec), env=env, resumed=resumed_from is not None)  # never one Slurm would drop unmet
     script = render_sbatch(spec)
     if dry_run:
         return Launch(script=script, record=None)

@@ -101,8 +101,7 @@ def launch_sweep(
     forwarded_names(base, env)
     running = {index: spec for index, spec in zip((e.index for e in sweep.elements), specs, strict=True) if index in sweep.runs}
     refuse_shared_checkpoints(base, env=env, names=[spec.checkpoint_name for spec in running.values()])
-    if resumed_from is None:
-        refuse_unmet(dependencies(base), env=env)
+    refuse_unmet(dependencies(base), env=env, resumed=resumed_from is not None)
     if submit is None:
         from hyperlaunch.runs.submission import submit as submit_to_slurm
 

@@ -9,20 +9,24 @@ when neither the queue nor accounting knows it (a mistyped id). One that complet
 job waited for with `:any`, lets this one start at once, as Slurm will; so does any forgotten
 job on a cluster without accounting, where nothing can tell how it ended.
 
-A resumed job is not checked: the dependencies it keeps from its first submission were met when
-that one started (`resume --after-end` waits for a job that is still live)."""
+A resumed job keeps its first submission's dependencies: they are checked the same way, but one
+that nothing knows any more (accounting purged since) is let through, as it was met or dropped
+when that job was queued. Where accounting still lists a job as queued or running that squeue
+does not show (another user's, hidden by PrivateData; slurmctld restarted without its state),
+Slurm decides."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.slurm import commands as slurm
 
 
-def refuse_unmet(waits: Sequence[tuple[str, str]], *, env: Mapping[str, str] | None) -> None:
+def refuse_unmet(waits: Sequence[tuple[str, str]], *, env: Mapping[str, str] | None, resumed: bool = False) -> None:
     """InvalidInput for the first (job, `ok`|`any`) of `waits` that Slurm has forgotten and that
-    can never be met, or that nothing knows."""
+    can never be met, or that nothing knows (unless `resumed`: a resumed job's)."""
     forgotten = [(job, kind) for job, kind in waits if not slurm.job_state(job, env=env)]
     if not forgotten:
         return
@@ -31,12 +35,14 @@ def refuse_unmet(waits: Sequence[tuple[str, str]], *, env: Mapping[str, str] | N
         return  # no accounting to say how they ended: Slurm drops them, as it always has
     for job, kind in forgotten:
         state = ended.get(job)
+        if state is None and resumed:
+            continue
         if state is None:
             raise InvalidInput(
                 f"--after {job}: Slurm knows no job {job} (neither the queue nor its accounting, sacct, lists it)",
                 hint="check the id with 'hyperlaunch status' or sacct",
             )
-        if kind == "ok" and state != "COMPLETED":
+        if kind == "ok" and state != "COMPLETED" and state not in ACTIVE_STATES:
             raise InvalidInput(
                 f"--after {job}:ok can never be met: job {job} ended {state}, and Slurm, which has forgotten it, would start this job at once",
                 hint=f"pass --after {job}:any to start regardless",

@@ -146,9 +146,11 @@ def test_a_rendezvous_port_held_on_the_head_node_is_stepped_over(dev_cluster: De
         args=("--steps", "3", "--save-every", "3"),
     )
     port = job_port(job.job_id, 0)
-    with socket.socket(socket.AF_INET6) as held:
-        held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        held.bind(("::", port))
+    family, address = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
+    with socket.socket(family) as held:
+        if family == socket.AF_INET6:
+            held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        held.bind((address, port))  # every address, as a rendezvous store listens
         held.listen()
         gate.unlink()
         final = job.wait_final()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -32,6 +33,7 @@ from hyperlaunch.core.trainer_failures import (
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import render, supervisor_bundle
 from hyperlaunch.script.render import ScriptValues, launch_command, render_sbatch
+from hyperlaunch.supervisor.decisions import job_port
 from tests.unit.sbatch_harness import HEAD_NODE, JOB_ID, rendezvous_port, run_script, sbatch_directive_args
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -443,38 +445,46 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _held_port(port: int) -> socket.socket:
-    """A listening socket on `port` (every address), as another job's rendezvous store would be;
-    where something else holds it already, the port is just as taken."""
-    sock = socket.socket(socket.AF_INET6)
-    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    try:
-        sock.bind(("::", port))
-        sock.listen()
-    except OSError:
-        pass
-    return sock
+def _job_with_its_port_held() -> tuple[str, socket.socket]:
+    """A job id of this test's own, and a socket listening on its first round's rendezvous port
+    on every address, as another job's store would be (each test its own: under xdist another
+    test's socket could free a shared port mid-run)."""
+    for job in random.sample(range(10_000, 1_000_000), 200):
+        family, address = (socket.AF_INET6, "::") if socket.has_ipv6 else (socket.AF_INET, "0.0.0.0")
+        sock = socket.socket(family)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        try:
+            sock.bind((address, job_port(str(job), 0)))
+            sock.listen()
+        except OSError:
+            sock.close()
+            continue
+        return str(job), sock
+    raise AssertionError("no rendezvous port free to hold")
 
 
 def test_a_rendezvous_port_in_use_on_the_batch_host_moves_the_round_to_a_free_one(tmp_path: Path) -> None:
     # Another job (its id 625 x k away) or a service holds the job's port on the head node, which
     # is the batch host: the store would fail to bind, or the other nodes join the wrong one.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
-    with _held_port(rendezvous_port(0)):
-        run = run_script(render_sbatch(spec), tmp_path, env={"SLURMD_NODENAME": HEAD_NODE})
+    job, held = _job_with_its_port_held()
+    with held:
+        run = run_script(render_sbatch(spec), tmp_path, env={"SLURM_JOB_ID": job, "SLURMD_NODENAME": HEAD_NODE})
     assert run.returncode == 0 and run.trainer is not None, run.stderr
     port = int(run.trainer["argv"][3].removeprefix("--master_port="))
-    assert port != rendezvous_port(0) and 20000 <= port < 30000
-    assert f"rendezvous port {rendezvous_port(0)} is in use on {HEAD_NODE}; the trainers rendezvous on {port}" in run.stderr
+    assert port != job_port(job, 0) and 20000 <= port < 30000
+    assert f"rendezvous port {job_port(job, 0)} is in use on {HEAD_NODE}; the trainers rendezvous on {port}" in run.stderr
 
 
 def test_a_head_node_other_than_the_batch_host_keeps_the_jobs_port(tmp_path: Path) -> None:
     # Its ports are not seen from the batch host: a port held here says nothing about it.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
-    with _held_port(rendezvous_port(0)):
-        run = run_script(render_sbatch(spec), tmp_path, env={"SLURMD_NODENAME": "node8"})
+    job, held = _job_with_its_port_held()
+    with held:
+        run = run_script(render_sbatch(spec), tmp_path, env={"SLURM_JOB_ID": job, "SLURMD_NODENAME": "node8"})
     assert run.returncode == 0 and run.trainer is not None, run.stderr
-    assert run.trainer["argv"][3] == f"--master_port={rendezvous_port(0)}"
+    assert run.trainer["argv"][3] == f"--master_port={job_port(job, 0)}"
     assert "rendezvous port" not in run.stderr
 
 

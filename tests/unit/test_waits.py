@@ -108,8 +108,7 @@ def test_without_accounting_a_forgotten_job_is_left_to_slurm(stub: Path, monkeyp
     assert (stub / "sacct.calls").exists()
 
 
-def test_a_resumed_job_keeps_its_first_dependencies_unchecked(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # They were met when the first job started; job 40 has long been forgotten since.
+def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = JobSpec(
         model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
         torchrun="torchrun", after=("40",),
@@ -118,7 +117,18 @@ def test_a_resumed_job_keeps_its_first_dependencies_unchecked(stub: Path, tmp_pa
     ckpt.mkdir(parents=True)
     (ckpt / METADATA_FILE).write_bytes(b"")
     jobs.save(jobs.JobRecord(job_id="50", spec=spec, submitted_at=1.0, slurm_conf=str(tmp_path / "slurm.conf")), "#!/bin/bash\n")
-    (stub / "sacct.out").write_text("40|FAILED\n50|TIMEOUT\n")
+    # Job 40 long gone from accounting too: it was met (or dropped) when 50 was queued.
+    (stub / "sacct.out").write_text("50|TIMEOUT\n")
     result = run_cli(["resume", "50", "--json"], monkeypatch)
     assert result.exit_code == 0, result.stderr
     assert "#SBATCH --dependency=afterok:40" in (stub / "submitted.sbatch").read_text()
+    # Job 40 failed: 50 was cancelled behind it and never ran; its resume would start at once.
+    (stub / "sacct.out").write_text("40|FAILED\n50|CANCELLED by 0\n")
+    one_error_line(run_cli(["resume", "50"], monkeypatch), 2, "--after 40:ok can never be met: job 40 ended FAILED")
+
+
+def test_a_job_accounting_still_lists_as_live_is_left_to_slurm(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another user's job hidden from squeue (PrivateData), or a controller that lost its state.
+    (stub / "sacct.out").write_text("40|RUNNING\n41|PENDING\n")
+    result = _submit(monkeypatch, "40:ok", "41:ok")
+    assert result.exit_code == 0, result.stderr
