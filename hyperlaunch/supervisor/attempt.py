@@ -385,12 +385,13 @@ class Attempt:
         this host (the batch host; also the head in a container, where the step finds no node
         list); another node's ports are not seen from here, so that one keeps its job's port."""
         round_ = self.round or 0
+        own = job_port(self.job_id, round_)
         head = self.round_nodes[0] if self.round_nodes else None
         if head is not None and head != (self.environ.get("SLURMD_NODENAME") or self.host):
-            return job_port(self.job_id, round_)
+            return own
         port = rendezvous_port(self.job_id, round_, ports.in_use)
-        if port != job_port(self.job_id, round_):
-            err(f"hyperlaunch: rendezvous port {job_port(self.job_id, round_)} is in use on {head or self.host}; the trainers rendezvous on {port}")
+        if port != own:
+            err(f"hyperlaunch: rendezvous port {own} is in use on {head or self.host}; the trainers rendezvous on {port}")
         return port
 
     def _end_step(self, lost: Sequence[str]) -> int:
