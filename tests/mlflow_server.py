@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,14 +19,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.free_port import free_port
+
 STARTUP_TIMEOUT_S = 60.0
 """The server imports all of mlflow before it answers: seconds on a busy machine."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager

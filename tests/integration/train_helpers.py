@@ -7,13 +7,13 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.free_port import free_port
 from tests.integration.devcluster_helpers import importable_tests_env
 
 PYTHON = sys.executable
@@ -39,12 +39,6 @@ class Run:
     def steps(self) -> dict[int, dict[str, Any]]:
         """The last record of each step (a resumed run logs the repeated steps again)."""
         return {r["step"]: r for r in self.records("step")}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def train_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -74,7 +68,7 @@ def launch(
     else:
         cmd = [
             PYTHON, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--nnodes=1",
-            "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{_free_port()}", "--max_restarts=0",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}", "--max_restarts=0",
             "-m", module,
         ]
     cmd += [*args, "--run-dir", str(run_dir)]

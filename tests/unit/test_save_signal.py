@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.script import supervisor_bundle
+from tests.free_port import free_port
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 _WORKER = """
@@ -45,14 +45,6 @@ def _step_script() -> str:
     return supervisor_bundle.step_script()
 
 
-def _free_port() -> int:
-    """A port free now, for the step's rendezvous (the supervisor picks it in a job). One taken
-    from the rendezvous ports of the dev cluster's jobs, or of an earlier run, met their store."""
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this Python")
 @pytest.mark.parametrize("whole_step", [False, True], ids=["step-shell", "every-process"])
 def test_real_torchrun_survives_the_save_signal_and_its_trainers_get_it(tmp_path: Path, whole_step: bool) -> None:
@@ -63,7 +55,7 @@ def test_real_torchrun_survives_the_save_signal_and_its_trainers_get_it(tmp_path
     (bin_dir / "scontrol").chmod(0o755)
     env = dict(
         os.environ, OUT=str(tmp_path), PATH=f"{bin_dir}:{os.environ['PATH']}", OMP_NUM_THREADS="1",
-        SLURM_JOB_ID=str(random.randrange(1, 10**6)), HYPERLAUNCH_RENDEZVOUS_PORT=str(_free_port()), SLURM_JOB_NUM_NODES="1", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
+        SLURM_JOB_ID=str(random.randrange(1, 10**6)), HYPERLAUNCH_RENDEZVOUS_PORT=str(free_port()), SLURM_JOB_NUM_NODES="1", SLURM_LAUNCH_NODE_IPADDR="127.0.0.1",
         PET_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
     )
     command = ["bash", "-c", _step_script(), "hyperlaunch-step", str(TORCHRUN), "--nproc_per_node=2", str(tmp_path / "worker.py")]
