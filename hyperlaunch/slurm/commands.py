@@ -367,8 +367,9 @@ def job_states(job_ids: Sequence[str], *, env: Mapping[str, str] | None = None) 
     """How each job ended or where it is now, by sacct (last attempts), for the jobs others wait
     for: a plain job's or an array task's (`12_3`) own state; a job array's as sbatch's afterok
     sees it: while a task is in the queue, PENDING or RUNNING; COMPLETED once every task did;
-    else the state of one that did not (FAILED, CANCELLED, ...). A job sacct does not know is
-    left out."""
+    else the state of one that did not (FAILED, CANCELLED, ...). An array task may be named by
+    its own (raw) id too: `--after 73` for task 70_3, as Slurm accepts it. A job sacct does not
+    know is left out."""
     return accounting_states(job_ids, env=env) or {}
 
 
@@ -376,18 +377,25 @@ def accounting_states(job_ids: Sequence[str], *, env: Mapping[str, str] | None =
     """job_states, or None when sacct cannot answer (a cluster without accounting)."""
     if not job_ids:
         return {}
-    result = run(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"], env=env, timeout=60, check=False)
+    result = run(
+        ["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,JobIDRaw,State"], env=env, timeout=60, check=False,
+    )
     if result.returncode != 0:
         return None
-    rows = [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 1]
+    rows = [line.split("|") for line in result.stdout.splitlines() if line.count("|") == 2]
     states: dict[str, str] = {}
     for job in job_ids:
-        own = [state.split()[0] for job_id, state in rows if job_id == job and state]
-        tasks = [state.split()[0] for job_id, state in rows if job_id.startswith(f"{job}_") and state]
+        own = [state.split()[0] for job_id, _, state in rows if job_id == job and state]
+        tasks = [state.split()[0] for job_id, _, state in rows if job_id.startswith(f"{job}_") and state]
+        # A task's raw id (sacct -j 73 lists 70_3); an array's own id is also one of its tasks'
+        # raw ids, so the array's tasks come first.
+        raw = [state.split()[0] for _, raw_id, state in rows if raw_id == job and state]
         if own:
             states[job] = own[-1]
         elif tasks:
             states[job] = array_state(tasks)
+        elif raw:
+            states[job] = raw[-1]
     return states
 
 

@@ -83,9 +83,15 @@ def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path:
 def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest.MonkeyPatch) -> None:
     from hyperlaunch.slurm import commands as slurm
 
-    sacct = "41_0|COMPLETED\n41_1|FAILED\n41_2|COMPLETED\n12|FAILED\n43_0|COMPLETED\n43_[1-2%2]|PENDING\n44_0|COMPLETED\n44_1|COMPLETED\n"
+    sacct = (
+        "41_0|45|COMPLETED\n41_1|46|FAILED\n41_2|41|COMPLETED\n12|12|FAILED\n43_0|43|COMPLETED\n43_[1-2%2]|43|PENDING\n"
+        "44_0|47|COMPLETED\n44_1|44|COMPLETED\n"
+    )
     monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
     assert slurm.job_states(["41", "41_2", "12", "43", "44", "99"]) == {
         "41": "FAILED", "41_2": "COMPLETED", "12": "FAILED", "43": "PENDING", "44": "COMPLETED",
     }
     assert slurm.array_state(["COMPLETED", "CANCELLED", "RUNNING"]) == "RUNNING" and slurm.job_states([]) == {}
+    # A task named by its own (raw) id, as Slurm accepts it: 46 is task 41_1. An array's id is
+    # also one of its tasks' raw ids (41 is 41_2's): the array's state, not that task's.
+    assert slurm.job_states(["46", "41", "45_1"]) == {"46": "FAILED", "41": "FAILED"}

@@ -273,7 +273,7 @@ def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub:
     (stub / "squeue_r").write_text("")
     (stub / "sacct.out").write_text(
         "70_[0-3%2]|70|CANCELLED by 0\n"
-        "5|FAILED\n"
+        "5|5|FAILED\n"
         "70|CANCELLED by 0|None assigned|None|2026-01-01T00:00:08|0:0|0|\n"
     )
     listed = run_cli(["status"], monkeypatch).stdout
@@ -304,7 +304,7 @@ def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, mon
     assert behind.exit_code == 0, behind.stderr
     # Element 3 ran under the array's own id and completed; element 1 failed: afterok:70 fails.
     (stub / "sacct.out").write_text(
-        "70_0|COMPLETED\n70_1|FAILED\n70_2|COMPLETED\n70_3|COMPLETED\n"
+        "70_0|71|COMPLETED\n70_1|72|FAILED\n70_2|74|COMPLETED\n70_3|70|COMPLETED\n"
         "70|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
         "80|CANCELLED by 0|None assigned|None|2026-01-01T00:01:00|0:0|0|\n"
     )

@@ -18,7 +18,7 @@ _STUBS = {
     "sbatch": '#!/bin/sh\nfor arg in "$@"; do last=$arg; done\ncp "$last" "$STUB/submitted.sbatch"\necho "Submitted batch job 90"\n',
     # `squeue -h -j J --states=all -o %T`: $STUB/states/J, else nothing (Slurm has forgotten J).
     "squeue": '#!/bin/sh\njob=${*#*-j }\ncat "$STUB/states/${job%% *}" 2>/dev/null\nexit 0\n',
-    # sacct: $STUB/sacct.out (JobID|State lines), each call recorded; $STUB/no-accounting: fails.
+    # sacct: $STUB/sacct.out (JobID|JobIDRaw|State lines), each call recorded; $STUB/no-accounting: fails.
     "sacct": (
         '#!/bin/sh\necho "$*" >> "$STUB/sacct.calls"\n'
         '[ -e "$STUB/no-accounting" ] && { echo "Slurm accounting storage is disabled" >&2; exit 1; }\n'
@@ -48,7 +48,7 @@ def _nothing_submitted(stub: Path) -> None:
 
 
 def test_a_forgotten_job_that_failed_is_refused_for_afterok_and_nothing_is_submitted(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (stub / "sacct.out").write_text("40|FAILED\n")
+    (stub / "sacct.out").write_text("40|40|FAILED\n")
     one_error_line(
         _submit(monkeypatch, "40:ok"), 2,
         "--after 40:ok can never be met: job 40 ended FAILED", "would start this job at once", "--after 40:any",
@@ -58,7 +58,7 @@ def test_a_forgotten_job_that_failed_is_refused_for_afterok_and_nothing_is_submi
 
 
 def test_a_forgotten_job_that_ended_lets_an_afterany_or_its_completion_start_at_once(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (stub / "sacct.out").write_text("40|CANCELLED by 1000\n41|COMPLETED\n")
+    (stub / "sacct.out").write_text("40|40|CANCELLED by 1000\n41|41|COMPLETED\n")
     result = _submit(monkeypatch, "40:any", "41:ok")
     assert result.exit_code == 0, result.stderr
     assert "#SBATCH --dependency=afterok:41,afterany:40" in (stub / "submitted.sbatch").read_text()
@@ -80,14 +80,22 @@ def test_a_job_slurm_still_knows_is_left_to_slurm_without_asking_accounting(stub
 
 
 def test_an_array_whose_task_failed_is_refused_for_afterok(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (stub / "sacct.out").write_text("40_0|COMPLETED\n40_1|FAILED\n")
+    (stub / "sacct.out").write_text("40_0|41|COMPLETED\n40_1|40|FAILED\n")
     one_error_line(_submit(monkeypatch, "40"), 2, "job 40 ended FAILED")
-    (stub / "sacct.out").write_text("40_0|COMPLETED\n40_1|COMPLETED\n")
+    (stub / "sacct.out").write_text("40_0|41|COMPLETED\n40_1|40|COMPLETED\n")
     assert _submit(monkeypatch, "40").exit_code == 0
 
 
+def test_a_task_named_by_its_own_job_id_is_looked_up_as_that_task(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Task 70_3 ran as job 73 (sacct -j 73 lists it as 70_3): Slurm accepts --after 73 for it.
+    (stub / "sacct.out").write_text("70_3|73|FAILED\n")
+    one_error_line(_submit(monkeypatch, "73"), 2, "--after 73:ok can never be met: job 73 ended FAILED")
+    (stub / "sacct.out").write_text("70_3|73|COMPLETED\n")
+    assert _submit(monkeypatch, "73").exit_code == 0
+
+
 def test_prepare_data_export_and_sweep_refuse_it_too(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (stub / "sacct.out").write_text("40|TIMEOUT\n")
+    (stub / "sacct.out").write_text("40|40|TIMEOUT\n")
     (tmp_path / "raw.jsonl").write_text('{"text": "a document"}\n')
     never = "--after 40:ok can never be met: job 40 ended TIMEOUT"
     one_error_line(run_cli(["prepare-data", "raw.jsonl", "-m", "qwen3_tiny", "-o", "data", "--slurm", "--after", "40"], monkeypatch), 2, never)
@@ -118,17 +126,17 @@ def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub
     (ckpt / METADATA_FILE).write_bytes(b"")
     jobs.save(jobs.JobRecord(job_id="50", spec=spec, submitted_at=1.0, slurm_conf=str(tmp_path / "slurm.conf")), "#!/bin/bash\n")
     # Job 40 long gone from accounting too: it was met (or dropped) when 50 was queued.
-    (stub / "sacct.out").write_text("50|TIMEOUT\n")
+    (stub / "sacct.out").write_text("50|50|TIMEOUT\n")
     result = run_cli(["resume", "50", "--json"], monkeypatch)
     assert result.exit_code == 0, result.stderr
     assert "#SBATCH --dependency=afterok:40" in (stub / "submitted.sbatch").read_text()
     # Job 40 failed: 50 was cancelled behind it and never ran; its resume would start at once.
-    (stub / "sacct.out").write_text("40|FAILED\n50|CANCELLED by 0\n")
+    (stub / "sacct.out").write_text("40|40|FAILED\n50|50|CANCELLED by 0\n")
     one_error_line(run_cli(["resume", "50"], monkeypatch), 2, "--after 40:ok can never be met: job 40 ended FAILED")
 
 
 def test_a_job_accounting_still_lists_as_live_is_left_to_slurm(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another user's job hidden from squeue (PrivateData), or a controller that lost its state.
-    (stub / "sacct.out").write_text("40|RUNNING\n41|PENDING\n")
+    (stub / "sacct.out").write_text("40|40|RUNNING\n41|41|PENDING\n")
     result = _submit(monkeypatch, "40:ok", "41:ok")
     assert result.exit_code == 0, result.stderr
