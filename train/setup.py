@@ -98,7 +98,8 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
         data_tokenizer=manifest_tokenizer(cfg.data),
         gpu_memory_gib=memory, world=int(os.environ.get("WORLD_SIZE", "1")),
         given={
-            name: getattr(cfg, name) for name in ("seq_len", "micro_batch_size", "activation_checkpointing", "grad_accum")
+            name: getattr(cfg, name)
+            for name in ("seq_len", "micro_batch_size", "activation_checkpointing", "grad_accum", "cpu_offload")
             if getattr(cfg, name) is not None
         },
     )

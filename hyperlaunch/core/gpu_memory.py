@@ -25,6 +25,13 @@ The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over
 - a fixed 1 GiB for what the CUDA caching allocator does not count: the CUDA context, cuBLAS
   workspaces, NCCL's buffers.
 
+With CPU offload (`--cpu-offload`, FSDP2's CPUOffloadPolicy) the states live in host memory and
+AdamW steps there: the GPU keeps none of them, only what passes through it, for two blocks at a
+time (the one computing and the one FSDP gathers ahead): each block's fp32 shard copied in
+before it is gathered (4 bytes a parameter) and, in backward, its bf16 gradient and the fp32
+one it is reduced into before the copy back (2 + 4); and the embedding's fp32 shard on its way
+in (the loss already counts its fp32 gradient). Not yet checked against a GPU's peak.
+
 Checked against the peaks `bench gpu` measured (qwen3_0_6b, seq 4096, one H200, fused loss,
 max_memory_allocated, 2026-11-26): micro-batch 2 eager 24.1 GiB (estimated 30.7), compiled 18.4;
 micro-batch 4 compiled 28.1 (estimated, eager, 48.6); micro-batch 2 with activation
@@ -65,17 +72,27 @@ def _shards(world: int, sharding: str) -> int:
     return 1 if sharding == "none" else max(1, world)
 
 
-def reduced_at_once_bytes(spec: ModelSpec, *, world: int, grad_accum: int = 1, sharding: str = "full") -> float:
+def offload_in_flight_bytes(spec: ModelSpec) -> int:
+    """What CPU offload passes through the GPU at once (module docstring): two blocks' fp32
+    shards in, bf16 gradients and fp32 reduced gradients out, and the embedding's fp32 shard."""
+    block = spec.non_embedding_params // max(1, spec.num_layers)
+    return 2 * block * (4 + 2 + 4) + spec.vocab_size * spec.hidden_size * 4
+
+
+def reduced_at_once_bytes(
+    spec: ModelSpec, *, world: int, grad_accum: int = 1, sharding: str = "full", cpu_offload: bool = False,
+) -> float:
     """What one FSDP group for the whole model adds beside the states at the end of backward,
     where FSDP reduces every gradient at once: first every bf16 gradient (2 bytes a parameter,
     unsharded) beside the fp32 buffer they are copied into (4, unsharded), then that buffer
     beside the reduced one (4 / ranks). On a step's first micro-batch the reduced buffer becomes
     the fp32 gradient the states count, which does not exist before it; on the next ones
-    (--grad-accum) it is added into that gradient, beside it."""
+    (--grad-accum) it is added into that gradient, beside it. With CPU offload the states are
+    in host memory: the reduced buffer is copied there, and counts in full."""
     params = spec.num_params
     output = params * 4 / _shards(world, sharding)
     accumulating = grad_accum > 1
-    copying_in = params * (2 + 4) - (0 if accumulating else output)
+    copying_in = params * (2 + 4) - (0 if accumulating or cpu_offload else output)
     reduced = params * 4 + (output if accumulating else 0)
     return max(copying_in, reduced)
 
@@ -91,12 +108,14 @@ def estimate_gib(
     reshard_after_forward: bool | None = None,
     one_group: bool | None = None,
     grad_accum: int = 1,
+    cpu_offload: bool = False,
 ) -> float:
     """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` and
     `one_group` None: as the trainer lays out FSDP without knowing the GPU (several ranks
     reshard, a group per block; one keeps its gathered parameters, in one group)."""
     params = spec.num_params
-    states = params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
+    # With CPU offload the states are in host memory: only what passes through counts.
+    states = offload_in_flight_bytes(spec) if cpu_offload else params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
     tokens = seq_len * micro_batch
     layer = activation_bytes_per_token_per_layer(spec)
     if activation_checkpointing:
@@ -109,7 +128,10 @@ def estimate_gib(
     reshard = world > 1 if reshard_after_forward is None else reshard_after_forward
     gathered = 0 if reshard else gathered_bytes(spec)
     whole = world == 1 and not reshard if one_group is None else one_group
-    reduced_at_once = reduced_at_once_bytes(spec, world=world, grad_accum=grad_accum, sharding=sharding) if whole else 0
+    reduced_at_once = (
+        reduced_at_once_bytes(spec, world=world, grad_accum=grad_accum, sharding=sharding, cpu_offload=cpu_offload)
+        if whole else 0
+    )
     return (states + max(activations + loss, reduced_at_once) + unsharded + gathered) / GIB + FIXED_GIB
 
 
@@ -168,7 +190,7 @@ def layout(
         needed = estimate_gib(
             spec, seq_len=seq_len, micro_batch=micro_batch, activation_checkpointing=activation_checkpointing,
             world=world, reshard_after_forward=choice.reshard_after_forward, one_group=choice.one_group,
-            grad_accum=grad_accum,
+            grad_accum=grad_accum, cpu_offload=cpu_offload,
         )
         if needed <= gpu_memory_gib * HEADROOM:
             return choice
@@ -195,15 +217,17 @@ def fit(
     world: int,
     sharding: str = "full",
     activation_checkpointing: bool = False,
+    cpu_offload: bool = False,
     given: Mapping[str, int | bool] | None = None,
 ) -> Fit:
     """The preset's sequence length, micro-batch and activation checkpointing (its target, sized
     for an 80 GB GPU) where they fit in HEADROOM of `gpu_memory_gib`; else, in this order,
     activation checkpointing on, a smaller micro-batch, a shorter sequence (halved, down to
     MIN_SEQ_LEN). What the user set (`given`: seq_len, micro_batch_size,
-    activation_checkpointing) stays as set, and its grad_accum (default 1) is counted. Where
-    nothing fits, the smallest, and the reason says so."""
+    activation_checkpointing) stays as set, and its grad_accum (default 1) and cpu_offload (else
+    the preset's) are counted. Where nothing fits, the smallest, and the reason says so."""
     given = given or {}
+    offload = bool(given.get("cpu_offload", cpu_offload))
     budget = gpu_memory_gib * HEADROOM
     seq_len = int(given.get("seq_len", seq_len))
     micro_batch = int(given.get("micro_batch_size", micro_batch))
@@ -220,11 +244,12 @@ def fit(
     def estimate(seq: int, batch: int, ac: bool) -> float:
         chosen = layout(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, gpu_memory_gib=gpu_memory_gib,
-            grad_accum=grad_accum,
+            grad_accum=grad_accum, cpu_offload=offload,
         )
         return estimate_gib(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, sharding=sharding,
             reshard_after_forward=chosen.reshard_after_forward, one_group=chosen.one_group, grad_accum=grad_accum,
+            cpu_offload=offload,
         )
 
     preset = (seq_len, micro_batch, activation_checkpointing if "activation_checkpointing" not in given else ac_choices[0])
@@ -239,10 +264,8 @@ def fit(
             )
     seq, batch, ac = seq_len, batches[-1], ac_choices[-1]
     needed = estimate(seq, batch, ac)
-    return Fit(
-        seq, batch, ac, needed,
-        f"does not fit: {needed:.1f} GiB a GPU even so, of {room}; use more GPUs, a shorter --seq-len or --cpu-offload",
-    )
+    remedies = "more GPUs or a shorter --seq-len" if offload else "more GPUs, a shorter --seq-len or --cpu-offload"
+    return Fit(seq, batch, ac, needed, f"does not fit: {needed:.1f} GiB a GPU even so, of {room}; use {remedies}")
 
 
 def _halvings(value: int, floor: int) -> list[int]:

@@ -70,7 +70,8 @@ def recommended(
     if gpu and gpu_memory_gib is not None:
         fitted = gpu_memory.fit(
             spec, seq_len=seq_len, micro_batch=micro_batch, gpu_memory_gib=gpu_memory_gib, world=world,
-            sharding=spec.sharding, activation_checkpointing=spec.activation_checkpointing, given=given or {},
+            sharding=spec.sharding, activation_checkpointing=spec.activation_checkpointing, cpu_offload=spec.cpu_offload,
+            given=given or {},
         )
         why = f"{sized}: {fitted.reason}"
         if fitted.seq_len != seq_len:

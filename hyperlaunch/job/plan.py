@@ -311,15 +311,17 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
 
 
 def _given_sizes(args: tuple[str, ...], given: set[str]) -> dict[str, int | bool]:
-    """The sizes the user set after `--` that the GPU-memory fit must keep or count (a value that
-    is not a number is left to the trainer's parser, which refuses it before anything is submitted)."""
+    """The sizes and switches the user set after `--` that the GPU-memory fit must keep or count
+    (a value that is not a number is left to the trainer's parser, which refuses it before
+    anything is submitted)."""
     sizes: dict[str, int | bool] = {}
     for name in ("seq_len", "micro_batch_size", "grad_accum"):
         value = targs.value_of(args, "--" + name.replace("_", "-"))
         if value is not None and value.isdigit() and int(value) > 0:
             sizes[name] = int(value)
-    if "activation_checkpointing" in given:
-        sizes["activation_checkpointing"] = "--activation-checkpointing" in args
+    for switch in ("activation_checkpointing", "cpu_offload"):
+        if switch in given:
+            sizes[switch] = "--" + switch.replace("_", "-") in args
     return sizes
 
 

@@ -170,3 +170,34 @@ def test_the_fit_counts_the_gathered_parameters_as_the_trainer_keeps_them() -> N
     assert qwen.estimate_gib - gpu_memory.estimate_gib(
         QWEN, seq_len=4096, micro_batch=4, activation_checkpointing=False, world=1, reshard_after_forward=True,
     ) == pytest.approx(2 * QWEN.non_embedding_params / gpu_memory.GIB)
+
+
+def test_cpu_offload_leaves_only_what_passes_through_the_gpu() -> None:
+    shape = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": 1, "reshard_after_forward": True}
+    kept = gpu_memory.estimate_gib(LLAMA_8B, **shape)  # type: ignore[arg-type]
+    offloaded = gpu_memory.estimate_gib(LLAMA_8B, **shape, cpu_offload=True)  # type: ignore[arg-type]
+    # The 16 bytes a parameter of states go to the host; two blocks' shards and gradients and the
+    # embedding's shard pass through.
+    in_flight = gpu_memory.offload_in_flight_bytes(LLAMA_8B)
+    assert kept - offloaded == pytest.approx((16 * LLAMA_8B.num_params - in_flight) / gpu_memory.GIB)
+    assert offloaded < 24 * gpu_memory.HEADROOM < kept
+    # On one GPU the gathered blocks kept until backward are counted as without offload.
+    layout = gpu_memory.layout(LLAMA_8B, **{k: v for k, v in shape.items() if k != "reshard_after_forward"},  # type: ignore[arg-type]
+                               gpu_memory_gib=24, cpu_offload=True)
+    assert layout == gpu_memory.Layout(True, False)
+
+
+def test_a_fit_counts_the_cpu_offload_the_user_set(tmp_path: Path) -> None:
+    spec, settings = _training(tmp_path, "g5.xlarge", model="llama3_1_8b")
+    assert settings["activation_checkpointing"].source.endswith("use more GPUs, a shorter --seq-len or --cpu-offload")
+    spec, settings = _training(tmp_path, "g5.xlarge", model="llama3_1_8b", trainer_args=("--cpu-offload",))
+    assert settings["cpu_offload"].source == "you (after --)"
+    assert "estimated 13.8 GiB a GPU of 24 GiB (2 GPUs)" in settings["activation_checkpointing"].source
+    # Without offload qwen3_1_7b does not fit a 24 GiB GPU even at a micro-batch of 1; with it,
+    # the preset's micro-batch of 2 does.
+    spec, _ = _training(tmp_path, "g5.xlarge", model="qwen3_1_7b", trainer_args=("--cpu-offload",))
+    assert targs.value_of(spec.trainer_args, "--micro-batch-size") == "2"
+    # Where even offload does not fit, it is not suggested again.
+    _, settings = _training(tmp_path, "g5.xlarge", model="llama3_1_8b", trainer_args=("--cpu-offload", "--seq-len", "131072"))
+    assert "does not fit" in settings["activation_checkpointing"].source
+    assert settings["activation_checkpointing"].source.endswith("of 24 GiB (2 GPUs); use more GPUs or a shorter --seq-len")

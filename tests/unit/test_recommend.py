@@ -125,6 +125,26 @@ def test_the_trainer_fills_what_it_was_not_given_from_the_same_recommendation() 
     assert with_recommended(mine, resolve_model("llama3_1_8b", None)).tokenizer == recommend.BUILT_IN_CORPUS_TOKENIZER
 
 
+def test_the_trainer_on_a_gpu_counts_its_cpu_offload_in_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import torch
+
+    from hyperlaunch.train.config import parse_config
+    from hyperlaunch.train.modeling import resolve_model
+    from hyperlaunch.train.setup import with_recommended
+
+    # A 24 GiB GPU, as the trainer reads it (no GPU here): qwen3_1_7b does not fit it even at a
+    # micro-batch of 1, but with its states offloaded the preset's 2 does.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _: types.SimpleNamespace(total_memory=24 * 1024**3))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    base = ["--model", "qwen3_1_7b", "--checkpoint-dir", "/c", "--device", "cuda"]
+    assert with_recommended(parse_config(base), resolve_model("qwen3_1_7b", None)).micro_batch_size == 1
+    offloaded = with_recommended(parse_config([*base, "--cpu-offload"]), resolve_model("qwen3_1_7b", None))
+    assert (offloaded.micro_batch_size, offloaded.cpu_offload) == (2, True)
+
+
 def test_a_sequence_longer_than_the_model_is_warned_about() -> None:
     spec = get_preset("qwen3_tiny")
     assert recommend.sequence_warning(spec, spec.max_position_embeddings) is None
