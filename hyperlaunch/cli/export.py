@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
@@ -110,7 +111,7 @@ def _submit(
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.core.paths import hyperlaunch_home
     from hyperlaunch.job.spec import dependency_value, slurm_time
-    from hyperlaunch.runs import hf_export
+    from hyperlaunch.runs import hf_export, tool_jobs
     from hyperlaunch.runs.waits import refuse_unmet
     from hyperlaunch.script.render_export import render_export
     from hyperlaunch.slurm import commands as slurm
@@ -131,16 +132,23 @@ def _submit(
         command=cmd, checkpoint=str(target.checkpoint or target.ckpt_dir / what), job_name=f"export-{what}", log=str(log),
         partition=partition, time=slurm_time(time_limit) if time_limit else None, dependency=dependency,
     )
-    job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=slurm_env())
+    env = slurm_env()
+    job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=env)
     shown_log = str(log).replace("%j", job_id)
     output = str(target.output) if target.output is not None else f"{what}-hf beside it (<model>-<N>steps-hf)"
+    tool_jobs.save(tool_jobs.ToolJob(
+        job_id=job_id, kind="export", what=f"{what} -> {output}", output=output, log=shown_log, submitted_at=time.time(),
+        waits=tuple(waits), model=target.name, slurm_conf=env.get("SLURM_CONF"),
+    ))
     document = {"job_id": job_id, "checkpoint": str(target.checkpoint or ""), "output": output, "log": shown_log, "python": node_python, "after": list(after)}
     if as_json:
         out.json(document)
         return
     once = f" once job(s) {', '.join(after)} end" if after else ""
     out.text(f"submitted export job {job_id}: {what} -> {output}{once}")
-    out.text(f"  log:   {shown_log}")
+    out.text(f"  log:       {shown_log}")
+    out.text(f"  follow it: hyperlaunch status {job_id}")
+    out.text(f"             hyperlaunch logs {job_id} -f")
 
 
 def _export(target: Any, python: str | None, torchrun: str | None, *, dtype: str, overwrite: bool, quiet: bool) -> dict[str, object]:

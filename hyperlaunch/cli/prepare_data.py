@@ -129,6 +129,8 @@ def _submit(
     once = f", once job(s) {', '.join(job.after)} end" if job.after else ""
     out.text(f"submitted prepare-data job {job.job_id}: {len(job.inputs)} input(s) -> {job.output} on {job.nodes} node(s){once}")
     out.text(f"  log:         {job.log}")
+    out.text(f"  follow it:   hyperlaunch status {job.job_id}")
+    out.text(f"               hyperlaunch logs {job.job_id} -f")
     out.text(f"  train on it: hyperlaunch submit --after {job.job_id}:ok --data {job.output} ...")
 
 

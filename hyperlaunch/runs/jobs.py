@@ -3,6 +3,8 @@
 
 <home>/jobs/<job_id>/record.json   spec, paths, submit time, Slurm config in use
 <home>/jobs/<job_id>/job.sbatch    the exact script that was submitted
+<home>/jobs/<job_id>/tool.json     instead of both, for a prepare-data or export job
+                                   (hyperlaunch.runs.tool_jobs)
 
 A record is written only after sbatch accepted the job, into a temporary folder renamed
 into place, so a refused or interrupted submit leaves no record behind."""
@@ -31,6 +33,7 @@ from hyperlaunch.job.sweep import Sweep, element_spec, sweep_from_json, sweep_to
 
 RECORD_FILE = "record.json"
 SCRIPT_FILE = "job.sbatch"
+TOOL_FILE = "tool.json"
 _JOB_ID = re.compile(r"[0-9]{1,10}(_[0-9]{1,10})?")
 """Slurm's job ids (32-bit), with `_N` for an array task: also the name of the job's folder,
 so nothing else may reach a path."""
@@ -174,16 +177,22 @@ def jobs_dir() -> Path:
 def save(record: JobRecord, script: str) -> Path:
     """Write the record and its script atomically, private to the user (both hold the --env
     values); returns the job's folder."""
+    return place(record.job_id, {SCRIPT_FILE: script, RECORD_FILE: json.dumps(record.to_json(), indent=2) + "\n"})
+
+
+def place(job_id: str, files: dict[str, str]) -> Path:
+    """The job's folder holding `files` (name: text), written whole or not at all, private to
+    the user; returns it."""
     root = private_dir(jobs_dir())
-    final = root / record.job_id
-    staging = Path(tempfile.mkdtemp(prefix=f".{record.job_id}-", dir=root))  # 0700
+    final = root / check_job_id(job_id)
+    staging = Path(tempfile.mkdtemp(prefix=f".{job_id}-", dir=root))  # 0700
     try:
-        write_private(staging / SCRIPT_FILE, script)
-        write_private(staging / RECORD_FILE, json.dumps(record.to_json(), indent=2) + "\n")
+        for name, text in files.items():
+            write_private(staging / name, text)
         if final.exists():
             # The same Slurm job id again (a dev cluster started afresh): keep the old record.
             # Unique: the same id can be saved twice within a second (two dev clusters).
-            final.rename(root / f".{record.job_id}-replaced-{int(time.time())}-{uuid.uuid4().hex[:8]}")
+            final.rename(root / f".{job_id}-replaced-{int(time.time())}-{uuid.uuid4().hex[:8]}")
         os.replace(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -192,18 +201,34 @@ def save(record: JobRecord, script: str) -> Path:
 
 
 def load(job_id: str) -> JobRecord:
-    """The record of one job: JobNotFound when there is none, RecordUnreadable (naming the
-    file) when it cannot be read or no longer validates."""
+    """The record of one job: JobNotFound when there is none, InvalidInput when the job is a
+    prepare-data or export job (no training), RecordUnreadable (naming the file) when it cannot
+    be read or no longer validates."""
     path = jobs_dir() / check_job_id(job_id) / RECORD_FILE
     if not os.path.lexists(path):
+        if (path.parent / TOOL_FILE).exists():
+            kind = _tool_kind(path.parent / TOOL_FILE)
+            raise InvalidInput(
+                f"job {job_id} is {kind} job, not a training: it has no checkpoints, curves or trainer to resume",
+                hint=f"'hyperlaunch status {job_id}' and 'hyperlaunch logs {job_id}' show it",
+            )
         raise JobNotFound(f"no recorded job {job_id}", hint="'hyperlaunch status' lists recorded jobs")
     try:
-        return JobRecord.from_json(_read_record(path))
+        return JobRecord.from_json(read_record(path))
     except ValueError as err:
         raise RecordUnreadable(f"the record of job {job_id} is unreadable ({path}): {err}") from None
 
 
-def _read_record(path: Path) -> Any:
+def _tool_kind(path: Path) -> str:
+    """`a prepare-data` or `an export`, as its tool.json names it."""
+    try:
+        kind = read_record(path).get("kind")
+    except (ValueError, AttributeError):
+        kind = None
+    return {"prepare-data": "a prepare-data", "export": "an export"}.get(str(kind), "a prepare-data or export")
+
+
+def read_record(path: Path) -> Any:
     """The JSON document in a record file; ValueError (with the reason) for anything that is
     not a readable regular file holding JSON. Opened without blocking, so a FIFO cannot hang
     `status`, and read up to a bound no record comes near."""
@@ -255,8 +280,10 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
         if entry.name.startswith(".") or not entry.is_dir():
             continue  # staging and replaced records, submitit's folder, stray files
         path = entry / RECORD_FILE
+        if not os.path.lexists(path) and (entry / TOOL_FILE).exists():
+            continue  # a prepare-data or export job (hyperlaunch.runs.tool_jobs)
         try:
-            data = _read_record(path)
+            data = read_record(path)
             spec = data["spec"]
             if model is None or model in (spec.get("model"), spec.get("checkpoint_name")):
                 found.append((float(data["submitted_at"]), _numeric(str(data["job_id"])), path, data))

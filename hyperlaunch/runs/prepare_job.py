@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.data.prepare import check_output, check_shard_mb, require_libraries
 from hyperlaunch.data.sources import find_sources
 from hyperlaunch.job.spec import dependency_value, slurm_time
+from hyperlaunch.runs import tool_jobs
 from hyperlaunch.runs.waits import refuse_unmet
 from hyperlaunch.script.render_prepare import render_prepare
 from hyperlaunch.slurm import commands as slurm
@@ -94,10 +96,15 @@ def submit_prepare(
     refuse_unmet(waits, env=env)
     log.parent.mkdir(parents=True, exist_ok=True)
     job_id = slurm.submit_script(script, hyperlaunch_home() / "prepare-data", env=env)
-    return PrepareJob(
+    job = PrepareJob(
         job_id, str(folder), nodes, str(log).replace("%j", job_id), node_python, command[command.index("--tokenizer") + 1],
         tuple(paths), tuple(job for job, _ in waits),
     )
+    tool_jobs.save(tool_jobs.ToolJob(
+        job_id=job_id, kind="prepare-data", what=f"{len(paths)} input(s) -> {folder} on {nodes} node(s)", output=str(folder),
+        log=job.log, submitted_at=time.time(), waits=tuple(waits), slurm_conf=env.get("SLURM_CONF"),
+    ))
+    return job
 
 
 def _absolute(path: Path | str, cwd: Path) -> str:
