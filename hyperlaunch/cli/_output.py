@@ -79,6 +79,13 @@ class Output:
         print(f"hyperlaunch: warning: {message}", file=sys.stderr, flush=True)
 
 
+def elapsed(seconds: int) -> str:
+    """A duration as squeue prints it: H:MM:SS."""
+    hours, rest = divmod(max(seconds, 0), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -59,7 +59,8 @@ def logs(
     attempt: Annotated[int | None, typer.Option("--attempt", "-a", help="Only this attempt (0 = first run).")] = None,
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
 ) -> None:
-    """Print a job's log, every attempt of it, each under a header naming the attempt.
+    """Print a job's log, every attempt of it, each under a header naming the attempt. A
+    prepare-data or export job (--slurm) has one log, its output and errors together.
 
     \b
     Examples:
@@ -69,14 +70,21 @@ def logs(
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput, JobNotFound
     from hyperlaunch.core.protocol import read_regular_file
+    from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import load_job
     from hyperlaunch.slurm import commands as slurm
 
-    record = load_job(job_id, slurm_env)
-    if record.sweep is not None:
-        raise InvalidInput(f"job {job_id} is a sweep: each element has its own log; name one, e.g. hyperlaunch logs {job_id}_{record.sweep.runs[0]}")
-    out_path, err_path = record.log_paths
-    path: Path = err_path if err else out_path
+    tool = tool_jobs.load(job_id)
+    if tool is not None:
+        if err or attempt is not None:
+            raise InvalidInput(f"--err and --attempt are for trainings: {tool.kind} job {job_id} has one log, its output and errors together")
+        path, slurm_conf = Path(tool.log), tool.slurm_conf
+    else:
+        record = load_job(job_id, slurm_env)
+        if record.sweep is not None:
+            raise InvalidInput(f"job {job_id} is a sweep: each element has its own log; name one, e.g. hyperlaunch logs {job_id}_{record.sweep.runs[0]}")
+        out_path, err_path = record.log_paths
+        path, slurm_conf = (err_path if err else out_path), record.slurm_conf
     # Read only as a regular file: a folder or a FIFO under the log's name is no log.
     content = read_regular_file(path)
     if content is None and not follow:
@@ -85,14 +93,15 @@ def logs(
         raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
 
     def shown(lines: list[str]) -> list[str]:
-        # The .err file carries the markers too, but its lines are printed as they are.
-        return lines if err else annotate(lines, attempt, job_id)
+        # The .err file carries the markers too, but its lines are printed as they are; a
+        # tool's log has none.
+        return lines if err or tool is not None else annotate(lines, attempt, job_id)
 
     for line in shown(content.decode("utf-8", errors="replace").splitlines() if content else []):
         out.text(line)
     if not follow:
         return
-    env = slurm_env(record.slurm_conf)
+    env = slurm_env(slurm_conf)
     position = len(content or b"")
     try:
         while True:
@@ -119,9 +128,15 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
       hyperlaunch cancel 42_3          # element 3 of sweep 42
     """
     from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import split_task
     from hyperlaunch.slurm import commands as slurm
 
+    tool = tool_jobs.load(job_id)
+    if tool is not None:
+        slurm.cancel(job_id, env=slurm_env(tool.slurm_conf))
+        out.text(f"cancelled {tool.kind} job {job_id}: {tool.what}")
+        return
     record, index = split_task(job_id)
     slurm.cancel(job_id, env=slurm_env(record.slurm_conf))
     what = f"element {job_id} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"

@@ -6,6 +6,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hyperlaunch.cli._output import elapsed as _elapsed
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from hyperlaunch.runs.job_status import JobStatus
     from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.sweeps import ElementStatus, SweepStatus
+    from hyperlaunch.runs.tool_jobs import ToolJob
+    from hyperlaunch.runs.tool_status import ToolStatus
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -31,12 +35,6 @@ def _warn_unreadable(paths: list[Path]) -> None:
     if paths:
         shown = ", ".join(str(path) for path in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
         out.warn(f"skipped {len(paths)} unreadable job record(s): {shown} ('hyperlaunch status JOB' says why)")
-
-
-def _elapsed(seconds: int) -> str:
-    hours, rest = divmod(max(seconds, 0), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _restarts_cell(status: JobStatus) -> str:
@@ -334,7 +332,8 @@ def status(
 ) -> None:
     """Your recorded jobs: Slurm state, restarts and why (node failure, preemption, time limit,
     crash), the restart budget left (BUDGET: --max-restarts less the attempts in a row without
-    a new checkpoint), nodes, latest checkpoint, last loss and throughput.
+    a new checkpoint), nodes, latest checkpoint, last loss and throughput. Under them, your
+    prepare-data and export jobs (--slurm): state, and for one that failed, its error.
 
     \b
     Examples:
@@ -344,7 +343,7 @@ def status(
     """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput
-    from hyperlaunch.runs import jobs
+    from hyperlaunch.runs import jobs, tool_jobs
     from hyperlaunch.runs.job_status import collect
     from hyperlaunch.runs.sweeps import load_job, sweep_status
 
@@ -352,6 +351,10 @@ def status(
         raise InvalidInput(f"--limit must be at least 1, got {limit}")
     if watch and not 0 < interval <= _MAX_INTERVAL_S:  # also refuses nan
         raise InvalidInput(f"--interval must be between 0 and {_MAX_INTERVAL_S} seconds, got {interval}")
+    tool = tool_jobs.load(job_id) if job_id is not None else None
+    if tool is not None:
+        _show_tool_job(tool, as_json=as_json, watch=watch, interval=interval)
+        return
     warned: set[Path] = set()
 
     def gather() -> list[JobStatus | SweepView]:
@@ -368,29 +371,63 @@ def status(
         single = iter(collect([r for r in records if r.sweep is None], env=env))
         return [SweepView(sweep_status(r, env=env)) if r.sweep is not None else next(single) for r in records]
 
+    def gather_tools() -> list[ToolStatus]:
+        from hyperlaunch.runs.tool_status import collect_tools
+
+        found = tool_jobs.recent(limit, model=model) if job_id is None else []
+        return collect_tools(found, env=slurm_env(found[0].slurm_conf)) if found else []
+
     while True:
-        statuses = gather()
+        # The prepare-data and export jobs' Slurm calls run while the trainings' do.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            tools_now = pool.submit(gather_tools)
+            statuses, tools = gather(), tools_now.result()
         first = statuses[0] if statuses else None
         if as_json and isinstance(first, SweepView) and job_id is not None:
             out.json(first.to_json())
         elif as_json and first is not None and job_id is not None:
             out.json({**first.to_json(), "trackers": tracker_locations(first.record.spec)})
         elif as_json:
-            out.json({"jobs": [s.to_json() for s in statuses]})
-        elif first is None:
+            out.json({"jobs": [s.to_json() for s in statuses], "tool_jobs": [t.to_json() for t in tools]})
+        elif first is None and not tools:
             out.text("no recorded jobs (submit one with 'hyperlaunch submit')")
         elif isinstance(first, SweepView) and job_id is not None:
             out.text("\n".join(first.detail()))
         elif job_id is not None:
-            assert not isinstance(first, SweepView)
+            assert first is not None and not isinstance(first, SweepView)
             out.table(*_detail(first, _kept_loss(first.record)))
         else:
-            out.text(_table(statuses))
-        if not watch:
+            from hyperlaunch.cli import _tool_jobs
+
+            out.text("\n\n".join(([_table(statuses)] if statuses else []) + ([_tool_jobs.table(tools)] if tools else [])))
+        if not _waited(watch, interval, as_json):
             return
-        try:
-            time.sleep(interval)
-        except KeyboardInterrupt:
+
+
+def _waited(watch: bool, interval: float, as_json: bool) -> bool:
+    """With --watch: the pause before the next refresh, the screen cleared; False to stop."""
+    if not watch:
+        return False
+    try:
+        time.sleep(interval)
+    except KeyboardInterrupt:
+        return False
+    if not as_json and sys.stdout.isatty():
+        out.text("\033[2J\033[H", end="")  # clear the screen, cursor home
+    return True
+
+
+def _show_tool_job(tool: ToolJob, *, as_json: bool, watch: bool, interval: float) -> None:
+    """`status JOB` for a prepare-data or export job."""
+    from hyperlaunch.cli import _tool_jobs
+    from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.runs.tool_status import collect_tools
+
+    while True:
+        now = collect_tools([tool], env=slurm_env(tool.slurm_conf))[0]
+        if as_json:
+            out.json(now.to_json())
+        else:
+            out.table(*_tool_jobs.detail(now))
+        if not _waited(watch, interval, as_json):
             return
-        if not as_json and sys.stdout.isatty():
-            out.text("\033[2J\033[H", end="")  # clear the screen, cursor home

@@ -108,3 +108,9 @@ def test_a_failed_preparation_leaves_the_training_behind_it_never_to_run(dev_clu
     assert f"CANCELLED (never runs: job {prepare_job} FAILED)" in listed, listed
     log = (tmp_path / "logs" / f"prepare-data-data_{prepare_job}.out").read_text()
     assert "jsonl:1: not valid JSON" in log and not (tmp_path / "data" / "manifest.json").exists()
+    # The preparation is recorded too: status lists it, and shows its error.
+    tools = listed.split("prepare-data and export jobs\n", 1)[1].splitlines()
+    assert [prepare_job, "prepare-data", "FAILED"] in [line.split()[:3] for line in tools], listed
+    shown = json.loads(dev_cluster.hyperlaunch("status", prepare_job, "--json", cwd=tmp_path).stdout)
+    assert (shown["kind"], shown["state"]) == ("prepare-data", "FAILED") and shown["error"].endswith("jsonl:1: not valid JSON"), shown
+    assert "jsonl:1: not valid JSON" in dev_cluster.hyperlaunch("logs", prepare_job, cwd=tmp_path).stdout

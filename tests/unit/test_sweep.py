@@ -288,10 +288,11 @@ def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub:
 def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70")
+    (stub / "next_id").write_text("80")  # the export is a job of its own, recorded as such
     queued = run_cli(["export", "70_1", "--slurm", "--after", "70", "--json"], monkeypatch)
     assert queued.exit_code == 0, queued.stderr
     assert "--name qwen3_tiny-lr1e-3-seed2 " in (stub / "submitted.sbatch").read_text()
-    assert json.loads(queued.stdout)["log"].endswith("export-qwen3_tiny-lr1e-3-seed2-latest-70.out")
+    assert json.loads(queued.stdout)["log"].endswith("export-qwen3_tiny-lr1e-3-seed2-latest-80.out")
     one_error_line(run_cli(["export", "70"], monkeypatch), 2, "job 70 is a sweep of 4 trainings: export one element, 70_N")
     one_error_line(run_cli(["export", "70_4"], monkeypatch), 2, "no element 4")
 

@@ -1,0 +1,55 @@
+"""How `status` shows the prepare-data and export jobs (hyperlaunch.runs.tool_status): a table
+under the trainings' in the list, and one job's detail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from hyperlaunch.cli._output import elapsed as _elapsed
+
+if TYPE_CHECKING:
+    from hyperlaunch.runs.tool_status import ToolStatus
+
+_COLUMNS = ("JOB", "KIND", "STATE", "ELAPSED", "WHAT")
+
+
+def state_cell(status: ToolStatus) -> str:
+    if status.blocker is not None:
+        return f"{status.state} (never runs: job {status.blocker.job} {status.blocker.state})"
+    if status.state == "PENDING" and status.waits_for:
+        return f"PENDING (after {', '.join(d.job for d in status.waits_for)})"
+    return status.state
+
+
+def table(statuses: Sequence[ToolStatus]) -> str:
+    """The list's second table, titled, in plain aligned columns as the first."""
+    rows = [_COLUMNS, *((s.job.job_id, s.job.kind, state_cell(s), _elapsed(s.elapsed_s), s.job.what) for s in statuses)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "prepare-data and export jobs\n" + "\n".join(lines)
+
+
+def detail(status: ToolStatus) -> list[Any]:
+    from rich.table import Table
+
+    job = status.job
+    lines: list[Any] = [
+        f"job {job.job_id}: {job.kind}, {job.what}, {state_cell(status)}",
+        f"  output:     {job.output}",
+        f"  log:        {job.log}",
+    ]
+    if status.error:
+        lines.append(f"  error:      {status.error}")
+    if status.never_runs:
+        lines.append(f"  never runs: {status.never_runs}")
+    elif status.waits_for and status.state == "PENDING":
+        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
+        lines.append(f"  waits for:  {waited}")
+    attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")
+    for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED"):
+        attempts.add_column(column, overflow="fold")
+    for index, attempt in enumerate(status.attempts):
+        attempts.add_row(str(index), attempt.state, attempt.node_list, attempt.start, attempt.end, _elapsed(attempt.elapsed_s))
+    lines.append(attempts)
+    return lines

@@ -1,0 +1,100 @@
+"""What became of the prepare-data and export jobs (hyperlaunch.runs.tool_jobs): Slurm's state,
+its attempts, what they wait for, and for one that failed, the one-line error the tool wrote
+in its log."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyperlaunch.core.protocol import read_regular_file
+from hyperlaunch.core.slurm_states import ACTIVE_STATES
+from hyperlaunch.runs.job_status import Dependency, blocker_of, never_runs_text
+from hyperlaunch.runs.tool_jobs import ToolJob
+from hyperlaunch.slurm import commands as slurm
+
+_TAIL_BYTES = 64 * 1024
+_LINE_CHARS = 300
+_TOOL_ERROR = "hyperlaunch: error:"
+"""How prepare-data and export begin their one-line error (cli/_errors.py)."""
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    job: ToolJob
+    state: str
+    attempts: tuple[slurm.Attempt, ...] = ()
+    waits_for: tuple[Dependency, ...] = ()
+    error: str | None = None
+    """For a job that ended otherwise than COMPLETED: its error, as its log says it (error_line)."""
+
+    @property
+    def blocker(self) -> Dependency | None:
+        """For a job that never started: a job it waited to complete that ended otherwise."""
+        return blocker_of(self.waits_for, self.attempts)
+
+    @property
+    def never_runs(self) -> str | None:
+        """Why a job that never started never will, or None."""
+        return never_runs_text(self.blocker)
+
+    @property
+    def elapsed_s(self) -> int:
+        return sum(attempt.elapsed_s for attempt in self.attempts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.job.to_json(),
+            "state": self.state,
+            "elapsed_s": self.elapsed_s,
+            "attempts": [attempt.__dict__ for attempt in self.attempts],
+            "waits_for": [dependency.__dict__ for dependency in self.waits_for],
+            "never_runs": self.never_runs,
+            "error": self.error,
+        }
+
+
+def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None = None) -> list[ToolStatus]:
+    """Each job's status: per Slurm config in use, one squeue, one sacct for their attempts and
+    one for the jobs they wait for."""
+    by_conf: dict[str | None, list[ToolJob]] = {}
+    for job in tool_jobs:
+        by_conf.setdefault((env or {}).get("SLURM_CONF") or job.slurm_conf, []).append(job)
+    found: dict[str, ToolStatus] = {}
+    for conf, group in by_conf.items():
+        slurm_env = {**(env if env is not None else os.environ), **({"SLURM_CONF": conf} if conf else {})}
+        queued = slurm.my_queue_states(env=slurm_env)
+        attempts = slurm.job_attempts([job.job_id for job in group], env=slurm_env)
+        waited = slurm.job_states(list(dict.fromkeys(w for job in group for w, _ in job.waits)), env=slurm_env)
+        for job in group:
+            found[job.job_id] = summarize_tool(job, attempts.get(job.job_id, []), queued.get(job.job_id), waited)
+    return [found[job.job_id] for job in tool_jobs]
+
+
+def summarize_tool(
+    job: ToolJob, attempts: Sequence[slurm.Attempt], queue_state: str | None, waited: Mapping[str, str],
+) -> ToolStatus:
+    """Pure but for the log: squeue's state while the job is in the queue, else its last attempt's."""
+    last = attempts[-1] if attempts else None
+    if queue_state in ACTIVE_STATES:
+        state = str(queue_state)
+    else:
+        state = last.state if last is not None else (queue_state or "UNKNOWN")
+    waits = tuple(Dependency(w, kind, waited.get(w, "UNKNOWN")) for w, kind in job.waits)
+    ended_badly = state not in ACTIVE_STATES and state not in ("COMPLETED", "UNKNOWN")
+    return ToolStatus(job, state, tuple(attempts), waits, error_line(Path(job.log)) if ended_badly else None)
+
+
+def error_line(path: Path) -> str | None:
+    """A failed job's error from its log's end: the tool's own one-line error (`hyperlaunch:
+    error: ...`; on several nodes srun's lines about the others' ends come after it), else the
+    last line; shortened, None without a log."""
+    content = read_regular_file(path)
+    lines = [line.strip() for line in (content or b"")[-_TAIL_BYTES:].decode("utf-8", errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = next((line for line in reversed(lines) if line.startswith(_TOOL_ERROR)), lines[-1])
+    return line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 3] + "..."
