@@ -48,9 +48,14 @@ def test_cancel_stops_a_job_and_resume_continues_from_its_checkpoint(dev_cluster
     job = _submit(dev_cluster, tmp_path, "--max-steps", "2000", "--", "--checkpoint-every", "4")
     ckpt_dir = tmp_path / "checkpoints"
     wait_until(lambda: checkpoints.newest_complete(ckpt_dir, "qwen3_tiny") is not None, 240, "a first checkpoint")
-    cancelled = dev_cluster.hyperlaunch("cancel", job, cwd=tmp_path)
+    # A shell that sets how Slurm's commands filter and print (scancel alone would then leave
+    # the running job, squeue hide it, sacct print `17:11:09` as its start) changes nothing.
+    shaped = {"SCANCEL_STATE": "PENDING", "SQUEUE_STATES": "PENDING", "SLURM_TIME_FORMAT": "relative"}
+    cancelled = dev_cluster.hyperlaunch("cancel", job, cwd=tmp_path, extra_env=shaped)
     assert cancelled.returncode == 0, cancelled.stderr
     wait_until(lambda: _status(dev_cluster, job, tmp_path)["state"] == "CANCELLED", 60, "the cancel")
+    seen = json.loads(dev_cluster.hyperlaunch("status", job, "--json", cwd=tmp_path, extra_env=shaped).stdout)
+    assert seen["state"] == "CANCELLED" and seen["attempts"][0]["start"].startswith("20"), seen["attempts"]
     saved = checkpoints.newest_complete(ckpt_dir, "qwen3_tiny")
     assert saved is not None
     target = saved.step + 4

@@ -95,3 +95,16 @@ def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest
     # A task named by its own (raw) id, as Slurm accepts it: 46 is task 41_1. An array's id is
     # also one of its tasks' raw ids (41 is 41_2's): the array's state, not that task's.
     assert slurm.job_states(["46", "41", "45_1"]) == {"46": "FAILED", "41": "FAILED"}
+
+
+def test_slurms_queries_run_without_the_users_output_shaping_variables() -> None:
+    from hyperlaunch.slurm.commands import command_env
+
+    shell = {"PATH": "/bin", "SQUEUE_STATES": "RUNNING", "SCANCEL_STATE": "PENDING", "SACCT_FEDERATION": "1",
+             "SLURM_TIME_FORMAT": "relative", "SBATCH_ACCOUNT": "team", "SLURM_CONF": "/c"}
+    squeue = command_env("squeue", shell)
+    assert squeue is not None and "SQUEUE_STATES" not in squeue and squeue["SLURM_TIME_FORMAT"] == "standard"
+    assert squeue["SCANCEL_STATE"] == "PENDING" and squeue["SLURM_CONF"] == "/c"  # another command's, and the cluster, stay
+    scancel = command_env("scancel", shell)
+    assert scancel is not None and "SCANCEL_STATE" not in scancel
+    assert command_env("sbatch", shell) == shell  # the user's job defaults, and the job's environment
