@@ -22,9 +22,16 @@ def state_cell(status: ToolStatus) -> str:
     return status.state
 
 
+def what(status: ToolStatus) -> str:
+    """What the job does; for an export that completed, the folder it wrote."""
+    if status.written is not None:
+        return status.job.what.split(" -> ", 1)[0] + f" -> {status.written}"
+    return status.job.what
+
+
 def table(statuses: Sequence[ToolStatus]) -> str:
     """The list's second table, titled, in plain aligned columns as the first."""
-    rows = [_COLUMNS, *((s.job.job_id, s.job.kind, state_cell(s), _elapsed(s.elapsed_s), s.job.what) for s in statuses)]
+    rows = [_COLUMNS, *((s.job.job_id, s.job.kind, state_cell(s), _elapsed(s.elapsed_s), what(s)) for s in statuses)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "prepare-data and export jobs\n" + "\n".join(lines)
@@ -35,8 +42,8 @@ def detail(status: ToolStatus) -> list[Any]:
 
     job = status.job
     lines: list[Any] = [
-        f"job {job.job_id}: {job.kind}, {job.what}, {state_cell(status)}",
-        f"  output:     {job.output}",
+        f"job {job.job_id}: {job.kind}, {what(status)}, {state_cell(status)}",
+        f"  output:     {status.written or job.output}",
         f"  log:        {job.log}",
     ]
     if status.error:

@@ -135,7 +135,8 @@ def _submit(
     env = slurm_env()
     job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=env)
     shown_log = str(log).replace("%j", job_id)
-    output = str(target.output) if target.output is not None else f"{what}-hf beside it (<model>-<N>steps-hf)"
+    # Queued behind a training, it chooses its checkpoint, and so its folder's step N, when it starts.
+    output = str(target.output) if target.output is not None else str(target.ckpt_dir / f"{target.name}-<N>steps-hf")
     tool_jobs.save(tool_jobs.ToolJob(
         job_id=job_id, kind="export", what=f"{what} -> {output}", output=output, log=shown_log, submitted_at=time.time(),
         waits=tuple(waits), model=target.name, slurm_conf=env.get("SLURM_CONF"),

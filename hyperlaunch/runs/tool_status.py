@@ -4,6 +4,7 @@ in its log."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ class ToolStatus:
     waits_for: tuple[Dependency, ...] = ()
     error: str | None = None
     """For a job that ended otherwise than COMPLETED: its error, as its log says it (error_line)."""
+    written: str | None = None
+    """For an export that completed: the folder it wrote, as its log says it (an export queued
+    --after a training chose its checkpoint, and so its folder, when it started)."""
 
     @property
     def blocker(self) -> Dependency | None:
@@ -54,6 +58,7 @@ class ToolStatus:
             "waits_for": [dependency.__dict__ for dependency in self.waits_for],
             "never_runs": self.never_runs,
             "error": self.error,
+            "written": self.written,
         }
 
 
@@ -85,15 +90,34 @@ def summarize_tool(
         state = last.state if last is not None else (queue_state or "UNKNOWN")
     waits = tuple(Dependency(w, kind, waited.get(w, "UNKNOWN")) for w, kind in job.waits)
     ended_badly = state not in ACTIVE_STATES and state not in ("COMPLETED", "UNKNOWN")
-    return ToolStatus(job, state, tuple(attempts), waits, error_line(Path(job.log)) if ended_badly else None)
+    written = exported_folder(Path(job.log)) if job.kind == "export" and state == "COMPLETED" else None
+    return ToolStatus(job, state, tuple(attempts), waits, error_line(Path(job.log)) if ended_badly else None, written)
+
+
+def exported_folder(path: Path) -> str | None:
+    """The folder an export job wrote: its log's `done` event (hyperlaunch.runs.hf_export's
+    JSON lines), None without one."""
+    for line in reversed(_lines(path)):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "done" and isinstance(event.get("output"), str):
+            return str(event["output"])
+    return None
+
+
+def _lines(path: Path) -> list[str]:
+    """The non-empty lines at the end of a log, stripped."""
+    content = read_regular_file(path)
+    return [line.strip() for line in (content or b"")[-_TAIL_BYTES:].decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
 def error_line(path: Path) -> str | None:
     """A failed job's error from its log's end: the tool's own one-line error (`hyperlaunch:
     error: ...`; on several nodes srun's lines about the others' ends come after it), else the
     last line; shortened, None without a log."""
-    content = read_regular_file(path)
-    lines = [line.strip() for line in (content or b"")[-_TAIL_BYTES:].decode("utf-8", errors="replace").splitlines() if line.strip()]
+    lines = _lines(path)
     if not lines:
         return None
     line = next((line for line in reversed(lines) if line.startswith(_TOOL_ERROR)), lines[-1])

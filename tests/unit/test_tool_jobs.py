@@ -94,9 +94,10 @@ def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path
     (tmp_path / "ck").mkdir()
     export = run_cli(["export", "--checkpoint-dir", "ck", "--name", "qwen3_tiny", "--slurm", "--after", "40:any"], monkeypatch)
     assert export.exit_code == 0, export.stderr
+    folder = str(tmp_path / "ck" / "qwen3_tiny-<N>steps-hf")  # N: the step of the checkpoint it finds when it starts
     assert tool_jobs.load("90") == tool_jobs.ToolJob(
-        job_id="90", kind="export", what="qwen3_tiny-latest -> qwen3_tiny-latest-hf beside it (<model>-<N>steps-hf)",
-        output="qwen3_tiny-latest-hf beside it (<model>-<N>steps-hf)", log=str(tmp_path / "ck" / "logs" / "export-qwen3_tiny-latest-90.out"),
+        job_id="90", kind="export", what=f"qwen3_tiny-latest -> {folder}",
+        output=folder, log=str(tmp_path / "ck" / "logs" / "export-qwen3_tiny-latest-90.out"),
         submitted_at=tool_jobs.load("90").submitted_at, waits=(("40", "any"),), model="qwen3_tiny", slurm_conf=str(tmp_path / "slurm.conf"),  # type: ignore[union-attr]
     )
     (stub / "queue").write_text("90|90|PENDING\n")
@@ -107,6 +108,14 @@ def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path
     cancelled = run_cli(["cancel", "90"], monkeypatch)
     assert cancelled.exit_code == 0 and cancelled.stdout.startswith("cancelled export job 90: qwen3_tiny-latest ->")
     assert (stub / "scancel.calls").read_text().split() == ["90"]
+    # Once it has run, its log names the folder it wrote.
+    (stub / "queue").write_text("")
+    (stub / "attempts").write_text(_attempt("90", "COMPLETED"))
+    written = tmp_path / "ck" / "qwen3_tiny-7steps-hf"
+    (tmp_path / "ck" / "logs" / "export-qwen3_tiny-latest-90.out").write_text(json.dumps({"event": "done", "output": str(written)}) + "\n")
+    assert f"COMPLETED  0:00:12  qwen3_tiny-latest -> {written}" in run_cli(["status"], monkeypatch).stdout
+    assert f"  output:     {written}\n" in run_cli(["status", "90"], monkeypatch).stdout
+    assert json.loads(run_cli(["status", "90", "--json"], monkeypatch).stdout)["written"] == str(written)
 
 
 @pytest.mark.parametrize("command", [["resume", "90"], ["plot", "90"], ["export", "90"], ["checkpoints", "90"]])
