@@ -51,10 +51,17 @@ class Decision:
 
 def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decision:
     """The decision for a round that ended; `down_nodes` asks Slurm which of the job's nodes it
-    marked down (asked only where it decides)."""
+    marked down (asked only where it decides, and once)."""
     if end.status == 0:
         return Decision("exit", RestartCause.COMPLETED)
-    if not end.lost and end.failure_final and not down_nodes():
+    answers: list[tuple[str, ...]] = []
+
+    def down() -> tuple[str, ...]:
+        if not answers:
+            answers.append(tuple(down_nodes()))
+        return answers[0]
+
+    if not end.lost and end.failure_final and not down():
         # Input no attempt can fix (flags, data, model, checkpoint folder): the job ends now,
         # whatever the budget allows. Ahead of a stop signal, because a trainer that stopped
         # for the signal records nothing. Behind a down node, which may have caused it; the
@@ -68,7 +75,7 @@ def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decis
     # found: Slurm requeues the job itself only once it marks a node of the allocation DOWN,
     # never for a drained one, nor for one that answers again before SlurmdTimeout (a spare
     # that was dead when the job started, and revived: the job would end FAILED).
-    lost = end.lost or tuple(down_nodes())
+    lost = end.lost or down()
     if lost:
         return Decision("lost", RestartCause.NODE_FAILURE, "nodes=" + ",".join(lost), lost)
     # A `retry` record (the node, a hang, an unexpected error) is a crash like any other: first

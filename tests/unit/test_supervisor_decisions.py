@@ -74,6 +74,16 @@ def test_slurm_is_asked_for_down_nodes_only_where_it_decides() -> None:
     after_round(RoundEnd(status=1), down)
     assert len(asked) == 1
 
+    # A final trainer error on a node Slurm lists down: asked once, and the node is lost.
+    asked.clear()
+
+    def node2_down() -> list[str]:
+        asked.append(1)
+        return ["node2"]
+
+    decision = after_round(RoundEnd(status=1, failure_final=True, failure_kind="data"), node2_down)
+    assert (decision.action, decision.nodes, len(asked)) == ("lost", ("node2",), 1)
+
 
 def test_each_lost_node_is_replaced_in_its_place_by_the_next_spare() -> None:
     r = replace_lost(["n1", "n2", "n3"], ["n2"], ["s1", "s2"])
