@@ -8,16 +8,31 @@ folder on a node-list update, so that one runs in a scratch folder."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 
 DOWN_NODE_STATES = "down,drain,fail,no_respond"
 
 
+def _environment(command: str) -> dict[str, str]:
+    """This environment (the user's, exported into the job) without the variables that change
+    what `command` selects or how it prints (SQUEUE_STATES, SINFO_PARTITION, SCANCEL_STATE:
+    `scancel -s KILL STEP` would leave a running step), and with Slurm's standard times: the
+    supervisor reads the answers (hyperlaunch.slurm.commands.command_env does the same for the
+    launcher)."""
+    prefix = command.upper() + "_"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(prefix)}
+    environment["SLURM_TIME_FORMAT"] = "standard"
+    return environment
+
+
 def _run(args: list[str], cwd: str | None = None) -> tuple[int, str]:
     """(exit status, stdout and stderr together); 127 when the command is missing."""
     try:
-        done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, check=False)
+        done = subprocess.run(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=_environment(args[0]), check=False,
+        )
     except OSError as err:
         return 127, str(err)
     return done.returncode, done.stdout
@@ -122,6 +137,8 @@ def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
     """`scancel -s KILL step`, not waited for: scancel answers only once every node of the
     step did or timed out (MessageTimeout, 10 s by default), and a dead node never answers."""
     try:
-        return subprocess.Popen(["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            ["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_environment("scancel"),
+        )
     except OSError:
         return None
