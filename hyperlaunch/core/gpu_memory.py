@@ -25,12 +25,14 @@ The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over
 - a fixed 1 GiB for what the CUDA caching allocator does not count: the CUDA context, cuBLAS
   workspaces, NCCL's buffers.
 
-With CPU offload (`--cpu-offload`, FSDP2's CPUOffloadPolicy) the states live in host memory and
-AdamW steps there: the GPU keeps none of them, only what passes through it, for two blocks at a
-time (the one computing and the one FSDP gathers ahead): each block's fp32 shard copied in
-before it is gathered (4 bytes a parameter) and, in backward, its bf16 gradient and the fp32
-one it is reduced into before the copy back (2 + 4); and the embedding's fp32 shard on its way
-in (the loss already counts its fp32 gradient). Not yet checked against a GPU's peak.
+With CPU offload (`--cpu-offload`, FSDP2's CPUOffloadPolicy) the states live in host memory
+(16 bytes a parameter over the ranks, pinned: `host_offload_bytes`) and AdamW steps there: the
+GPU keeps none of them, only the shards passing through it, for two blocks at a time (the one
+computing and the one FSDP gathers ahead): each block's fp32 shard copied in before it is
+gathered, and in backward its reduced fp32 gradient shard before the copy back (4 + 4 bytes a
+parameter, over the ranks); and the embedding's fp32 shard on its way in. The bf16 gradients and
+the reduce-scatter's input exist as they do without offload, which the estimate does not count
+either. Not yet checked against a GPU's peak.
 
 Checked against the peaks `bench gpu` measured (qwen3_0_6b, seq 4096, one H200, fused loss,
 max_memory_allocated, 2026-11-26): micro-batch 2 eager 24.1 GiB (estimated 30.7), compiled 18.4;
@@ -72,11 +74,17 @@ def _shards(world: int, sharding: str) -> int:
     return 1 if sharding == "none" else max(1, world)
 
 
-def offload_in_flight_bytes(spec: ModelSpec) -> int:
-    """What CPU offload passes through the GPU at once (module docstring): two blocks' fp32
-    shards in, bf16 gradients and fp32 reduced gradients out, and the embedding's fp32 shard."""
+def offload_in_flight_bytes(spec: ModelSpec, *, world: int = 1, sharding: str = "full") -> float:
+    """What CPU offload passes through one GPU at once (module docstring): two blocks' fp32
+    shards in and reduced fp32 gradient shards out, and the embedding's fp32 shard."""
     block = spec.non_embedding_params // max(1, spec.num_layers)
-    return 2 * block * (4 + 2 + 4) + spec.vocab_size * spec.hidden_size * 4
+    return (2 * block * (4 + 4) + spec.vocab_size * spec.hidden_size * 4) / _shards(world, sharding)
+
+
+def host_offload_bytes(spec: ModelSpec, *, world: int, sharding: str = "full") -> float:
+    """The host memory CPU offload takes for one rank's states (pinned): 16 bytes a parameter
+    over the ranks."""
+    return spec.num_params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
 
 
 def reduced_at_once_bytes(
@@ -93,7 +101,7 @@ def reduced_at_once_bytes(
     output = params * 4 / _shards(world, sharding)
     accumulating = grad_accum > 1
     copying_in = params * (2 + 4) - (0 if accumulating or cpu_offload else output)
-    reduced = params * 4 + (output if accumulating else 0)
+    reduced = params * 4 + (output if accumulating and not cpu_offload else 0)  # offloaded: accumulated on the host
     return max(copying_in, reduced)
 
 
@@ -115,7 +123,10 @@ def estimate_gib(
     reshard, a group per block; one keeps its gathered parameters, in one group)."""
     params = spec.num_params
     # With CPU offload the states are in host memory: only what passes through counts.
-    states = offload_in_flight_bytes(spec) if cpu_offload else params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
+    if cpu_offload:
+        states = offload_in_flight_bytes(spec, world=world, sharding=sharding)
+    else:
+        states = params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
     tokens = seq_len * micro_batch
     layer = activation_bytes_per_token_per_layer(spec)
     if activation_checkpointing:
@@ -241,30 +252,34 @@ def fit(
 
     grad_accum = int(given.get("grad_accum", 1))
 
-    def estimate(seq: int, batch: int, ac: bool) -> float:
+    def estimate(seq: int, batch: int, ac: bool, offloaded: bool = offload) -> float:
         chosen = layout(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, gpu_memory_gib=gpu_memory_gib,
-            grad_accum=grad_accum, cpu_offload=offload,
+            grad_accum=grad_accum, cpu_offload=offloaded,
         )
         return estimate_gib(
             spec, seq_len=seq, micro_batch=batch, activation_checkpointing=ac, world=world, sharding=sharding,
             reshard_after_forward=chosen.reshard_after_forward, one_group=chosen.one_group, grad_accum=grad_accum,
-            cpu_offload=offload,
+            cpu_offload=offloaded,
         )
 
+    host = f"; the offloaded states take {host_offload_bytes(spec, world=world, sharding=sharding) / GIB:.1f} GiB of host memory a GPU"
+    held = host if offload else ""
     preset = (seq_len, micro_batch, activation_checkpointing if "activation_checkpointing" not in given else ac_choices[0])
     for seq, batch, ac in candidates:
         needed = estimate(seq, batch, ac)
         if needed <= budget:
             if (seq, batch, ac) == preset or (seq, batch) == preset[:2] and not ac:
-                return Fit(seq, batch, ac, needed, f"estimated {needed:.1f} GiB a GPU of {room}")
+                return Fit(seq, batch, ac, needed, f"estimated {needed:.1f} GiB a GPU of {room}{held}")
             return Fit(
                 seq, batch, ac, needed,
-                f"{estimate(*preset):.1f} GiB a GPU as the preset has it, {needed:.1f} GiB so, of {room}",
+                f"{estimate(*preset):.1f} GiB a GPU as the preset has it, {needed:.1f} GiB so, of {room}{held}",
             )
     seq, batch, ac = seq_len, batches[-1], ac_choices[-1]
     needed = estimate(seq, batch, ac)
-    remedies = "more GPUs or a shorter --seq-len" if offload else "more GPUs, a shorter --seq-len or --cpu-offload"
+    remedies = "more GPUs or a shorter --seq-len"
+    if not offload and estimate(seq, batch, ac, offloaded=True) <= budget:
+        remedies = f"more GPUs, a shorter --seq-len or --cpu-offload ({estimate(seq, batch, ac, offloaded=True):.1f} GiB a GPU{host})"
     return Fit(seq, batch, ac, needed, f"does not fit: {needed:.1f} GiB a GPU even so, of {room}; use {remedies}")
 
 
