@@ -135,8 +135,10 @@ def _submit(
     env = slurm_env()
     job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=env)
     shown_log = str(log).replace("%j", job_id)
-    # Queued behind a training, it chooses its checkpoint, and so its folder's step N, when it starts.
-    output = str(target.output) if target.output is not None else str(target.ckpt_dir / f"{target.name}-<N>steps-hf")
+    # Queued behind a training without --step, it chooses its checkpoint, and so its folder's
+    # step N, when it starts.
+    step = "<N>" if target.step is None else str(target.step)
+    output = str(target.output) if target.output is not None else str(target.ckpt_dir / f"{target.name}-{step}steps-hf")
     tool_jobs.save(tool_jobs.ToolJob(
         job_id=job_id, kind="export", what=f"{what} -> {output}", output=output, log=shown_log, submitted_at=time.time(),
         waits=tuple(waits), model=target.name, slurm_conf=env.get("SLURM_CONF"),

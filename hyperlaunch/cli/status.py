@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.sweeps import ElementStatus, SweepStatus
     from hyperlaunch.runs.tool_jobs import ToolJob
-    from hyperlaunch.runs.tool_status import ToolStatus
 
 
 _MAX_INTERVAL_S = 86400.0
@@ -316,7 +315,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
 
 def status(
     job_id: Annotated[str | None, typer.Argument(help="One job: show its attempts and step history.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many recent jobs to list.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many recent jobs to list (trainings, and prepare-data and export jobs, each).")] = 20,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Only jobs of this model.")] = None,
     as_json: Annotated[
         bool,
@@ -357,31 +356,36 @@ def status(
         return
     warned: set[Path] = set()
 
-    def gather() -> list[JobStatus | SweepView]:
+    def gather(unreadable_tools: list[Path]) -> list[JobStatus | SweepView]:
         if job_id is not None:
             records = [load_job(job_id, slurm_env)]
         else:
             found = jobs.recent_jobs(limit=limit, model=model)
             records = found.records
-            _warn_unreadable([path for path in found.unreadable if path not in warned])
-            warned.update(found.unreadable)
+            unreadable = sorted(found.unreadable + unreadable_tools)
+            _warn_unreadable([path for path in unreadable if path not in warned])
+            warned.update(unreadable)
         if not records:
             return []
         env = slurm_env(records[0].slurm_conf)
         single = iter(collect([r for r in records if r.sweep is None], env=env))
         return [SweepView(sweep_status(r, env=env)) if r.sweep is not None else next(single) for r in records]
 
-    def gather_tools() -> list[ToolStatus]:
+    while True:
+        from hyperlaunch.core.errors import SlurmError
         from hyperlaunch.runs.tool_status import collect_tools
 
-        found = tool_jobs.recent(limit, model=model) if job_id is None else []
-        return collect_tools(found, env=slurm_env(found[0].slurm_conf)) if found else []
-
-    while True:
+        found_tools, unreadable_tools = tool_jobs.recent(limit, model=model) if job_id is None else ([], [])
+        tools_env = slurm_env(found_tools[0].slurm_conf) if found_tools else None
         # The prepare-data and export jobs' Slurm calls run while the trainings' do.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            tools_now = pool.submit(gather_tools)
-            statuses, tools = gather(), tools_now.result()
+            tools_now = pool.submit(collect_tools, found_tools, env=tools_env)
+            statuses = gather(unreadable_tools)
+            try:
+                tools = tools_now.result()
+            except SlurmError as err:  # the trainings are listed all the same
+                out.warn(f"prepare-data and export jobs not listed: {err.one_line()}")
+                tools = []
         first = statuses[0] if statuses else None
         if as_json and isinstance(first, SweepView) and job_id is not None:
             out.json(first.to_json())

@@ -37,3 +37,24 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_regular_tail(path: Path, size: int) -> bytes:
+    """The last `size` bytes of `path` (a log someone is writing), read as read_regular reads:
+    only from a regular file, never blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(path, info.st_mode)
+        os.lseek(fd, max(0, info.st_size - size), os.SEEK_SET)
+        chunks, read = [], 0
+        while read < size:
+            chunk = os.read(fd, size - read)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            read += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -118,7 +118,7 @@ class JobRecord:
             )
         except KeyError as err:
             raise ValueError(f"no {err} field") from None
-        except (TypeError, HyperlaunchError) as err:
+        except (TypeError, OverflowError, HyperlaunchError) as err:  # Overflow: a 400-digit number
             raise ValueError(str(err)) from None
 
 
@@ -287,7 +287,7 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
             spec = data["spec"]
             if model is None or model in (spec.get("model"), spec.get("checkpoint_name")):
                 found.append((float(data["submitted_at"]), _numeric(str(data["job_id"])), path, data))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             unreadable.append(path)
     found.sort(key=lambda item: item[:2], reverse=True)
     records: list[JobRecord] = []

@@ -12,9 +12,10 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from hyperlaunch.core.errors import RecordUnreadable
+from hyperlaunch.core.errors import ConfigError, RecordUnreadable
 from hyperlaunch.runs import jobs
 
 TOOL_FILE = jobs.TOOL_FILE
@@ -57,7 +58,7 @@ class ToolJob:
             raise ValueError("job_id, kind, what, output and log must be text, job_id a Slurm job id")
         if texts["kind"] not in KINDS:
             raise ValueError(f"kind {texts['kind'][:40]!r} is not one of: {', '.join(KINDS)}")
-        if not isinstance(submitted_at, (int, float)) or isinstance(submitted_at, bool) or not math.isfinite(submitted_at):
+        if not isinstance(submitted_at, (int, float)) or isinstance(submitted_at, bool) or not _finite(submitted_at):
             raise ValueError("submitted_at must be a finite number")
         if not isinstance(waits, list) or not all(
             isinstance(wait, list) and len(wait) == 2 and jobs.is_job_id(str(wait[0])) and wait[1] in ("ok", "any") for wait in waits
@@ -73,9 +74,24 @@ class ToolJob:
         )
 
 
+def _finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def save(job: ToolJob) -> None:
-    """Record a job sbatch accepted (as jobs.save records a training)."""
-    jobs.place(job.job_id, {TOOL_FILE: json.dumps(job.to_json(), indent=2) + "\n"})
+    """Record a job sbatch accepted (as jobs.save records a training); ConfigError naming the
+    job, which runs, when the record cannot be written (the user would submit it again)."""
+    try:
+        jobs.place(job.job_id, {TOOL_FILE: json.dumps(job.to_json(), indent=2) + "\n"})
+    except OSError as err:
+        raise ConfigError(
+            f"{job.kind} job {job.job_id} was submitted, but its record could not be written under {jobs.jobs_dir()}: "
+            f"{err.strerror or err}",
+            hint=f"it runs; its log: {job.log}; 'scancel {job.job_id}' to stop it",
+        ) from None
 
 
 def load(job_id: str) -> ToolJob | None:
@@ -90,19 +106,21 @@ def load(job_id: str) -> ToolJob | None:
         raise RecordUnreadable(f"the record of job {job_id} is unreadable ({path}): {err}") from None
 
 
-def recent(limit: int, model: str | None = None) -> list[ToolJob]:
-    """The `limit` newest tool jobs (of `model`'s checkpoints, when given); unreadable records
-    are left out (they are not trainings: `status JOB` says what is wrong with one)."""
+def recent(limit: int, model: str | None = None) -> tuple[list[ToolJob], list[Path]]:
+    """The `limit` newest tool jobs (of `model`'s checkpoints, when given), and the records
+    that could not be read (`status JOB` says what is wrong with one)."""
     root = jobs.jobs_dir()
     if not root.is_dir():
-        return []
+        return [], []
     found: list[ToolJob] = []
+    unreadable: list[Path] = []
     for path in root.glob(f"[0-9]*/{TOOL_FILE}"):
         try:
             job = ToolJob.from_json(jobs.read_record(path))
         except ValueError:
+            unreadable.append(path)
             continue
         if model is None or job.model == model:
             found.append(job)
     found.sort(key=lambda job: (job.submitted_at, int(job.job_id.partition("_")[0])), reverse=True)
-    return found[:limit]
+    return found[:limit], sorted(unreadable)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.core.protocol import read_regular_file
+from hyperlaunch.core.bounded_read import read_regular_tail
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.runs.job_status import Dependency, blocker_of, never_runs_text
 from hyperlaunch.runs.tool_jobs import ToolJob
@@ -64,7 +64,7 @@ class ToolStatus:
 
 def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None = None) -> list[ToolStatus]:
     """Each job's status: per Slurm config in use, one squeue, one sacct for their attempts and
-    one for the jobs they wait for."""
+    one for the jobs they wait for (none for no jobs)."""
     by_conf: dict[str | None, list[ToolJob]] = {}
     for job in tool_jobs:
         by_conf.setdefault((env or {}).get("SLURM_CONF") or job.slurm_conf, []).append(job)
@@ -108,9 +108,12 @@ def exported_folder(path: Path) -> str | None:
 
 
 def _lines(path: Path) -> list[str]:
-    """The non-empty lines at the end of a log, stripped."""
-    content = read_regular_file(path)
-    return [line.strip() for line in (content or b"")[-_TAIL_BYTES:].decode("utf-8", errors="replace").splitlines() if line.strip()]
+    """The non-empty lines at the end of a log (its last _TAIL_BYTES), stripped."""
+    try:
+        content = read_regular_tail(path, _TAIL_BYTES)
+    except (OSError, ValueError):  # none, not a regular file; ValueError: a NUL in the path
+        return []
+    return [line.strip() for line in content.decode("utf-8", errors="replace").splitlines() if line.strip()]
 
 
 def error_line(path: Path) -> str | None:

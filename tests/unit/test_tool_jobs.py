@@ -144,3 +144,45 @@ def test_a_training_submitted_under_a_reused_id_replaces_the_tool_record(stub: P
     submitted = run_cli(["submit", "-m", "qwen3_tiny", "--torchrun", "torchrun"], monkeypatch)
     assert submitted.exit_code == 0, submitted.stderr
     assert tool_jobs.load("90") is None and jobs.load("90").spec.model == "qwen3_tiny"
+
+
+def test_a_record_that_cannot_be_written_names_the_job_that_was_submitted(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "jobs").write_text("not a folder")
+    result = run_cli(["prepare-data", "raw.jsonl", "-m", "qwen3_tiny", "-o", "data", "--slurm"], monkeypatch)
+    one_error_line(result, 3, "prepare-data job 90 was submitted, but its record could not be written", "'scancel 90' to stop it")
+
+
+def test_odd_records_are_skipped_with_a_warning_and_slurm_trouble_hides_no_training(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _prepare(monkeypatch)
+    record = jobs.jobs_dir() / "90" / "tool.json"
+    good = record.read_text()
+    record.write_text(good.replace('"submitted_at": ', '"submitted_at": 1' + "0" * 400 + ", \"was\": "))
+    listed = run_cli(["status"], monkeypatch)
+    assert listed.exit_code == 0 and "skipped 1 unreadable job record(s)" in listed.stderr and str(record) in listed.stderr
+    one_error_line(run_cli(["status", "90"], monkeypatch), 7, "the record of job 90 is unreadable", "finite number")
+    # The same number in a training's record: skipped and named, not an internal error.
+    (stub / "next").write_text("95")
+    assert run_cli(["submit", "-m", "qwen3_tiny", "--torchrun", "torchrun"], monkeypatch).exit_code == 0
+    training = jobs.jobs_dir() / "95" / "record.json"
+    training.write_text(training.read_text().replace('"submitted_at": ', '"submitted_at": 1' + "0" * 400 + ", \"was\": "))
+    assert "skipped 2 unreadable job record(s)" in run_cli(["status"], monkeypatch).stderr
+    one_error_line(run_cli(["status", "95"], monkeypatch), 7, "the record of job 95 is unreadable")
+    # sacct failing for the prepare-data jobs' cluster: the trainings are listed all the same.
+    record.write_text(good)
+    training.unlink()
+    (stub / "next").write_text("96")
+    assert run_cli(["submit", "-m", "qwen3_tiny", "--torchrun", "torchrun"], monkeypatch).exit_code == 0
+    (stub / "sacct").write_text('#!/bin/sh\ncase "$*" in *"-j 90"*) echo "sacct: error: slurmdbd down" >&2; exit 1;; esac\nexit 0\n')
+    listed = run_cli(["status"], monkeypatch)
+    assert listed.exit_code == 0 and listed.stdout.splitlines()[1].split()[0] == "96", listed.stdout
+    assert "prepare-data and export jobs not listed: sacct failed: sacct: error: slurmdbd down" in listed.stderr
+
+
+def test_an_export_of_a_given_step_names_its_folder(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (stub / "states" / "40").write_text("RUNNING\n")
+    (tmp_path / "ck").mkdir()
+    result = run_cli(["export", "--checkpoint-dir", "ck", "--name", "qwen3_tiny", "--step", "40", "--slurm", "--after", "40"], monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    assert f"-> {tmp_path / 'ck' / 'qwen3_tiny-40steps-hf'} once job(s) 40 end" in result.stdout
+    assert tool_jobs.load("90").output == str(tmp_path / "ck" / "qwen3_tiny-40steps-hf")  # type: ignore[union-attr]
