@@ -40,6 +40,8 @@ def table(statuses: Sequence[ToolStatus]) -> str:
 def detail(status: ToolStatus) -> list[Any]:
     from rich.table import Table
 
+    from hyperlaunch.cli.status import waiting_lines
+
     job = status.job
     lines: list[Any] = [
         f"job {job.job_id}: {job.kind}, {what(status)}, {state_cell(status)}",
@@ -48,11 +50,7 @@ def detail(status: ToolStatus) -> list[Any]:
     ]
     if status.error:
         lines.append(f"  error:      {status.error}")
-    if status.never_runs:
-        lines.append(f"  never runs: {status.never_runs}")
-    elif status.waits_for and status.state == "PENDING":
-        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
-        lines.append(f"  waits for:  {waited}")
+    lines += waiting_lines(status)
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")
     for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED"):
         attempts.add_column(column, overflow="fold")

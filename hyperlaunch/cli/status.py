@@ -20,7 +20,7 @@ from hyperlaunch.cli._output import out
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
     from hyperlaunch.runs.curves import Point
-    from hyperlaunch.runs.job_status import JobStatus
+    from hyperlaunch.runs.job_status import JobStatus, WaitsFor
     from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.sweeps import ElementStatus, SweepStatus
     from hyperlaunch.runs.tool_jobs import ToolJob
@@ -251,6 +251,16 @@ def _tracker_lines(locations: dict[str, dict[str, str | None]]) -> list[str]:
     return lines
 
 
+def waiting_lines(status: WaitsFor) -> list[str]:
+    """Why a job never runs, or while it is pending, what it waits for and where those are."""
+    if status.never_runs:
+        return [f"  never runs: {status.never_runs}"]
+    if status.waits_for and status.state == "PENDING":
+        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
+        return [f"  waits for:  {waited}"]
+    return []
+
+
 def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     from rich.table import Table
 
@@ -277,11 +287,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         )
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
-    if status.never_runs:
-        lines.append(f"  never runs: {status.never_runs}")
-    elif status.waits_for and status.state == "PENDING":
-        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
-        lines.append(f"  waits for:  {waited}")
+    lines += waiting_lines(status)
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")

@@ -27,16 +27,21 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotRegularFile(path, mode)
-        chunks, size = [], 0
-        while limit is None or size <= limit:
-            chunk = os.read(fd, 1 << 20 if limit is None else limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
+        return _read(fd, None if limit is None else limit + 1)
     finally:
         os.close(fd)
+
+
+def _read(fd: int, most: int | None) -> bytes:
+    """At most `most` bytes from `fd` (None: to its end)."""
+    chunks, size = [], 0
+    while most is None or size < most:
+        chunk = os.read(fd, 1 << 20 if most is None else most - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def read_regular_tail(path: Path, size: int) -> bytes:
@@ -48,13 +53,6 @@ def read_regular_tail(path: Path, size: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(path, info.st_mode)
         os.lseek(fd, max(0, info.st_size - size), os.SEEK_SET)
-        chunks, read = [], 0
-        while read < size:
-            chunk = os.read(fd, size - read)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            read += len(chunk)
-        return b"".join(chunks)
+        return _read(fd, size)
     finally:
         os.close(fd)

@@ -159,8 +159,27 @@ def never_runs_text(blocker: Dependency | None) -> str | None:
     return f"job {blocker.job} ended {blocker.state}; this one waited for it to complete (--after {blocker.job}:ok)"
 
 
+class WaitsFor:
+    """What a job that waits for others says of them: the blocker, and why it never runs.
+    Mixed into the statuses that have `waits_for` and Slurm `attempts`."""
+
+    state: str
+    waits_for: tuple[Dependency, ...]
+    attempts: tuple[slurm.Attempt, ...]
+
+    @property
+    def blocker(self) -> Dependency | None:
+        """For a job that never started: a job it waited to complete that ended otherwise."""
+        return blocker_of(self.waits_for, self.attempts)
+
+    @property
+    def never_runs(self) -> str | None:
+        """Why a job that never started never will, or None."""
+        return never_runs_text(self.blocker)
+
+
 @dataclass(frozen=True)
-class JobStatus:
+class JobStatus(WaitsFor):
     record: JobRecord
     state: str
     attempts: tuple[slurm.Attempt, ...]
@@ -176,16 +195,6 @@ class JobStatus:
     crash or hang on healthy nodes): no trip through the queue, no Slurm attempt of their own."""
     waits_for: tuple[Dependency, ...] = ()
     """The jobs this one starts after (--after, resume --after-end), with their states now."""
-
-    @property
-    def blocker(self) -> Dependency | None:
-        """For a job that never started: a job it waited to complete that ended otherwise."""
-        return blocker_of(self.waits_for, self.attempts)
-
-    @property
-    def never_runs(self) -> str | None:
-        """Why a job that never started never will, or None."""
-        return never_runs_text(self.blocker)
 
     @property
     def active(self) -> bool:

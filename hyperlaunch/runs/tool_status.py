@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperlaunch.core.bounded_read import read_regular_tail
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.runs.job_status import Dependency, blocker_of, never_runs_text
+from hyperlaunch.runs.job_status import Dependency, WaitsFor
 from hyperlaunch.runs.tool_jobs import ToolJob
 from hyperlaunch.slurm import commands as slurm
 
@@ -24,7 +24,7 @@ _TOOL_ERROR = "hyperlaunch: error:"
 
 
 @dataclass(frozen=True)
-class ToolStatus:
+class ToolStatus(WaitsFor):
     job: ToolJob
     state: str
     attempts: tuple[slurm.Attempt, ...] = ()
@@ -34,16 +34,6 @@ class ToolStatus:
     written: str | None = None
     """For an export that completed: the folder it wrote, as its log says it (an export queued
     --after a training chose its checkpoint, and so its folder, when it started)."""
-
-    @property
-    def blocker(self) -> Dependency | None:
-        """For a job that never started: a job it waited to complete that ended otherwise."""
-        return blocker_of(self.waits_for, self.attempts)
-
-    @property
-    def never_runs(self) -> str | None:
-        """Why a job that never started never will, or None."""
-        return never_runs_text(self.blocker)
 
     @property
     def elapsed_s(self) -> int:
