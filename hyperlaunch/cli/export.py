@@ -141,7 +141,8 @@ def _submit(
     output = str(target.output) if target.output is not None else str(target.ckpt_dir / f"{target.name}-{step}steps-hf")
     tool_jobs.save(tool_jobs.ToolJob(
         job_id=job_id, kind="export", what=f"{what} -> {output}", output=output, log=shown_log, submitted_at=time.time(),
-        waits=tuple(waits), model=target.name, slurm_conf=env.get("SLURM_CONF"),
+        waits=tuple(waits), models=tuple(dict.fromkeys(name for name in (target.name, target.model) if name)),
+        slurm_conf=env.get("SLURM_CONF"),
     ))
     document = {"job_id": job_id, "checkpoint": str(target.checkpoint or ""), "output": output, "log": shown_log, "python": node_python, "after": list(after)}
     if as_json:

@@ -37,12 +37,13 @@ class ToolJob:
     submitted_at: float
     waits: tuple[tuple[str, str], ...] = ()
     """The jobs it waits for (--after), each with `ok` (to complete) or `any` (to end)."""
-    model: str | None = None
-    """The model whose checkpoint an export writes (for `status --model`)."""
+    models: tuple[str, ...] = ()
+    """An export's model, by the names `status --model` knows a training by: the name its
+    checkpoints go by, and the model it was given (a preset, a model directory)."""
     slurm_conf: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "waits": [list(wait) for wait in self.waits]}
+        return {**dataclasses.asdict(self), "waits": [list(wait) for wait in self.waits], "models": list(self.models)}
 
     @classmethod
     def from_json(cls, data: Any) -> ToolJob:
@@ -64,12 +65,14 @@ class ToolJob:
             isinstance(wait, list) and len(wait) == 2 and jobs.is_job_id(str(wait[0])) and wait[1] in ("ok", "any") for wait in waits
         ):
             raise ValueError("waits must be a list of [job id, ok or any]")
-        model, slurm_conf = data.get("model"), data.get("slurm_conf")
-        if not all(isinstance(value, (str, type(None))) for value in (model, slurm_conf)):
-            raise ValueError("model and slurm_conf must be text or null")
+        models, slurm_conf = data.get("models", []), data.get("slurm_conf")
+        if not isinstance(models, list) or not all(isinstance(name, str) for name in models):
+            raise ValueError("models must be a list of names")
+        if not isinstance(slurm_conf, (str, type(None))):
+            raise ValueError("slurm_conf must be text or null")
         return cls(
             job_id=texts["job_id"], kind=texts["kind"], what=texts["what"], output=texts["output"], log=texts["log"],
-            submitted_at=float(submitted_at), waits=tuple((str(job), kind) for job, kind in waits), model=model,
+            submitted_at=float(submitted_at), waits=tuple((str(job), kind) for job, kind in waits), models=tuple(models),
             slurm_conf=slurm_conf,
         )
 
@@ -120,7 +123,7 @@ def recent(limit: int, model: str | None = None) -> tuple[list[ToolJob], list[Pa
         except ValueError:
             unreadable.append(path)
             continue
-        if model is None or job.model == model:
+        if model is None or model in job.models:
             found.append(job)
     found.sort(key=lambda job: (job.submitted_at, int(job.job_id.partition("_")[0])), reverse=True)
     return found[:limit], sorted(unreadable)

@@ -98,7 +98,7 @@ def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path
     assert tool_jobs.load("90") == tool_jobs.ToolJob(
         job_id="90", kind="export", what=f"qwen3_tiny-latest -> {folder}",
         output=folder, log=str(tmp_path / "ck" / "logs" / "export-qwen3_tiny-latest-90.out"),
-        submitted_at=tool_jobs.load("90").submitted_at, waits=(("40", "any"),), model="qwen3_tiny", slurm_conf=str(tmp_path / "slurm.conf"),  # type: ignore[union-attr]
+        submitted_at=tool_jobs.load("90").submitted_at, waits=(("40", "any"),), models=("qwen3_tiny",), slurm_conf=str(tmp_path / "slurm.conf"),  # type: ignore[union-attr]
     )
     (stub / "queue").write_text("90|90|PENDING\n")
     (stub / "states.out").write_text("40|40|RUNNING\n")
@@ -186,3 +186,21 @@ def test_an_export_of_a_given_step_names_its_folder(stub: Path, tmp_path: Path, 
     assert result.exit_code == 0, result.stderr
     assert f"-> {tmp_path / 'ck' / 'qwen3_tiny-40steps-hf'} once job(s) 40 end" in result.stdout
     assert tool_jobs.load("90").output == str(tmp_path / "ck" / "qwen3_tiny-40steps-hf")  # type: ignore[union-attr]
+
+
+def test_an_export_of_a_model_directorys_training_is_listed_by_either_name(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tests.unit.test_config import TINY_QWEN3_CONFIG
+
+    model = tmp_path / "models" / "Tiny-0.1B"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(TINY_QWEN3_CONFIG))
+    assert run_cli(["submit", "-m", str(model), "--torchrun", "torchrun"], monkeypatch).exit_code == 0  # job 90
+    (stub / "states" / "90").write_text("RUNNING\n")
+    exported = run_cli(["export", "90", "--slurm", "--after", "90", "--python", sys.executable], monkeypatch)
+    assert exported.exit_code == 0, exported.stderr
+    (stub / "queue").write_text("90|90|RUNNING\n91|91|PENDING\n")
+    for name in (str(model), "Tiny-0.1B"):
+        listed = run_cli(["status", "--model", name], monkeypatch).stdout
+        assert listed.splitlines()[1].startswith("90 ") and "91   export" in listed, (name, listed)
