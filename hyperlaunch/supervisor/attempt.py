@@ -93,6 +93,8 @@ class Attempt:
         self.requeue_request = requeue_request_path(run_dir, job, self.restart)
         self.trainer_failure = trainer_failure_path(run_dir, job, self.restart)
         self.host = socket.gethostname()
+        self.claimed: tuple[int, str] | None = None
+        """The port this round claimed on this host, and as whom (ports.claim)."""
         self.marker = Markers(self.restart, self.job_id)
         self.lock = CheckpointLock(settings.checkpoint_lock, self.job_id, self.host, say=err)
         self.failures = 0
@@ -212,7 +214,12 @@ class Attempt:
     def _rounds(self) -> int:
         while True:
             before = self._progress_step()
-            status, lost = self._run_round()
+            try:
+                status, lost = self._run_round()
+            finally:
+                if self.claimed is not None:
+                    ports.release(*self.claimed)
+                    self.claimed = None
             if self._progress_step() > before:
                 self.in_row = 0
             kind, final = "", False
@@ -383,13 +390,16 @@ class Attempt:
     def _rendezvous_port(self) -> int:
         """The round's port: checked free where the round's head node, which hosts the store, is
         this host (the batch host; also the head in a container, where the step finds no node
-        list); another node's ports are not seen from here, so that one keeps its job's port."""
+        list), and claimed there until the round ends (ports.claim); another node's ports are
+        not seen from here, so that one keeps its job's port."""
         round_ = self.round or 0
         own = job_port(self.job_id, round_)
         head = self.round_nodes[0] if self.round_nodes else None
         if head is not None and head != (self.environ.get("SLURMD_NODENAME") or self.host):
             return own
-        port = rendezvous_port(self.job_id, round_, ports.in_use)
+        owner = f"{self.job_id}.{round_}"
+        port = rendezvous_port(self.job_id, round_, lambda port: ports.in_use(port) or not ports.claim(port, owner))
+        self.claimed = (port, owner)
         if port != own:
             err(f"hyperlaunch: rendezvous port {own} is in use on {head or self.host}; the trainers rendezvous on {port}")
         return port

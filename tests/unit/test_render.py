@@ -477,6 +477,21 @@ def test_a_rendezvous_port_in_use_on_the_batch_host_moves_the_round_to_a_free_on
     assert f"rendezvous port {job_port(job, 0)} is in use on {HEAD_NODE}; the trainers rendezvous on {port}" in run.stderr
 
 
+def test_a_port_another_round_has_just_claimed_is_stepped_over_and_the_claim_released(tmp_path: Path) -> None:
+    # Job 1000's round chose 26000 on this host a moment ago; its store does not listen yet.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    job, held = _job_with_its_port_held()
+    held.close()  # nothing listens: only the claim says the port is taken
+    claims = tmp_path / "tmp"
+    claims.mkdir()
+    (claims / f"hyperlaunch-rendezvous-{job_port(job, 0)}").write_text("1000.0")
+    run = run_script(render_sbatch(spec), tmp_path, env={"SLURM_JOB_ID": job, "SLURMD_NODENAME": HEAD_NODE, "TMPDIR": str(claims)})
+    assert run.returncode == 0 and run.trainer is not None, run.stderr
+    port = int(run.trainer["argv"][3].removeprefix("--master_port="))
+    assert port != job_port(job, 0) and f"rendezvous port {job_port(job, 0)} is in use on {HEAD_NODE}" in run.stderr
+    assert sorted(path.name for path in claims.iterdir()) == [f"hyperlaunch-rendezvous-{job_port(job, 0)}"]  # its own released
+
+
 def test_a_head_node_other_than_the_batch_host_keeps_the_jobs_port(tmp_path: Path) -> None:
     # Its ports are not seen from the batch host: a port held here says nothing about it.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
