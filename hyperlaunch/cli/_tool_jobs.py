@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hyperlaunch.cli._output import elapsed as _elapsed
+from hyperlaunch.cli._waiting import waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.runs.tool_status import ToolStatus
@@ -39,8 +40,6 @@ def table(statuses: Sequence[ToolStatus]) -> str:
 
 def detail(status: ToolStatus) -> list[Any]:
     from rich.table import Table
-
-    from hyperlaunch.cli.status import waiting_lines
 
     job = status.job
     lines: list[Any] = [

@@ -16,11 +16,12 @@ import typer
 
 from hyperlaunch.cli._output import elapsed as _elapsed
 from hyperlaunch.cli._output import out
+from hyperlaunch.cli._waiting import waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
     from hyperlaunch.runs.curves import Point
-    from hyperlaunch.runs.job_status import JobStatus, WaitsFor
+    from hyperlaunch.runs.job_status import JobStatus
     from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.sweeps import ElementStatus, SweepStatus
     from hyperlaunch.runs.tool_jobs import ToolJob
@@ -249,16 +250,6 @@ def _tracker_lines(locations: dict[str, dict[str, str | None]]) -> list[str]:
             shown += f" ({run['command']})"
         lines.append(f"  {(name + ':').ljust(11)} {shown}")
     return lines
-
-
-def waiting_lines(status: WaitsFor) -> list[str]:
-    """Why a job never runs, or while it is pending, what it waits for and where those are."""
-    if status.never_runs:
-        return [f"  never runs: {status.never_runs}"]
-    if status.waits_for and status.state == "PENDING":
-        waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
-        return [f"  waits for:  {waited}"]
-    return []
 
 
 def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
