@@ -68,8 +68,11 @@ def claim(port: int, owner: str, now: float | None = None) -> bool:
             continue
         except OSError:
             return True  # no temporary folder to write in
-        with os.fdopen(fd, "w") as handle:
-            handle.write(owner)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(owner)
+        except OSError:
+            pass  # a full disk: the empty claim still holds the port, for CLAIM_TTL_S
         return True
     return False
 
