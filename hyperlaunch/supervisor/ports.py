@@ -44,7 +44,10 @@ def claim(port: int, owner: str, now: float | None = None) -> bool:
     claims cannot be kept here: the bind check decides alone); False while another owner's claim
     younger than CLAIM_TTL_S holds it. A stale claim is replaced; another user's stale one (which
     the sticky temporary folder keeps) is ignored."""
-    path = _claim_path(port)
+    try:
+        path = _claim_path(port)
+    except OSError:  # no usable temporary folder
+        return True
     for _ in range(3):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -79,12 +82,12 @@ def claim(port: int, owner: str, now: float | None = None) -> bool:
 
 def release(port: int, owner: str) -> None:
     """Remove `owner`'s claim on `port`, once its round has ended."""
-    path = _claim_path(port)
-    if _owner(path) == owner:
-        try:
+    try:
+        path = _claim_path(port)
+        if _owner(path) == owner:
             os.unlink(path)
-        except OSError:
-            pass
+    except OSError:
+        pass
 
 
 def in_use(port: int) -> bool:
