@@ -120,7 +120,8 @@ def logs(
 
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (JOB_N).")]) -> None:
     """Cancel a job (scancel): a sweep's every element, or one (42_3). Its checkpoints stay:
-    'hyperlaunch resume JOB' continues it (a sweep: the elements that did not complete).
+    'hyperlaunch resume JOB' continues it (a sweep: the elements that did not complete). A job
+    that already ended is said to have, and left as it is.
 
     \b
     Examples:
@@ -130,14 +131,27 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import split_task
-    from hyperlaunch.slurm import commands as slurm
 
     tool = tool_jobs.load(job_id)
     if tool is not None:
-        slurm.cancel(job_id, env=slurm_env(tool.slurm_conf))
-        out.text(f"cancelled {tool.kind} job {job_id}: {tool.what}")
+        if _cancelled(job_id, f"{tool.kind} job {job_id}", slurm_env(tool.slurm_conf)):
+            out.text(f"cancelled {tool.kind} job {job_id}: {tool.what}")
         return
     record, index = split_task(job_id)
-    slurm.cancel(job_id, env=slurm_env(record.slurm_conf))
     what = f"element {job_id} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"
-    out.text(f"cancelled {what}; resume it with: hyperlaunch resume {record.job_id}")
+    if _cancelled(job_id, what, slurm_env(record.slurm_conf)):
+        out.text(f"cancelled {what}; resume it with: hyperlaunch resume {record.job_id}")
+
+
+def _cancelled(job_id: str, what: str, env: dict[str, str]) -> bool:
+    """scancel the job while Slurm has it queued or running (a sweep: any element of it); else
+    say that it already ended (scancel says nothing then, and exits 0)."""
+    from hyperlaunch.core.slurm_states import ACTIVE_STATES
+    from hyperlaunch.slurm import commands as slurm
+
+    listed = slurm.queue_listing(job_id, env=env)
+    if not any(state in ACTIVE_STATES for state in listed):
+        out.text(f"{what} already ended{f' ({listed[0]})' if listed else ''}: nothing to cancel")
+        return False
+    slurm.cancel(job_id, env=env)
+    return True

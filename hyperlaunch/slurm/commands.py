@@ -540,10 +540,17 @@ def expand_indices(text: str) -> list[int]:
 def job_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str:
     """Job `job_id`'s state as squeue reports it (PENDING, RUNNING, COMPLETED, ...), any user's
     job; '' once Slurm no longer knows it. SlurmError when squeue cannot tell (no controller)."""
+    listed = queue_listing(job_id, env=env)
+    return listed[0] if listed else ""
+
+
+def queue_listing(job_id: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """The state of every job squeue lists for `job_id` (a job array: each task's), ended ones
+    included while Slurm keeps them; none once it has forgotten the job. SlurmError when squeue
+    cannot tell (no controller)."""
     result = run(["squeue", "-h", "-j", job_id, "--states=all", "-o", "%T"], env=env, timeout=15, check=False)
     if result.returncode != 0:
         if "invalid job id" in (result.stderr + result.stdout).lower():
-            return ""
+            return []
         raise SlurmError(f"squeue could not tell the state of job {job_id}: {result.one_line_error()}")
-    lines = result.stdout.split()
-    return lines[0] if lines else ""
+    return result.stdout.split()

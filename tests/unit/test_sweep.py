@@ -247,10 +247,18 @@ def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: 
 
 def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    _known(stub, "70_3", "RUNNING")
+    _known(stub, "70", "COMPLETED\nRUNNING\nPENDING")  # a line a task
     assert "cancelled element 70_3 of sweep 70" in run_cli(["cancel", "70_3"], monkeypatch).stdout
     assert "cancelled sweep 70" in run_cli(["cancel", "70"], monkeypatch).stdout
     assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
     one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
+    # Once every task has ended, scancel would say nothing and exit 0: the truth is said instead.
+    (stub / "states" / "70").write_text("COMPLETED\nCANCELLED\n")
+    assert run_cli(["cancel", "70"], monkeypatch).stdout == "sweep 70 already ended (COMPLETED): nothing to cancel\n"
+    (stub / "states" / "70").unlink()
+    assert run_cli(["cancel", "70"], monkeypatch).stdout == "sweep 70 already ended: nothing to cancel\n"
+    assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
 
 
 def _known(stub: Path, job: str, state: str = "PENDING") -> None:

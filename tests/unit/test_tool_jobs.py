@@ -105,6 +105,7 @@ def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path
     assert "PENDING (after 40)" in run_cli(["status", "--model", "qwen3_tiny"], monkeypatch).stdout
     assert "no recorded jobs" in run_cli(["status", "--model", "qwen3_0_6b"], monkeypatch).stdout
     assert "waits for:  job 40 (to end; RUNNING)" in run_cli(["status", "90"], monkeypatch).stdout
+    (stub / "states" / "90").write_text("PENDING\n")
     cancelled = run_cli(["cancel", "90"], monkeypatch)
     assert cancelled.exit_code == 0 and cancelled.stdout.startswith("cancelled export job 90: qwen3_tiny-latest ->")
     assert (stub / "scancel.calls").read_text().split() == ["90"]
