@@ -1,8 +1,31 @@
-"""Slurm's words for where a job is in its life, as squeue and sacct print them."""
+"""Slurm's words for where a job is in its life, as squeue and sacct print them, and the
+environment its commands must run in for those words to come out as they are read here."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 ACTIVE_STATES: frozenset[str] = frozenset(
     {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 )
 """The states of a job that has not ended: queued, running, or on its way back to the queue."""
+
+LAUNCHERS: frozenset[str] = frozenset({"sbatch", "srun"})
+"""Commands whose SBATCH_*/SRUN_* variables are the user's own defaults for their jobs
+(account, partition): honoured. Their environment also becomes the job's."""
+
+
+def command_environment(command: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment `command` runs in, from `environ` (the user's; inside a job, the one sbatch
+    exported). What reads Slurm's answers must get them in the shape it asked for: a query or
+    scancel runs without the variables named for it that the user's shell may set
+    (SQUEUE_STATES=RUNNING hides a pending job from `squeue -j`, SCANCEL_STATE=PENDING makes
+    `scancel J` leave a running one, SINFO_PARTITION hides nodes), and with Slurm's standard ISO
+    times (SLURM_TIME_FORMAT=relative turns sacct's start times into `17:11:09`, which no node
+    failure can be placed against). sbatch and srun keep the environment as it is. The launcher
+    (hyperlaunch.slurm.commands) and the supervisor (hyperlaunch.supervisor.slurm_calls) both
+    run their commands in it."""
+    if command in LAUNCHERS:
+        return dict(environ)
+    prefix = command.upper() + "_"
+    return {**{name: value for name, value in environ.items() if not name.startswith(prefix)}, "SLURM_TIME_FORMAT": "standard"}

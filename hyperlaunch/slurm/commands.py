@@ -16,26 +16,10 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.core.private_files import private_dir, write_private
+from hyperlaunch.core.slurm_states import command_environment
 from hyperlaunch.slurm import hostlist
 
 DEFAULT_TIMEOUT_S = 30.0
-_LAUNCHERS = frozenset({"sbatch", "srun"})
-"""Commands whose SBATCH_*/SRUN_* variables are the user's own defaults for their jobs
-(account, partition): honoured. Their environment also becomes the job's."""
-
-
-def command_env(command: str, env: Mapping[str, str] | None) -> dict[str, str] | None:
-    """The environment `command` runs in. What reads Slurm's answers must get them in the shape
-    it asked for: a query or scancel runs without the variables named for it that the user's
-    shell may set (SQUEUE_STATES=RUNNING would hide a pending job from `squeue -j`,
-    SCANCEL_STATE=PENDING would make `cancel` leave a running one), and with Slurm's standard
-    ISO times (SLURM_TIME_FORMAT=relative turns sacct's start times into `17:11:09`, which
-    status can place no node failure against). sbatch and srun keep the environment as it is."""
-    if command in _LAUNCHERS:
-        return dict(env) if env is not None else None
-    prefix = command.upper() + "_"
-    base = env if env is not None else os.environ
-    return {**{name: value for name, value in base.items() if not name.startswith(prefix)}, "SLURM_TIME_FORMAT": "standard"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +51,7 @@ def run(
     try:
         proc = subprocess.run(
             list(args),
-            env=command_env(args[0], env),
+            env=command_environment(args[0], env if env is not None else os.environ),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -12,26 +12,16 @@ import os
 import subprocess
 import tempfile
 
+from hyperlaunch.core.slurm_states import command_environment
+
 DOWN_NODE_STATES = "down,drain,fail,no_respond"
-
-
-def _environment(command: str) -> dict[str, str]:
-    """This environment (the user's, exported into the job) without the variables that change
-    what `command` selects or how it prints (SQUEUE_STATES, SINFO_PARTITION, SCANCEL_STATE:
-    `scancel -s KILL STEP` would leave a running step), and with Slurm's standard times: the
-    supervisor reads the answers (hyperlaunch.slurm.commands.command_env does the same for the
-    launcher)."""
-    prefix = command.upper() + "_"
-    environment = {name: value for name, value in os.environ.items() if not name.startswith(prefix)}
-    environment["SLURM_TIME_FORMAT"] = "standard"
-    return environment
 
 
 def _run(args: list[str], cwd: str | None = None) -> tuple[int, str]:
     """(exit status, stdout and stderr together); 127 when the command is missing."""
     try:
         done = subprocess.run(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=_environment(args[0]), check=False,
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=command_environment(args[0], os.environ), check=False,
         )
     except OSError as err:
         return 127, str(err)
@@ -138,7 +128,7 @@ def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
     step did or timed out (MessageTimeout, 10 s by default), and a dead node never answers."""
     try:
         return subprocess.Popen(
-            ["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_environment("scancel"),
+            ["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=command_environment("scancel", os.environ),
         )
     except OSError:
         return None

@@ -98,7 +98,7 @@ def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest
 
 
 def test_slurms_queries_run_without_the_users_output_shaping_variables() -> None:
-    from hyperlaunch.slurm.commands import command_env
+    from hyperlaunch.core.slurm_states import command_environment as command_env
 
     shell = {"PATH": "/bin", "SQUEUE_STATES": "RUNNING", "SCANCEL_STATE": "PENDING", "SACCT_FEDERATION": "1",
              "SLURM_TIME_FORMAT": "relative", "SBATCH_ACCOUNT": "team", "SLURM_CONF": "/c"}
