@@ -264,13 +264,13 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     node-event query only when some attempt ended in NODE_FAIL."""
     by_conf: dict[str | None, list[JobRecord]] = {}
     for record in records:
-        by_conf.setdefault(_conf_for(record, env), []).append(record)
+        by_conf.setdefault(conf_for(record.slurm_conf, env), []).append(record)
     attempts: dict[str, list[slurm.Attempt]] = {}
     events: dict[str | None, list[slurm.NodeEvent]] = {}
     queued: dict[str, str] = {}
     ended: dict[str, str] = {}
     for conf, group in by_conf.items():
-        slurm_env = _env_with_conf(env, conf)
+        slurm_env = env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
         waited = list(dict.fromkeys(job for r in group for job, _ in dependencies(r.spec)))
         with ThreadPoolExecutor(max_workers=2) as pool:
@@ -296,23 +296,32 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
 
     return [
         dataclasses.replace(
-            summarize(record, attempts.get(record.job_id, []), events.get(_conf_for(record, env), []), queue_state=queued.get(record.job_id)),
+            summarize(record, attempts.get(record.job_id, []), events.get(conf_for(record.slurm_conf, env), []), queue_state=queued.get(record.job_id)),
             waits_for=tuple(Dependency(job, kind, state_of(job)) for job, kind in dependencies(record.spec)),
         )
         for record in records
     ]
 
 
-def _conf_for(record: JobRecord, env: Mapping[str, str] | None) -> str | None:
+def conf_for(recorded: str | None, env: Mapping[str, str] | None) -> str | None:
+    """The Slurm config to ask about a job: the one in force now, else the one it was submitted with."""
     current = (env or {}).get("SLURM_CONF")
-    return current or record.slurm_conf
+    return current or recorded
 
 
-def _env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str] | None:
+def env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str]:
     base = dict(env if env is not None else os.environ)
     if conf:
         base["SLURM_CONF"] = conf
     return base
+
+
+def current_state(last: slurm.Attempt | None, queue_state: str | None) -> str:
+    """Where a job is: squeue's state while it is in the queue (sacct's last attempt can read
+    NODE_FAIL for a job already back there), else its last attempt's."""
+    if queue_state is not None and queue_state in ACTIVE_STATES:
+        return queue_state
+    return last.state if last is not None else (queue_state or "UNKNOWN")
 
 
 def summarize(
@@ -351,7 +360,7 @@ def summarize(
             if _marker_cause(markers.get(len(attempts) - 1)) is RestartCause.RESTART_LIMIT and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
-    state = (queue_state or "UNKNOWN") if in_queue else (last.state if last else (queue_state or "UNKNOWN"))
+    state = current_state(last, queue_state)
     budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
         in_allocation=tuple(_in_allocation_restarts(out_lines, record)),

@@ -5,7 +5,6 @@ in its log."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from hyperlaunch.core.bounded_read import read_regular_tail
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.runs.job_status import Dependency, WaitsFor
+from hyperlaunch.runs.job_status import Dependency, WaitsFor, conf_for, current_state, env_with_conf
 from hyperlaunch.runs.tool_jobs import ToolJob
 from hyperlaunch.slurm import commands as slurm
 
@@ -57,10 +56,10 @@ def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None
     one for the jobs they wait for (none for no jobs)."""
     by_conf: dict[str | None, list[ToolJob]] = {}
     for job in tool_jobs:
-        by_conf.setdefault((env or {}).get("SLURM_CONF") or job.slurm_conf, []).append(job)
+        by_conf.setdefault(conf_for(job.slurm_conf, env), []).append(job)
     found: dict[str, ToolStatus] = {}
     for conf, group in by_conf.items():
-        slurm_env = {**(env if env is not None else os.environ), **({"SLURM_CONF": conf} if conf else {})}
+        slurm_env = env_with_conf(env, conf)
         queued = slurm.my_queue_states(env=slurm_env)
         attempts = slurm.job_attempts([job.job_id for job in group], env=slurm_env)
         waited = slurm.job_states(list(dict.fromkeys(w for job in group for w, _ in job.waits)), env=slurm_env)
@@ -72,12 +71,9 @@ def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None
 def summarize_tool(
     job: ToolJob, attempts: Sequence[slurm.Attempt], queue_state: str | None, waited: Mapping[str, str],
 ) -> ToolStatus:
-    """Pure but for the log: squeue's state while the job is in the queue, else its last attempt's."""
-    last = attempts[-1] if attempts else None
-    if queue_state in ACTIVE_STATES:
-        state = str(queue_state)
-    else:
-        state = last.state if last is not None else (queue_state or "UNKNOWN")
+    """Pure but for the log: where the job is (job_status.current_state), what it waits for,
+    its error or the folder it wrote."""
+    state = current_state(attempts[-1] if attempts else None, queue_state)
     waits = tuple(Dependency(w, kind, waited.get(w, "UNKNOWN")) for w, kind in job.waits)
     ended_badly = state not in ACTIVE_STATES and state not in ("COMPLETED", "UNKNOWN")
     written = exported_folder(Path(job.log)) if job.kind == "export" and state == "COMPLETED" else None
