@@ -104,13 +104,11 @@ class JobRecord:
             for name in ("slurm_conf", "resumed_from"):
                 if not isinstance(data.get(name), (str, type(None))):
                     raise ValueError(f"{name} must be text or null")
-            submitted_at = data["submitted_at"]
-            if not isinstance(submitted_at, (int, float)) or isinstance(submitted_at, bool) or not math.isfinite(submitted_at):
-                raise ValueError("submitted_at must be a finite number")
+            submitted_at = submitted_time(data["submitted_at"])
             return cls(
                 job_id=str(job_id),
                 spec=spec_from_json(data["spec"]),
-                submitted_at=float(submitted_at),
+                submitted_at=submitted_at,
                 slurm_conf=data.get("slurm_conf"),
                 resumed_from=data.get("resumed_from"),
                 **{name: _text_pairs(data.get(name), name) for name in _PAIR_FIELDS},
@@ -120,6 +118,17 @@ class JobRecord:
             raise ValueError(f"no {err} field") from None
         except (TypeError, OverflowError, HyperlaunchError) as err:  # Overflow: a 400-digit number
             raise ValueError(str(err)) from None
+
+
+def submitted_time(value: Any) -> float:
+    """A record's submitted_at, a finite number (ValueError: not one, or an int too large for
+    a float: a 400-digit number)."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    except OverflowError:
+        pass
+    raise ValueError("submitted_at must be a finite number")
 
 
 _PAIR_FIELDS = ("decided", "node_instances")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +58,6 @@ class ToolJob:
             raise ValueError("job_id, kind, what, output and log must be text, job_id a Slurm job id")
         if texts["kind"] not in KINDS:
             raise ValueError(f"kind {texts['kind'][:40]!r} is not one of: {', '.join(KINDS)}")
-        if not isinstance(submitted_at, (int, float)) or isinstance(submitted_at, bool) or not _finite(submitted_at):
-            raise ValueError("submitted_at must be a finite number")
         if not isinstance(waits, list) or not all(
             isinstance(wait, list) and len(wait) == 2 and jobs.is_job_id(str(wait[0])) and wait[1] in ("ok", "any") for wait in waits
         ):
@@ -72,16 +69,9 @@ class ToolJob:
             raise ValueError("slurm_conf must be text or null")
         return cls(
             job_id=texts["job_id"], kind=texts["kind"], what=texts["what"], output=texts["output"], log=texts["log"],
-            submitted_at=float(submitted_at), waits=tuple((str(job), kind) for job, kind in waits), models=tuple(models),
+            submitted_at=jobs.submitted_time(submitted_at), waits=tuple((str(job), kind) for job, kind in waits), models=tuple(models),
             slurm_conf=slurm_conf,
         )
-
-
-def _finite(number: float) -> bool:
-    try:
-        return math.isfinite(number)
-    except OverflowError:  # an int too large for a float
-        return False
 
 
 def save(job: ToolJob) -> None:
