@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from hyperlaunch.cli._output import aligned
 from hyperlaunch.cli._output import elapsed as _elapsed
-from hyperlaunch.cli._waiting import waiting_lines
+from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.runs.tool_status import ToolStatus
@@ -17,9 +18,9 @@ _COLUMNS = ("JOB", "KIND", "STATE", "ELAPSED", "WHAT")
 
 def state_cell(status: ToolStatus) -> str:
     if status.blocker is not None:
-        return f"{status.state} (never runs: job {status.blocker.job} {status.blocker.state})"
+        return never_runs_cell(status.state, status.blocker)
     if status.state == "PENDING" and status.waits_for:
-        return f"PENDING (after {', '.join(d.job for d in status.waits_for)})"
+        return pending_cell(status.waits_for)
     return status.state
 
 
@@ -33,9 +34,7 @@ def what(status: ToolStatus) -> str:
 def table(statuses: Sequence[ToolStatus]) -> str:
     """The list's second table, titled, in plain aligned columns as the first."""
     rows = [_COLUMNS, *((s.job.job_id, s.job.kind, state_cell(s), _elapsed(s.elapsed_s), what(s)) for s in statuses)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "prepare-data and export jobs\n" + "\n".join(lines)
+    return "prepare-data and export jobs\n" + "\n".join(aligned(rows))
 
 
 def detail(status: ToolStatus) -> list[Any]:

@@ -1,12 +1,24 @@
-"""The lines `status JOB` gives a job that waits for others (--after), a training's or a
-prepare-data or export job's alike."""
+"""What `status` says of a job that waits for others (--after), a training's, a sweep's element's
+or a prepare-data or export job's alike: its state cell in a list, its lines in `status JOB`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hyperlaunch.runs.job_status import WaitsFor
+    from hyperlaunch.runs.job_status import Dependency, WaitsFor
+
+
+def never_runs_cell(state: str, blocker: Dependency) -> str:
+    """A state cell for a job Slurm cancelled because a job it waited for failed: that is why,
+    not "cancelled"."""
+    return f"{state} (never runs: job {blocker.job} {blocker.state})"
+
+
+def pending_cell(waits_for: Sequence[Dependency]) -> str:
+    """A state cell for a job pending behind others."""
+    return f"PENDING (after {', '.join(d.job for d in waits_for)})"
 
 
 def waiting_lines(status: WaitsFor) -> list[str]:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hyperlaunch.cli._output import aligned, out
 from hyperlaunch.cli._output import elapsed as _elapsed
-from hyperlaunch.cli._output import out
-from hyperlaunch.cli._waiting import waiting_lines
+from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
@@ -59,13 +59,12 @@ def _number(value: Any, fmt: str) -> str:
 
 
 def _state_cell(status: JobStatus) -> str:
-    # A job Slurm cancelled because a job it waited for failed: that is why, not "cancelled".
     if status.blocker is not None:
-        return f"{status.state} (never runs: job {status.blocker.job} {status.blocker.state})"
+        return never_runs_cell(status.state, status.blocker)
     if status.failure is not None and status.state != "COMPLETED":
         return f"{status.state} ({status.failure.describe()})"
     if status.state == "PENDING" and status.waits_for:
-        return f"PENDING (after {', '.join(d.job for d in status.waits_for)})"
+        return pending_cell(status.waits_for)
     return status.state
 
 
@@ -95,8 +94,7 @@ def _table(statuses: Sequence[JobStatus | SweepView]) -> str:
             _number(p.tokens_per_s, ".0f"),
             _elapsed(s.elapsed_s),
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "\n".join(aligned(rows))
 
 
 @dataclass(frozen=True)
@@ -122,13 +120,13 @@ class SweepView:
     def _element_state(self, m: ElementStatus) -> str:
         """An element's state cell: its job's, or, before it started, the sweep's reason."""
         if self.now.blocker is not None:
-            return f"{m.state} (never runs: job {self.now.blocker.job} {self.now.blocker.state})"
+            return never_runs_cell(m.state, self.now.blocker)
         if m.status is not None:
             return _state_cell(m.status)
         if m.state == "CANCELLED":
             return "CANCELLED (before it started)"
         if m.state == "PENDING" and self.now.waits_for:
-            return f"PENDING (after {', '.join(d.job for d in self.now.waits_for)})"
+            return pending_cell(self.now.waits_for)
         return m.state
 
     def detail(self) -> list[str]:
@@ -156,8 +154,7 @@ class SweepView:
                 _number(p.last_step if p else None, "d"), _number(p.last_loss if p else None, ".4f"),
                 _number(m.best_val_loss, ".4f"), str(len(m.status.restarts) + len(m.status.in_allocation)) if m.status else "0",
             ))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+        lines += aligned(rows, indent="  ")
         lines.append(f"  one element: hyperlaunch status {self.record.job_id}_N, hyperlaunch logs {self.record.job_id}_N")
         return lines
 
