@@ -26,7 +26,7 @@ The estimate, per GPU, for FSDP2 in bf16 with fp32 master weights and AdamW over
   workspaces, NCCL's buffers.
 
 With CPU offload (`--cpu-offload`, FSDP2's CPUOffloadPolicy) the states live in host memory
-(16 bytes a parameter over the ranks, pinned: `host_offload_bytes`) and AdamW steps there: the
+(16 bytes a parameter over the ranks, pinned: `state_bytes`) and AdamW steps there: the
 GPU keeps none of them, only the shards passing through it, for two blocks at a time (the one
 computing and the one FSDP gathers ahead): each block's fp32 shard copied in before it is
 gathered, and in backward its reduced fp32 gradient shard before the copy back (4 + 4 bytes a
@@ -81,9 +81,9 @@ def offload_in_flight_bytes(spec: ModelSpec, *, world: int = 1, sharding: str = 
     return (2 * block * (4 + 4) + spec.vocab_size * spec.hidden_size * 4) / _shards(world, sharding)
 
 
-def host_offload_bytes(spec: ModelSpec, *, world: int, sharding: str = "full") -> float:
-    """The host memory CPU offload takes for one rank's states (pinned): 16 bytes a parameter
-    over the ranks."""
+def state_bytes(spec: ModelSpec, *, world: int, sharding: str = "full") -> float:
+    """One rank's states: 16 bytes a parameter over the ranks, in GPU memory, or with CPU
+    offload in (pinned) host memory."""
     return spec.num_params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
 
 
@@ -121,12 +121,11 @@ def estimate_gib(
     """Peak GPU memory of one rank, in GiB (module docstring); `reshard_after_forward` and
     `one_group` None: as the trainer lays out FSDP without knowing the GPU (several ranks
     reshard, a group per block; one keeps its gathered parameters, in one group)."""
-    params = spec.num_params
     # With CPU offload the states are in host memory: only what passes through counts.
     if cpu_offload:
         states = offload_in_flight_bytes(spec, world=world, sharding=sharding)
     else:
-        states = params * STATE_BYTES_PER_PARAM / _shards(world, sharding)
+        states = state_bytes(spec, world=world, sharding=sharding)
     tokens = seq_len * micro_batch
     layer = activation_bytes_per_token_per_layer(spec)
     if activation_checkpointing:
@@ -263,7 +262,7 @@ def fit(
             cpu_offload=offloaded,
         )
 
-    host = f"; the offloaded states take {host_offload_bytes(spec, world=world, sharding=sharding) / GIB:.1f} GiB of host memory a GPU"
+    host = f"; the offloaded states take {state_bytes(spec, world=world, sharding=sharding) / GIB:.1f} GiB of host memory a GPU"
     held = host if offload else ""
     preset = (seq_len, micro_batch, activation_checkpointing if "activation_checkpointing" not in given else ac_choices[0])
     for seq, batch, ac in candidates:
@@ -278,8 +277,9 @@ def fit(
     seq, batch, ac = seq_len, batches[-1], ac_choices[-1]
     needed = estimate(seq, batch, ac)
     remedies = "more GPUs or a shorter --seq-len"
-    if not offload and estimate(seq, batch, ac, offloaded=True) <= budget:
-        remedies = f"more GPUs, a shorter --seq-len or --cpu-offload ({estimate(seq, batch, ac, offloaded=True):.1f} GiB a GPU{host})"
+    offloaded = estimate(seq, batch, ac, offloaded=True) if not offload else None
+    if offloaded is not None and offloaded <= budget:
+        remedies = f"more GPUs, a shorter --seq-len or --cpu-offload ({offloaded:.1f} GiB a GPU{host})"
     return Fit(seq, batch, ac, needed, f"does not fit: {needed:.1f} GiB a GPU even so, of {room}; use {remedies}")
 
 

@@ -216,4 +216,4 @@ def test_cpu_offload_never_needs_more_gpu_memory_than_keeping_the_states() -> No
             shape = {"seq_len": 4096, "micro_batch": 1, "activation_checkpointing": True, "world": world}
             kept = gpu_memory.estimate_gib(spec, **shape)  # type: ignore[arg-type]
             assert gpu_memory.estimate_gib(spec, **shape, cpu_offload=True) < kept, (spec.name, world)  # type: ignore[arg-type]
-    assert gpu_memory.host_offload_bytes(LLAMA_8B, world=8) == LLAMA_8B.num_params * 16 / 8
+    assert gpu_memory.state_bytes(LLAMA_8B, world=8) == LLAMA_8B.num_params * 16 / 8
