@@ -61,6 +61,12 @@ class CheckpointError(HyperlaunchError):
     exit_code = 6
 
 
+class DiskFull(CheckpointError):
+    """A checkpoint or an export does not fit in the free space of its filesystem, or met
+    ENOSPC/EDQUOT while writing (hyperlaunch.core.disk_space): the message names the folder
+    and the figures. The trainer ends the job on it (another attempt would meet it again)."""
+
+
 class JobNotFound(HyperlaunchError):
     """No recorded job matches what was asked for."""
 
@@ -106,7 +112,7 @@ EXIT_CODES: dict[int, str] = {
     3: "configuration error: hyperlaunch.toml or the user config (unreadable, not a file, unknown keys), or HYPERLAUNCH_HOME not a folder",
     4: "Slurm refused or failed (its message is shown)",
     5: "dev cluster error (the message names the log to read), or `dev-cluster status`: not running",
-    6: "checkpoint error",
+    6: "checkpoint error, or no room for a checkpoint or an export on its filesystem (the message names the folder and the figures)",
     7: "job not found, or its record cannot be read (the message names the file)",
     8: "doctor: at least one check failed",
     9: "the trainer: this node lacks what the job needs (e.g. no CUDA device for --device cuda)",

@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperlaunch.core.errors import CheckpointError, ConfigError, DataError, InvalidInput, ModelUnavailable, NodeProblem
+from hyperlaunch.core.errors import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    DiskFull,
+    InvalidInput,
+    ModelUnavailable,
+    NodeProblem,
+)
 from hyperlaunch.core.protocol import read_regular_file
 
 _COUNT = re.compile(r"[0-9]{1,10}")
@@ -32,6 +40,9 @@ class FailureKind(str, enum.Enum):
     """The model or its tokenizer cannot be loaded (ModelUnavailable)."""
     CHECKPOINT_UNUSABLE = "checkpoint-unusable"
     """The checkpoint folder or its pointer cannot be used (CheckpointError)."""
+    DISK_FULL = "disk-full"
+    """No room for a checkpoint on its filesystem (DiskFull): every attempt would train up to
+    its next save and fail there again, so the job ends; free space, then `resume`."""
     NODE_PROBLEM = "node-problem"
     """The node lacks what the job needs, e.g. no GPU for --device cuda (NodeProblem): another
     attempt may land on other nodes, so it is retried."""
@@ -57,16 +68,18 @@ FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
         FailureKind.INVALID_DATA,
         FailureKind.MODEL_UNAVAILABLE,
         FailureKind.CHECKPOINT_UNUSABLE,
+        FailureKind.DISK_FULL,
         FailureKind.SCRIPT_ERROR,
         FailureKind.EFA_PLUGIN_MISSING,
     }
 )
 """Failures of the job's own input: every attempt would meet them again, so none is made."""
 
-# First match wins: the subclasses of InvalidInput come before it.
+# First match wins: the subclasses of InvalidInput and CheckpointError come before them.
 _KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (DataError, FailureKind.INVALID_DATA),
     (ModelUnavailable, FailureKind.MODEL_UNAVAILABLE),
+    (DiskFull, FailureKind.DISK_FULL),
     (CheckpointError, FailureKind.CHECKPOINT_UNUSABLE),
     (NodeProblem, FailureKind.NODE_PROBLEM),
     (InvalidInput, FailureKind.INVALID_ARGUMENTS),

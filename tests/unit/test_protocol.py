@@ -18,6 +18,7 @@ from hyperlaunch.core.errors import (
     CheckpointError,
     ConfigError,
     DataError,
+    DiskFull,
     InvalidInput,
     ModelUnavailable,
     NodeProblem,
@@ -90,6 +91,7 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
     tf.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
     tf.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
+    tf.FailureKind.DISK_FULL: ([DiskFull("checkpoint m-4steps needs about 7.2 GiB in /fsx/ck, which has 1.0 GiB free")], True),
     tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
     tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
     tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)

@@ -351,6 +351,7 @@ def _end_marker(run: object) -> dict[str, str]:
     [
         (FailureKind.INVALID_DATA, "trainer-error", False, 1),
         (FailureKind.CHECKPOINT_UNUSABLE, "trainer-error", False, 1),
+        (FailureKind.DISK_FULL, "trainer-error", False, 1),
         (FailureKind.NODE_PROBLEM, "crash", True, 0),
         (FailureKind.UNEXPECTED, "crash", True, 0),
         (FailureKind.HANG, "hang", True, 0),

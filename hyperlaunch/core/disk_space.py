@@ -1,0 +1,90 @@
+"""Room on a filesystem for what hyperlaunch writes there: a checkpoint, an export.
+
+A full filesystem is not a crash another attempt can fix: each attempt would train up to its
+next save and fail there again, and on shared storage (FSx, NFS) every other job writing
+there fails with it. So the writers check before they write (`check_room`: the size of what
+they are about to write against the free space), and a write that still meets ENOSPC or
+EDQUOT (another writer filled it meanwhile, a quota) becomes a DiskFull that names the
+folder and the figures (`disk_full_cause`, `DiskFull`), never a bare OSError.
+
+Torch-free: DCP's CheckpointException is read by its `failures` mapping, not imported."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+from hyperlaunch.core.errors import DiskFull
+
+CHECKPOINT_BYTES_PER_PARAM = 12
+"""A bundled trainer's checkpoint: fp32 weights and AdamW's two moments, 4 bytes each."""
+EXPORT_BYTES_PER_PARAM = 4
+"""Its `<model>-final` export: fp32 weights."""
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""No space left on device; disk quota exceeded."""
+MIB, GIB = 1 << 20, 1 << 30
+
+
+def size_text(n_bytes: float) -> str:
+    """`7.2 GiB`, or `3.4 MiB` below a GiB."""
+    return f"{n_bytes / GIB:.1f} GiB" if n_bytes >= GIB else f"{n_bytes / MIB:.1f} MiB"
+
+
+def checkpoints_held(max_steps: int, every: int, keep_last: int) -> int:
+    """How many checkpoints a run to `max_steps` has on disk at its fullest: one each `every`
+    steps and one at the end (only the end for 0), or with `keep_last` K that many and the
+    next (the oldest is removed only once the next is complete)."""
+    saves = 1 if every <= 0 else -(-max_steps // every)
+    return saves if keep_last <= 0 else min(saves, keep_last + 1)
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Free bytes (for this user) on the filesystem `folder` is or will be on: the nearest
+    folder of its that exists; None when that cannot be asked."""
+    at = Path(os.path.abspath(folder))
+    while not at.exists() and at.parent != at:
+        at = at.parent
+    try:
+        return shutil.disk_usage(at).free
+    except OSError:
+        return None
+
+
+def check_room(folder: Path, needed: int, what: str, hint: str | None = None) -> None:
+    """DiskFull when the filesystem of `folder` has less than `needed` bytes free for `what`
+    (a noun: "the export", "checkpoint m-20steps"); nothing when it has, or cannot be asked."""
+    free = free_bytes(folder)
+    if free is not None and free < needed:
+        raise DiskFull(f"{what} needs about {size_text(needed)} in {folder}, which has {size_text(free)} free", hint=hint)
+
+
+def disk_full_cause(err: BaseException) -> OSError | None:
+    """The ENOSPC or EDQUOT OSError behind `err`: itself, its cause or context, or one rank's
+    failure inside DCP's CheckpointException (`failures`: rank -> (exception, trace))."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [err]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL_ERRNOS:
+            return current
+        failures = getattr(current, "failures", None)
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                inner = failure[0] if isinstance(failure, tuple) and failure else failure
+                if isinstance(inner, BaseException):
+                    pending.append(inner)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
+def full_while_writing(folder: Path, what: str, cause: OSError, needed: int | None = None, hint: str | None = None) -> DiskFull:
+    """The DiskFull for a write into `folder` that met `cause` (ENOSPC or EDQUOT). No free-space
+    figure: what the failed write left, or removed, would make it mean nothing."""
+    reason = "disk quota exceeded" if cause.errno == errno.EDQUOT else "no space left on device"
+    size = f" (it needs about {size_text(needed)})" if needed else ""
+    return DiskFull(f"{what}: {reason} in {folder}{size}", hint=hint)

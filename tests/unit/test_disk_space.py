@@ -1,0 +1,66 @@
+"""Room on a filesystem: the check writers make before they write, and the ENOSPC/EDQUOT
+behind a failed write, however deep DCP wraps it."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.core import disk_space
+from hyperlaunch.core.errors import CheckpointError, DiskFull
+
+
+def test_sizes_read_in_gib_or_below_one_in_mib() -> None:
+    assert disk_space.size_text(7.2 * 2**30) == "7.2 GiB"
+    assert disk_space.size_text(1789898) == "1.7 MiB"
+    assert disk_space.size_text(0) == "0.0 MiB"
+
+
+def test_the_free_space_of_a_folder_not_yet_made_is_its_filesystems(tmp_path: Path) -> None:
+    assert disk_space.free_bytes(tmp_path / "a" / "b" / "c") == shutil.disk_usage(tmp_path).free
+
+
+def test_too_little_room_is_a_diskfull_naming_the_folder_and_both_figures(tmp_path: Path) -> None:
+    free = shutil.disk_usage(tmp_path).free
+    disk_space.check_room(tmp_path / "out", 1, "the export")  # room: nothing happens
+    with pytest.raises(DiskFull) as raised:
+        disk_space.check_room(tmp_path / "out", free + 2**40, "checkpoint m-20steps", hint="free space there")
+    line = raised.value.one_line()
+    assert line.startswith(f"checkpoint m-20steps needs about {disk_space.size_text(free + 2**40)} in {tmp_path / 'out'}, which has ")
+    assert line.endswith(" free (free space there)")
+    assert isinstance(raised.value, CheckpointError) and raised.value.exit_code == 6
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_is_found_behind_causes_contexts_and_dcps_rank_failures(code: int) -> None:
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    full = OSError(code, "full")
+    assert disk_space.disk_full_cause(full) is full
+    try:
+        try:
+            raise full
+        except OSError:
+            raise RuntimeError("write failed")  # noqa: B904 - the context is what is tested
+    except RuntimeError as wrapped:
+        assert disk_space.disk_full_cause(wrapped) is full
+    dcp_error = CheckpointException("write", {0: (ValueError("other rank"), None), 3: (full, None)})
+    assert disk_space.disk_full_cause(dcp_error) is full
+
+
+def test_other_errors_are_not_a_full_disk() -> None:
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    assert disk_space.disk_full_cause(OSError(errno.EACCES, "denied")) is None
+    assert disk_space.disk_full_cause(CheckpointException("write", {1: (PermissionError(13, "denied"), None)})) is None
+    assert disk_space.disk_full_cause(KeyboardInterrupt()) is None
+
+
+def test_a_write_that_met_a_full_disk_names_the_reason_and_the_size_it_needed() -> None:
+    err = disk_space.full_while_writing(Path("/fsx/ck"), "saving checkpoint m-4steps", OSError(errno.ENOSPC, "x"), needed=3 << 30, hint="h")
+    assert err.one_line() == "saving checkpoint m-4steps: no space left on device in /fsx/ck (it needs about 3.0 GiB) (h)"
+    quota = disk_space.full_while_writing(Path("/home/u"), "exporting m-4steps", OSError(errno.EDQUOT, "x"))
+    assert quota.one_line() == "exporting m-4steps: disk quota exceeded in /home/u"
