@@ -1,9 +1,11 @@
 """DCP sharded checkpoints of the whole training state, and the glue to the shared pointer
 rules in hyperlaunch.core.checkpoints (the only place that knows names, completeness and pruning).
 
-Order of a save: remove a stale directory of the same name, write hyperlaunch.json, write the
-shards, DCP writes `.metadata` last (the checkpoint is now complete on every rank), then rank 0
-moves the pointer atomically and prunes. An async save moves the pointer when its future is done.
+Order of a save: remove a stale directory of the same name, check the filesystem has room for
+one more checkpoint, write hyperlaunch.json, write the shards, DCP writes `.metadata` last (the
+checkpoint is now complete on every rank), then rank 0 moves the pointer atomically and prunes.
+An async save moves the pointer when its future is done. A save without room, or one that meets
+ENOSPC, removes what it wrote and ends the trainer with DiskFull (hyperlaunch.core.disk_space).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch.core import checkpoints as rules
-from hyperlaunch.core.errors import CheckpointError
+from hyperlaunch.core import disk_space
+from hyperlaunch.core.errors import CheckpointError, DiskFull
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.runtime.checkpoint import commit
@@ -84,6 +87,8 @@ class _Save:
     written: float | None = None
     """perf_counter() when the last byte was written (async: set by the writer thread)."""
     upload: Future[Any] | None = None
+    needed_bytes: int = 0
+    """What rank 0 expected it to take (every rank names the same figure if it fails)."""
 
 
 def _background_stager() -> DefaultStager:
@@ -139,6 +144,8 @@ class Checkpointer:
         self._staging: Future[Any] | None = None
         self._stager = _background_stager() if async_save else None
         self.last_saved_step: int | None = None
+        self._checkpoint_bytes: int | None = None
+        """The size of this run's last complete checkpoint (rank 0): what the next one needs."""
 
     # -- saving -----------------------------------------------------------------------------
 
@@ -162,19 +169,27 @@ class Checkpointer:
         self.wait()  # one save in flight at a time
         step = train.step
         path = rules.checkpoint_path(self.ckpt_dir, self.spec.name, step)
+        needed = self._needed_bytes() if self.d.is_main else 0
+        verdict: list[Any] = [None, needed]
         if self.d.is_main:
             self._clear_stale(path)
-            path.mkdir(parents=True, exist_ok=True)
-            rules.write_info(
-                path,
-                {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
-                 "architecture": architecture(self.spec), **self.export_info},
-            )
-        dist.barrier()
+            verdict[0] = self._no_room(path, needed)
+            if verdict[0] is None:
+                path.mkdir(parents=True, exist_ok=True)
+                rules.write_info(
+                    path,
+                    {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
+                     "architecture": architecture(self.spec), **self.export_info},
+                )
+        # Rank 0's verdict and size reach every rank (and none goes on before its folder
+        # exists): a rank that raised alone would leave the others waiting in the collectives.
+        dist.broadcast_object_list(verdict, src=0)
+        if verdict[0] is not None:
+            raise DiskFull(verdict[0])
         state = self._state(train)
         self.metrics.event(TrainerEvent.CHECKPOINT_SAVING, f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step, self.hooks)
-        save = _Save(step=step, path=path, started=started)
+        save = _Save(step=step, path=path, started=started, needed_bytes=int(verdict[1]))
         if self.async_save:
             response = dcp.async_save(
                 state, storage_writer=writer, process_group=self.d.checkpoint_group, async_stager=self._stager
@@ -187,12 +202,53 @@ class Checkpointer:
             save.blocked_s = time.perf_counter() - save.started
             self._pending = save
             return
-        dcp.save(state, storage_writer=writer)
+        try:
+            dcp.save(state, storage_writer=writer)
+        except BaseException as err:  # DCP's CheckpointException is a BaseException
+            self._raise_failed_save(err, save)
+            raise
         save.written = time.perf_counter()
         save.blocked_s = save.written - save.started
         self._complete(save)
         dist.barrier()  # every rank knows the pointer moved before anything else happens
         self.hooks.after_checkpoint(step)
+
+    def _needed_bytes(self) -> int:
+        """What the next checkpoint takes: the last one's size, else the fp32 weights and
+        AdamW's two moments for each parameter (a DTensor's numel() is the whole tensor's)."""
+        if self._checkpoint_bytes is not None:
+            return self._checkpoint_bytes
+        return disk_space.CHECKPOINT_BYTES_PER_PARAM * sum(p.numel() for p in self.model.parameters())
+
+    def _room_hint(self) -> str:
+        fewer = ", or keep fewer with --keep-last N" if self.keep_last == 0 else ""
+        return f"free space there{fewer}; then continue with 'hyperlaunch resume JOB'"
+
+    def _no_room(self, path: Path, needed: int) -> str | None:
+        """Rank 0: why the checkpoint at `path` cannot be written, or None."""
+        try:
+            disk_space.check_room(self.ckpt_dir, needed, f"checkpoint {path.name}", hint=self._room_hint())
+        except DiskFull as err:
+            return err.one_line()
+        return None
+
+    def _raise_failed_save(self, err: BaseException, save: _Save) -> None:
+        """A save that failed on ENOSPC/EDQUOT on any rank becomes DiskFull; rank 0 removes
+        what was written (every rank's writing has ended when DCP reports a failure). Another
+        failure DCP reports (its CheckpointException is a BaseException, which the trainer's
+        failure record would miss) becomes a RuntimeError naming the rank and the error."""
+        cause = disk_space.disk_full_cause(err)
+        if cause is not None:
+            if self.d.is_main:
+                self._clear_stale(save.path)
+            raise disk_space.full_while_writing(
+                self.ckpt_dir, f"saving checkpoint {save.path.name}", cause, needed=save.needed_bytes, hint=self._room_hint()
+            ) from None
+        failures = getattr(err, "failures", None)
+        if isinstance(failures, dict) and failures:
+            rank = min(failures)
+            first = failures[rank][0] if isinstance(failures[rank], tuple) else failures[rank]
+            raise RuntimeError(f"saving checkpoint {save.path.name} failed on rank {rank}: {type(first).__name__}: {first}") from err
 
     def _clear_stale(self, path: Path) -> None:
         # A directory with this name is left over from a run that went further before crashing
@@ -209,13 +265,14 @@ class Checkpointer:
             return
         # An export still reading an older checkpoint ends before pruning can remove it.
         export_blocked_s = self.exports.finish() if self.exports is not None else 0.0
+        self._checkpoint_bytes = rules.dir_size(path)
         # One commit for the trainer and scripts alike (hyperlaunch.runtime.checkpoint): the
         # pointer moves, the attempt's progress is recorded, older checkpoints are pruned.
         removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
-            blocked_s=save.blocked_s, seconds=written - save.started, bytes=rules.dir_size(path),
+            blocked_s=save.blocked_s, seconds=written - save.started, bytes=self._checkpoint_bytes,
             mode="async" if self.async_save else "sync", export_blocked_s=export_blocked_s,
         )
         for old in removed:
@@ -247,7 +304,11 @@ class Checkpointer:
             return
         save, self._pending, self._staging = self._pending, None, None
         assert save.upload is not None
-        save.upload.result()
+        try:
+            save.upload.result()
+        except BaseException as err:
+            self._raise_failed_save(err, save)
+            raise
         self._complete(save)
         self.hooks.after_checkpoint(save.step)
 
@@ -276,6 +337,8 @@ class Checkpointer:
         saved = json.loads(_as_text(state["train"]))
         self._restore_rng(_as_bytes(state["rng"]), int(saved["world_size"]))
         self.last_saved_step = int(saved["step"])
+        if self.d.is_main:  # only rank 0 checks the room (and tells the others)
+            self._checkpoint_bytes = rules.dir_size(path)
         return TrainState(
             step=int(saved["step"]),
             tokens_seen=int(saved["tokens_seen"]),

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from hyperlaunch.core import checkpoints as rules
-from hyperlaunch.core import hf_exports
+from hyperlaunch.core import disk_space, hf_exports
 from hyperlaunch.core.errors import CheckpointError, HyperlaunchError, InvalidInput
 
 from .safetensors_stream import StreamWriter, TensorEntry
@@ -231,6 +231,8 @@ def export_checkpoint(
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
+    # An older export at `output` stays until the new one is whole: the new one needs its room.
+    disk_space.check_room(output.parent, total, f"the export of {checkpoint.name}", hint=_room_hint(dtype))
     staging.mkdir(parents=True)
     try:
         reader = _ChunkReader(checkpoint, metadata)
@@ -250,12 +252,22 @@ def export_checkpoint(
         marker = {"checkpoint": str(checkpoint.absolute()), "step": step, "dtype": dtype, "shards": len(shards), "bytes": total}
         (staging / hf_exports.EXPORT_MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         _put_in_place(staging, output)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
+        cause = disk_space.disk_full_cause(err)
+        if cause is not None:
+            raise disk_space.full_while_writing(
+                output.parent, f"exporting {checkpoint.name}", cause, needed=total, hint=_room_hint(dtype)
+            ) from None
         raise
     hf_exports.record_export(checkpoint, str(output.absolute()), dtype=dtype, step=step)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return Exported(output.absolute(), step, dtype, len(shards), total, time.perf_counter() - started, peak)
+
+
+def _room_hint(dtype: str) -> str:
+    smaller = ", or --dtype bf16 (half the size)" if dtype == "fp32" else ""
+    return f"free space there, or export elsewhere: hyperlaunch export JOB --output DIR{smaller}"
 
 
 def _check_places(checkpoint: Path, output: Path, overwrite: bool) -> None:

@@ -12,6 +12,11 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
   the pointer names it.
 - HYPERLAUNCH_TEST_KILL_DURING_SAVE=N: die after the shards of checkpoint N are written, before
   its `.metadata` completion marker exists.
+- HYPERLAUNCH_TEST_FILL_DISK_DURING_SAVE=N with HYPERLAUNCH_TEST_FILL_FILE=FILE: once the
+  shards of checkpoint N are written, rank 0 writes zeros into FILE until its filesystem is
+  full, as another writer on shared storage would: the save's last writes meet ENOSPC.
+- HYPERLAUNCH_TEST_DENY_SAVE=N: once the shards of checkpoint N are written, rank 0 raises
+  PermissionError, as a folder whose permissions changed under the job would.
 - HYPERLAUNCH_TEST_CRASH_AT_STEP=N (HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank raises
   before step N - a crashed rank on a healthy node - only in the Slurm attempt given by
   HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), and once (keyed).
@@ -60,10 +65,30 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _fill(path: Path) -> None:
+    """Write zeros into `path` until its filesystem has no room left."""
+    block = bytes(1 << 16)
+    with open(path, "wb", buffering=0) as file:
+        try:
+            while True:
+                file.write(block)
+        except OSError:
+            pass
+    with open(path, "ab", buffering=0) as file:  # the last partial block's room too
+        try:
+            while True:
+                file.write(b"\0")
+        except OSError:
+            pass
+
+
 class FaultHooks(TrainerHooks):
     def __init__(self) -> None:
         self.kill_after_checkpoint = _int("HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT")
         self.kill_during_save = _int("HYPERLAUNCH_TEST_KILL_DURING_SAVE")
+        self.fill_disk_during_save = _int("HYPERLAUNCH_TEST_FILL_DISK_DURING_SAVE")
+        self.fill_file = os.environ.get("HYPERLAUNCH_TEST_FILL_FILE") or None
+        self.deny_save = _int("HYPERLAUNCH_TEST_DENY_SAVE")
         self.crash_at_step = _int("HYPERLAUNCH_TEST_CRASH_AT_STEP")
         self.crash_rank = _int("HYPERLAUNCH_TEST_CRASH_RANK", 1)
         self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
@@ -104,6 +129,10 @@ class FaultHooks(TrainerHooks):
     def after_shards_written(self, step: int) -> None:
         if step == self.kill_during_save:
             _die()
+        if step == self.fill_disk_during_save and self.fill_file is not None:
+            _fill(Path(self.fill_file))
+        if step == self.deny_save:
+            raise PermissionError(13, "Permission denied", ".metadata")
 
     def after_checkpoint(self, step: int) -> None:
         if step == self.kill_after_checkpoint:

@@ -57,11 +57,13 @@ def launch(
     env: dict[str, str] | None = None,
     check: bool = True,
     timeout_s: float = TIMEOUT_S,
+    wrap: list[str] | None = None,
 ) -> Run:
     """`torchrun -m hyperlaunch.train` on `ranks` local processes (a free port per launch, so
     tests can run beside a Slurm cluster), or plain `python -m` when ranks == 0. With a
     HYPERLAUNCH_TEST_* variable in `env`, the trainer runs through the tests' fault entry module.
-    Past `timeout_s` every process of the launch is killed and the test fails."""
+    `wrap` goes before the command (test_disk_full's small filesystem). Past `timeout_s` every
+    process of the launch is killed and the test fails."""
     module = FAULT_ENTRY if any(name.startswith("HYPERLAUNCH_TEST_") for name in env or {}) else "hyperlaunch.train"
     if ranks == 0:
         cmd = [PYTHON, "-m", module]
@@ -71,7 +73,7 @@ def launch(
             "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}", "--max_restarts=0",
             "-m", module,
         ]
-    cmd += [*args, "--run-dir", str(run_dir)]
+    cmd = [*(wrap or []), *cmd, *args, "--run-dir", str(run_dir)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=train_env(env))
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)

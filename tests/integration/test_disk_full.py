@@ -1,0 +1,168 @@
+"""A full filesystem under the checkpoints or an export, for real: the trainer (torchrun, 2 gloo
+ranks) and the exporter run with their output folder on a small tmpfs, mounted in a mount
+namespace of their own (`unshare -rm`: no change to this machine's mounts).
+
+What a user gets: the job ends at once with `disk-full` (final: every attempt would fail the
+same way), one line that names the folder and the figures, the last complete checkpoint and
+`-latest` untouched, and nothing half-written left to fill the disk further."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
+
+from .train_helpers import PYTHON, Run, launch, tiny_args, train_env, tree_digest
+
+MODEL = "qwen3_tiny"
+CHECKPOINT_MIB = 1.7
+"""One checkpoint of qwen3_tiny on 2 ranks: weights, AdamW's moments, RNG and schedule."""
+
+
+def on_small_disk(folder: Path, mib: float) -> list[str]:
+    """A command prefix: run the command with a `mib` MiB tmpfs mounted at `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = 'mount -t tmpfs -o size="$1" hyperlaunch-test "$2" && shift 2 && exec "$@"'
+    return ["unshare", "-rm", "sh", "-c", script, "sh", f"{int(mib * 1024)}k", str(folder)]
+
+
+_LISTER = (
+    "import json, sys; from pathlib import Path; from hyperlaunch.core import checkpoints as ck; "
+    "d = Path(sys.argv[1]); names = sorted(p.name for p in d.iterdir()); "
+    "doc = {'entries': names, 'pointer': ck.read_pointer(d, sys.argv[3]), "
+    "'complete': [n for n in names if (d / n / ck.METADATA_FILE).is_file()]}; "
+    "Path(sys.argv[2]).write_text(json.dumps(doc))"
+)
+
+
+def listed_after(folder: Path, into: Path) -> list[str]:
+    """A command prefix: run the command, then write what `folder` holds into `into` (JSON),
+    before the small filesystem goes away with its namespace."""
+    lister = shlex.join([PYTHON, "-c", _LISTER, str(folder), str(into), MODEL])
+    return ["sh", "-c", f'"$@"; code=$?; {lister}; exit $code', "sh"]
+
+
+def _trained(
+    tmp_path: Path, mib: float, *extra: str, env: dict[str, str] | None = None
+) -> tuple[Run, TrainerFailure | None, dict]:
+    """Six steps, a checkpoint every 2, on a `mib` MiB filesystem: the run, its failure record
+    and what the checkpoint folder held at the end."""
+    ckpt, record, listing = tmp_path / "ck", tmp_path / "trainer-failure", tmp_path / "listing.json"
+    run = launch(
+        tiny_args(ckpt, "--checkpoint-every", "2", "--no-export", *extra, steps=6), run_dir=tmp_path / "run",
+        env={TRAINER_FAILURE_FILE_ENV: str(record), **(env or {})}, check=False,
+        wrap=[*on_small_disk(ckpt, mib), *listed_after(ckpt, listing)],
+    )
+    return run, read_trainer_failure(record), json.loads(listing.read_text())
+
+
+def test_no_room_for_the_next_checkpoint_ends_the_run_before_it_writes(tmp_path: Path) -> None:
+    """Room for one checkpoint: the first is saved; the second is refused before a byte of it
+    is written, on every rank, with the free space and the size it needs."""
+    run, failure, left = _trained(tmp_path, 1.5 * CHECKPOINT_MIB)
+    assert run.returncode != 0
+    assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
+    assert failure.message.startswith(f"checkpoint {MODEL}-4steps needs about 1.7 MiB in {tmp_path / 'ck'}, which has "), failure.message
+    assert "--keep-last N" in failure.message and "hyperlaunch resume" in failure.message
+    errors = [line for line in run.stderr.splitlines() if line.startswith("hyperlaunch.train: error:")]
+    assert errors == [f"hyperlaunch.train: error: {failure.message}"], "one line, from rank 0"
+    assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
+    assert left == {"entries": [".hyperlaunch-data", f"{MODEL}-2steps", f"{MODEL}-latest"],
+                    "pointer": f"{MODEL}-2steps", "complete": [f"{MODEL}-2steps"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_disk_filled_by_another_writer_during_a_save_leaves_the_last_checkpoint(tmp_path: Path, mode: str) -> None:
+    """The disk fills while checkpoint 4's shards are written (another writer): its completion
+    marker cannot be written, DCP fails on every rank, and the trainer names the disk, removes
+    the unfinished checkpoint and ends; `-latest` still names step 2, whole. An async save
+    fails the same way, when the loop next looks at it."""
+    ckpt = tmp_path / "ck"
+    env = {"HYPERLAUNCH_TEST_FILL_DISK_DURING_SAVE": "4", "HYPERLAUNCH_TEST_FILL_FILE": str(ckpt / "filler")}
+    run, failure, left = _trained(tmp_path, 16, *(["--async-checkpoint"] if mode == "async" else []), env=env)
+    assert run.returncode != 0
+    assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
+    assert failure.message.startswith(
+        f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about 1.7 MiB) (free space there"
+    ), failure.message
+    assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
+    assert left == {"entries": [".hyperlaunch-data", "filler", f"{MODEL}-2steps", f"{MODEL}-latest"],
+                    "pointer": f"{MODEL}-2steps", "complete": [f"{MODEL}-2steps"]}
+
+
+def test_a_save_that_fails_otherwise_is_a_crash_named_in_the_record(tmp_path: Path) -> None:
+    """Not a full disk (permission denied): another attempt may succeed, so the record says
+    retry, and it names the checkpoint, the rank and the error rather than nothing at all."""
+    run, failure, left = _trained(tmp_path, 16, env={"HYPERLAUNCH_TEST_DENY_SAVE": "4"})
+    assert run.returncode != 0
+    assert failure is not None and not failure.final and failure.kind == "unexpected", run.stderr[-3000:]
+    assert failure.message.startswith(
+        f"RuntimeError: saving checkpoint {MODEL}-4steps failed on rank 0: PermissionError: [Errno 13] Permission denied"
+    ), failure.message
+    assert left["pointer"] == f"{MODEL}-2steps"
+
+
+def test_an_export_that_does_not_fit_is_refused_before_it_writes(tmp_path: Path) -> None:
+    """`python -m hyperlaunch.train.hf_export` (what `hyperlaunch export` runs) into a folder on
+    a filesystem smaller than the model: refused up front, exit 6, its own one line, and no
+    hidden half-written folder."""
+    ckpt = tmp_path / "ck"
+    launch(tiny_args(ckpt, "--checkpoint-every", "2", "--no-export", steps=2), run_dir=tmp_path / "run")
+    out, listing = tmp_path / "small", tmp_path / "listing.json"
+    cmd = [
+        *on_small_disk(out, 0.2), *listed_after(out, listing), PYTHON, "-m", "hyperlaunch.train.hf_export", "--checkpoint", str(ckpt / f"{MODEL}-2steps"), "--output", str(out / "hf"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=train_env(), timeout=300, check=False)
+    assert done.returncode == 6, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hyperlaunch export: error: the export of {MODEL}-2steps needs about "), lines
+    assert f"in {out}, which has 0.2 MiB free" in lines[0] and "--dtype bf16" in lines[0]
+    event = json.loads(done.stdout.strip().splitlines()[-1])
+    assert event["event"] == "error" and event["exit_code"] == 6
+    assert json.loads(listing.read_text())["entries"] == [], "nothing written on the small filesystem"
+    assert ck.read_pointer(ckpt, MODEL) == f"{MODEL}-2steps"
+
+
+def test_an_export_that_meets_a_full_disk_midway_leaves_the_older_export_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room at the start, none halfway (another writer): DiskFull naming the folder, the
+    unfinished folder removed, and the older export it was to replace still there, whole."""
+    from hyperlaunch.core.errors import DiskFull
+    from hyperlaunch.train import hf_export, safetensors_stream
+
+    ckpt = tmp_path / "ck"
+    launch(tiny_args(ckpt, "--checkpoint-every", "2", "--no-export", steps=2), run_dir=tmp_path / "run")
+    checkpoint, out = ckpt / f"{MODEL}-2steps", tmp_path / "hf"
+    hf_config, tokenizer = hf_export._source_of(checkpoint, None, None, None)
+    hf_export.export_checkpoint(checkpoint, out, hf_config=hf_config, tokenizer=tokenizer)
+    before = tree_digest(out)
+    written = []
+
+    def fills_up(self: safetensors_stream.StreamWriter, tensor: object) -> int:
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(tensor)
+        return real_write(self, tensor)
+
+    real_write = safetensors_stream.StreamWriter.write
+    monkeypatch.setattr(safetensors_stream.StreamWriter, "write", fills_up)
+    with pytest.raises(DiskFull) as raised:
+        hf_export.export_checkpoint(checkpoint, out, hf_config=hf_config, tokenizer=tokenizer, overwrite=True)
+    assert raised.value.one_line().startswith(f"exporting {MODEL}-2steps: no space left on device in {tmp_path} (it needs about ")
+    assert "--dtype bf16" in raised.value.one_line()
+    assert tree_digest(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], "no unfinished folder left"
+
+
+@pytest.fixture(autouse=True)
+def _needs_mount_namespaces() -> None:
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, text=True, check=False)
+    assert probe.returncode == 0, f"these tests mount a tmpfs in a namespace of their own: {probe.stderr.strip()}"
