@@ -100,6 +100,7 @@ class JobFlags:
 def show_settings(plan: Plan) -> None:
     """The training settings the job runs with and where each came from, on stderr."""
     from hyperlaunch.cli._output import out
+    from hyperlaunch.job.plan import checkpoint_room_warning
 
     spec = plan.spec
     if plan.settings:
@@ -109,6 +110,9 @@ def show_settings(plan: Plan) -> None:
     for decision in plan.decided:
         if decision.warning:
             out.warn(decision.warning)
+    room = checkpoint_room_warning(spec)
+    if room:
+        out.warn(room)
 
 
 def _rows(items: Sequence[Setting | Decision]) -> list[str]:

@@ -24,7 +24,7 @@ from hyperlaunch.core.instances import InstancePreset, canonical_instance_type, 
 from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.core.paths import is_dir, is_file
 from hyperlaunch.core.recommend import Setting
-from hyperlaunch.job import code_snapshot, containers, detect
+from hyperlaunch.job import checkpoint_room, code_snapshot, containers, detect
 from hyperlaunch.job import settings as layered
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.settings import (
@@ -105,6 +105,15 @@ def plan_job(
     settings = {**settings, **_tracker_settings(settings, environ)}
     decided = instance + gpus + exclusive + hyperpod
     return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided)
+
+
+def checkpoint_room_warning(spec: JobSpec) -> str | None:
+    """A bundled-trainer job's checkpoints against the free space of their folder (a warning:
+    hyperlaunch.job.checkpoint_room); None for a script's job or when they fit."""
+    model = spec.model
+    if spec.script is not None or spec.module is not None or not model or (model not in PRESETS and not is_model_directory(model)):
+        return None
+    return checkpoint_room.warning(spec, _model_spec(model)[0])
 
 
 def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Settings:
