@@ -221,8 +221,8 @@ class Checkpointer:
         return disk_space.CHECKPOINT_BYTES_PER_PARAM * sum(p.numel() for p in self.model.parameters())
 
     def _room_hint(self) -> str:
-        fewer = ", or keep fewer with --keep-last N" if self.keep_last == 0 else ""
-        return f"free space there{fewer}; then continue with 'hyperlaunch resume JOB'"
+        fewer = " (or submit again with -- --keep-last N: it continues from -latest)" if self.keep_last == 0 else ""
+        return f"free space there, then continue with 'hyperlaunch resume JOB'{fewer}"
 
     def _no_room(self, path: Path, needed: int) -> str | None:
         """Rank 0: why the checkpoint at `path` cannot be written, or None."""
