@@ -45,7 +45,7 @@ def _restarts_cell(status: JobStatus) -> str:
     every = ordered_restarts(status)
     if not every:
         return "0"
-    return f"{len(every)}: " + "; ".join(r.describe() for r in every)
+    return f"{len(every)}: " + "; ".join(r.describe(limit=_CELL_DETAIL) for r in every)
 
 
 def _budget_cell(status: JobStatus) -> str:
@@ -58,11 +58,15 @@ def _number(value: Any, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _state_cell(status: JobStatus) -> str:
+_CELL_DETAIL = 60
+"""Characters of a failure's detail the list shows (a trainer's message can run to 500)."""
+
+
+def _state_cell(status: JobStatus, limit: int | None = _CELL_DETAIL) -> str:
     if status.blocker is not None:
         return never_runs_cell(status.state, status.blocker)
     if status.failure is not None and status.state != "COMPLETED":
-        return f"{status.state} ({status.failure.describe()})"
+        return f"{status.state} ({status.failure.describe(limit=limit)})"
     if status.state == "PENDING" and status.waits_for:
         return pending_cell(status.waits_for)
     return status.state
@@ -254,7 +258,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
 
     spec, p = status.record.spec, status.progress
     lines: list[Any] = [
-        f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status)}",
+        f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status, limit=None)}",
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         *filter(None, [_loss_line(loss)]),

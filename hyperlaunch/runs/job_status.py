@@ -72,11 +72,14 @@ class Restart:
     round: int = 0
     """For a restart inside the allocation: the round of trainers it started (1 and on)."""
 
-    def describe(self) -> str:
+    def describe(self, limit: int | None = None) -> str:
+        """`cause (detail)`; with `limit`, a detail longer than that cut there with `…` (a
+        table's cell: `status JOB` shows it whole)."""
         where = " in allocation" if self.round else ""
         # A user's script stopped with runtime.fail: its error, not the bundled trainer's.
         cause = "script error" if self.kind == FailureKind.SCRIPT_ERROR.value else self.cause
-        return f"{cause}{where} ({self.detail})" if self.detail else f"{cause}{where}"
+        detail = self.detail if limit is None or len(self.detail) <= limit else self.detail[: limit - 1].rstrip() + "…"
+        return f"{cause}{where} ({detail})" if detail else f"{cause}{where}"
 
 
 @dataclass(frozen=True)

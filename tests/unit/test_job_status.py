@@ -232,6 +232,22 @@ def test_a_trainer_error_shows_the_trainers_line_not_sruns(record: JobRecord) ->
     assert json.loads(json.dumps(status.to_json()))["failure"]["kind"] == "invalid-data"
 
 
+def test_the_list_cuts_a_long_trainer_message_and_the_detail_shows_it_whole(record: JobRecord) -> None:
+    from hyperlaunch.cli.status import _state_cell
+
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=disk-full action=exit time=t\n",
+        err="### hyperlaunch attempt-start restart=0 job=7 nodes=n host=h time=t\n" + _SRUN_END,
+    )
+    message = "no room for checkpoint m-600steps: it needs about 6.7 GiB in /fsx/checkpoints, which has 3.1 GiB free (free space there)"
+    _trainer_recorded(record, FailureKind.DISK_FULL, message)
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert _state_cell(status) == "FAILED (trainer error (no room for checkpoint m-600steps: it needs about 6.7 GiB i…))"
+    assert _state_cell(status, limit=None) == f"FAILED (trainer error ({message}))"
+    assert status.to_json()["failure"]["kind"] == "disk-full"
+
+
 def test_a_crash_the_trainer_recorded_shows_its_line_and_is_still_a_crash(record: JobRecord) -> None:
     _log(
         record,
