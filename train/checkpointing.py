@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -221,8 +223,9 @@ class Checkpointer:
         return disk_space.CHECKPOINT_BYTES_PER_PARAM * sum(p.numel() for p in self.model.parameters())
 
     def _room_hint(self) -> str:
-        fewer = " (or submit again with -- --keep-last N: it continues from -latest)" if self.keep_last == 0 else ""
-        return f"free space there, then continue with 'hyperlaunch resume JOB'{fewer}"
+        job = _job_reference(os.environ)
+        fewer = ", or submit again with -- --keep-last N, which continues from -latest" if self.keep_last == 0 else ""
+        return f"free space there and 'hyperlaunch resume {job}'{fewer}"
 
     def _no_room(self, path: Path, needed: int) -> str | None:
         """Rank 0: why the checkpoint at `path` cannot be written, or None."""
@@ -356,6 +359,14 @@ class Checkpointer:
         torch.set_rng_state(mine["cpu"])
         if "cuda" in mine and self.d.device.type == "cuda":
             torch.cuda.set_rng_state(mine["cuda"], self.d.device)
+
+
+def _job_reference(environ: Mapping[str, str]) -> str:
+    """The job as hyperlaunch names it (a sweep's element: ARRAY_TASK), JOB outside Slurm."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return environ.get("SLURM_JOB_ID") or "JOB"
 
 
 def _as_text(value: Any) -> str:

@@ -54,10 +54,11 @@ def free_bytes(folder: Path) -> int | None:
 
 def check_room(folder: Path, needed: int, what: str, hint: str | None = None) -> None:
     """DiskFull when the filesystem of `folder` has less than `needed` bytes free for `what`
-    (a noun: "the export", "checkpoint m-20steps"); nothing when it has, or cannot be asked."""
+    (a noun: "the export of m-20steps", "checkpoint m-20steps"); nothing when it has, or
+    cannot be asked."""
     free = free_bytes(folder)
     if free is not None and free < needed:
-        raise DiskFull(f"{what} needs about {size_text(needed)} in {folder}, which has {size_text(free)} free", hint=hint)
+        raise DiskFull(f"no room for {what}: it needs about {size_text(needed)} in {folder}, which has {size_text(free)} free", hint=hint)
 
 
 def disk_full_cause(err: BaseException) -> OSError | None:

@@ -69,8 +69,10 @@ def test_no_room_for_the_next_checkpoint_ends_the_run_before_it_writes(tmp_path:
     run, failure, left = _trained(tmp_path, 1.5 * CHECKPOINT_MIB)
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
-    assert failure.message.startswith(f"checkpoint {MODEL}-4steps needs about 1.7 MiB in {tmp_path / 'ck'}, which has "), failure.message
-    assert "--keep-last N" in failure.message and "hyperlaunch resume" in failure.message
+    assert failure.message.startswith(f"no room for checkpoint {MODEL}-4steps: it needs about 1.7 MiB in {tmp_path / 'ck'}, which has "), failure.message
+    assert failure.message.endswith(
+        " free (free space there and 'hyperlaunch resume JOB', or submit again with -- --keep-last N, which continues from -latest)"
+    ), "JOB: this run is no Slurm job"
     errors = [line for line in run.stderr.splitlines() if line.startswith("hyperlaunch.train: error:")]
     assert errors == [f"hyperlaunch.train: error: {failure.message}"], "one line, from rank 0"
     assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
@@ -90,7 +92,7 @@ def test_a_disk_filled_by_another_writer_during_a_save_leaves_the_last_checkpoin
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
     assert failure.message.startswith(
-        f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about 1.7 MiB) (free space there"
+        f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about 1.7 MiB) (free space there and"
     ), failure.message
     assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
     assert left == {"entries": [".hyperlaunch-data", "filler", f"{MODEL}-2steps", f"{MODEL}-latest"],
@@ -122,7 +124,7 @@ def test_an_export_that_does_not_fit_is_refused_before_it_writes(tmp_path: Path)
     done = subprocess.run(cmd, capture_output=True, text=True, env=train_env(), timeout=300, check=False)
     assert done.returncode == 6, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"hyperlaunch export: error: the export of {MODEL}-2steps needs about "), lines
+    assert len(lines) == 1 and lines[0].startswith(f"hyperlaunch export: error: no room for the export of {MODEL}-2steps: it needs about "), lines
     assert f"in {out}, which has 0.2 MiB free" in lines[0] and "--dtype bf16" in lines[0]
     event = json.loads(done.stdout.strip().splitlines()[-1])
     assert event["event"] == "error" and event["exit_code"] == 6

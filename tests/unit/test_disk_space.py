@@ -29,7 +29,7 @@ def test_too_little_room_is_a_diskfull_naming_the_folder_and_both_figures(tmp_pa
     with pytest.raises(DiskFull) as raised:
         disk_space.check_room(tmp_path / "out", free + 2**40, "checkpoint m-20steps", hint="free space there")
     line = raised.value.one_line()
-    assert line.startswith(f"checkpoint m-20steps needs about {disk_space.size_text(free + 2**40)} in {tmp_path / 'out'}, which has ")
+    assert line.startswith(f"no room for checkpoint m-20steps: it needs about {disk_space.size_text(free + 2**40)} in {tmp_path / 'out'}, which has ")
     assert line.endswith(" free (free space there)")
     assert isinstance(raised.value, CheckpointError) and raised.value.exit_code == 6
 
