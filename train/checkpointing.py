@@ -16,7 +16,6 @@ import os
 import pickle
 import shutil
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -172,22 +171,15 @@ class Checkpointer:
         step = train.step
         path = rules.checkpoint_path(self.ckpt_dir, self.spec.name, step)
         needed = self._needed_bytes() if self.d.is_main else 0
-        verdict: list[Any] = [None, needed]
+        verdict: list[Any] = [None, needed]  # (DiskFull or another error's text) and the size
         if self.d.is_main:
-            self._clear_stale(path)
-            verdict[0] = self._no_room(path, needed)
-            if verdict[0] is None:
-                path.mkdir(parents=True, exist_ok=True)
-                rules.write_info(
-                    path,
-                    {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
-                     "architecture": architecture(self.spec), **self.export_info},
-                )
+            verdict[0] = self._prepare(path, step, needed)
         # Rank 0's verdict and size reach every rank (and none goes on before its folder
         # exists): a rank that raised alone would leave the others waiting in the collectives.
         dist.broadcast_object_list(verdict, src=0)
         if verdict[0] is not None:
-            raise DiskFull(verdict[0])
+            full, text = verdict[0]
+            raise DiskFull(text) if full else RuntimeError(text)
         state = self._state(train)
         self.metrics.event(TrainerEvent.CHECKPOINT_SAVING, f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step, self.hooks)
@@ -223,16 +215,33 @@ class Checkpointer:
         return disk_space.CHECKPOINT_BYTES_PER_PARAM * sum(p.numel() for p in self.model.parameters())
 
     def _room_hint(self) -> str:
-        job = _job_reference(os.environ)
-        fewer = ", or submit again with -- --keep-last N, which continues from -latest" if self.keep_last == 0 else ""
-        return f"free space there and 'hyperlaunch resume {job}'{fewer}"
+        kept = "; every checkpoint is kept: -- --keep-last N keeps fewer" if self.keep_last == 0 else ""
+        return f"free space there, then 'hyperlaunch resume {disk_space.job_reference(os.environ)}'{kept}"
 
-    def _no_room(self, path: Path, needed: int) -> str | None:
-        """Rank 0: why the checkpoint at `path` cannot be written, or None."""
+    def _prepare(self, path: Path, step: int, needed: int) -> tuple[bool, str] | None:
+        """Rank 0, before a save: clear a stale folder of that name, check the room, create the
+        folder and its hyperlaunch.json. None when done, else (a full disk?, the one line):
+        whatever fails here (a quota or no inodes left despite free bytes, a folder that cannot
+        be removed) must reach the other ranks, not leave them waiting."""
         try:
+            self._clear_stale(path)
             disk_space.check_room(self.ckpt_dir, needed, f"checkpoint {path.name}", hint=self._room_hint())
+            path.mkdir(parents=True, exist_ok=True)
+            rules.write_info(
+                path,
+                {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
+                 "architecture": architecture(self.spec), **self.export_info},
+            )
         except DiskFull as err:
-            return err.one_line()
+            return True, err.one_line()
+        except OSError as err:
+            cause = disk_space.disk_full_cause(err)
+            if cause is not None:
+                self._clear_stale(path)
+                return True, disk_space.full_while_writing(
+                    self.ckpt_dir, f"saving checkpoint {path.name}", cause, needed=needed, hint=self._room_hint()
+                ).one_line()
+            return False, f"preparing checkpoint {path.name} failed on rank 0: {type(err).__name__}: {err}"
         return None
 
     def _raise_failed_save(self, err: BaseException, save: _Save) -> None:
@@ -271,7 +280,15 @@ class Checkpointer:
         self._checkpoint_bytes = rules.dir_size(path)
         # One commit for the trainer and scripts alike (hyperlaunch.runtime.checkpoint): the
         # pointer moves, the attempt's progress is recorded, older checkpoints are pruned.
-        removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
+        try:
+            removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
+        except OSError as err:  # the pointer or the progress record: a few bytes, on a full disk
+            cause = disk_space.disk_full_cause(err)
+            if cause is None:
+                raise
+            raise disk_space.full_while_writing(
+                self.ckpt_dir, f"committing checkpoint {path.name}", cause, hint=self._room_hint()
+            ) from None
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),
@@ -298,7 +315,11 @@ class Checkpointer:
         """Finish an async save whose writing is done, report an export that ended (non-blocking)."""
         if self.exports is not None:
             self.exports.poll()
-        if self._pending is not None and self._pending.upload is not None and self._pending.upload.done():
+        upload = self._pending.upload if self._pending is not None else None
+        # Only a save that succeeded: a failed one is raised by the wait() every rank reaches
+        # at the same step (the next save, the end), not by whichever rank polls it first while
+        # the others go on into the next step's collectives.
+        if upload is not None and upload.done() and upload.exception() is None:
             self.wait()
 
     def wait(self) -> None:
@@ -359,14 +380,6 @@ class Checkpointer:
         torch.set_rng_state(mine["cpu"])
         if "cuda" in mine and self.d.device.type == "cuda":
             torch.cuda.set_rng_state(mine["cuda"], self.d.device)
-
-
-def _job_reference(environ: Mapping[str, str]) -> str:
-    """The job as hyperlaunch names it (a sweep's element: ARRAY_TASK), JOB outside Slurm."""
-    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
-    if array and task:
-        return f"{array}_{task}"
-    return environ.get("SLURM_JOB_ID") or "JOB"
 
 
 def _as_text(value: Any) -> str:

@@ -267,7 +267,7 @@ def export_checkpoint(
 
 def _room_hint(dtype: str) -> str:
     smaller = ", or --dtype bf16 (half the size)" if dtype == "fp32" else ""
-    return f"free space there, or export elsewhere: hyperlaunch export JOB --output DIR{smaller}"
+    return f"free space there, or export elsewhere: hyperlaunch export {disk_space.job_reference(os.environ)} --output DIR{smaller}"
 
 
 def _check_places(checkpoint: Path, output: Path, overwrite: bool) -> None:

@@ -14,16 +14,15 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
-from hyperlaunch.core.errors import DiskFull
+from hyperlaunch.core.errors import DISK_FULL_ERRNOS, DiskFull
 
 CHECKPOINT_BYTES_PER_PARAM = 12
 """A bundled trainer's checkpoint: fp32 weights and AdamW's two moments, 4 bytes each."""
 EXPORT_BYTES_PER_PARAM = 4
 """Its `<model>-final` export: fp32 weights."""
-DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-"""No space left on device; disk quota exceeded."""
 MIB, GIB = 1 << 20, 1 << 30
 
 
@@ -43,10 +42,10 @@ def checkpoints_held(max_steps: int, every: int, keep_last: int) -> int:
 def free_bytes(folder: Path) -> int | None:
     """Free bytes (for this user) on the filesystem `folder` is or will be on: the nearest
     folder of its that exists; None when that cannot be asked."""
-    at = Path(os.path.abspath(folder))
-    while not at.exists() and at.parent != at:
-        at = at.parent
-    try:
+    try:  # exists() too raises where a folder on the way cannot be read
+        at = Path(os.path.abspath(folder))
+        while not at.exists() and at.parent != at:
+            at = at.parent
         return shutil.disk_usage(at).free
     except OSError:
         return None
@@ -54,11 +53,26 @@ def free_bytes(folder: Path) -> int | None:
 
 def check_room(folder: Path, needed: int, what: str, hint: str | None = None) -> None:
     """DiskFull when the filesystem of `folder` has less than `needed` bytes free for `what`
-    (a noun: "the export of m-20steps", "checkpoint m-20steps"); nothing when it has, or
-    cannot be asked."""
+    (a noun: "the export of m-20steps", "checkpoint m-20steps"), with a margin (`slack`: an
+    estimate may be low, and the pointer and records follow); nothing when it has, or cannot
+    be asked."""
     free = free_bytes(folder)
-    if free is not None and free < needed:
+    if free is not None and free < needed + slack(needed):
         raise DiskFull(f"no room for {what}: it needs about {size_text(needed)} in {folder}, which has {size_text(free)} free", hint=hint)
+
+
+def slack(needed: int) -> int:
+    """The room kept beyond a write's size: 2 % and 1 MiB."""
+    return needed // 50 + MIB
+
+
+def job_reference(environ: Mapping[str, str]) -> str:
+    """The running job as hyperlaunch names it (a sweep's element: ARRAY_TASK), for a hint;
+    JOB outside Slurm."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return environ.get("SLURM_JOB_ID") or "JOB"
 
 
 def disk_full_cause(err: BaseException) -> OSError | None:

@@ -3,6 +3,8 @@ turns each into one line on stderr and a documented exit code (see EXIT_CODES)."
 
 from __future__ import annotations
 
+import errno
+
 
 class HyperlaunchError(Exception):
     """Base class: `str(err)` is the one line shown to the user."""
@@ -65,6 +67,10 @@ class DiskFull(CheckpointError):
     """A checkpoint or an export does not fit in the free space of its filesystem, or met
     ENOSPC/EDQUOT while writing (hyperlaunch.core.disk_space): the message names the folder
     and the figures. The trainer ends the job on it (another attempt would meet it again)."""
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""No space left on device; disk quota exceeded: what DiskFull stands for."""
 
 
 class JobNotFound(HyperlaunchError):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.core.errors import (
+    DISK_FULL_ERRNOS,
     CheckpointError,
     ConfigError,
     DataError,
@@ -41,8 +42,9 @@ class FailureKind(str, enum.Enum):
     CHECKPOINT_UNUSABLE = "checkpoint-unusable"
     """The checkpoint folder or its pointer cannot be used (CheckpointError)."""
     DISK_FULL = "disk-full"
-    """No room for a checkpoint on its filesystem (DiskFull): every attempt would train up to
-    its next save and fail there again, so the job ends; free space, then `resume`."""
+    """No room for a checkpoint or an export on its filesystem (DiskFull), or another write
+    that met ENOSPC/EDQUOT: every attempt would meet it again (a checkpoint: after training
+    up to the save), so the job ends; free space, then `resume`."""
     NODE_PROBLEM = "node-problem"
     """The node lacks what the job needs, e.g. no GPU for --device cuda (NodeProblem): another
     attempt may land on other nodes, so it is retried."""
@@ -88,8 +90,15 @@ _KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
 
 
 def failure_kind(err: BaseException) -> FailureKind:
-    """The kind of failure an exception the trainer stopped on stands for."""
-    return next((kind for error_class, kind in _KIND_OF_ERROR if isinstance(err, error_class)), FailureKind.UNEXPECTED)
+    """The kind of failure an exception the trainer stopped on stands for: an OSError for a
+    full disk or quota (itself or what it was raised from), wherever it was met (the data's
+    cache, a record), is DISK_FULL too."""
+    kind = next((kind for error_class, kind in _KIND_OF_ERROR if isinstance(err, error_class)), FailureKind.UNEXPECTED)
+    if kind is FailureKind.UNEXPECTED and any(
+        isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS for e in (err, err.__cause__, err.__context__)
+    ):
+        return FailureKind.DISK_FULL
+    return kind
 
 
 class FailureVerdict(str, enum.Enum):

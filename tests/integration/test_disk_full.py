@@ -17,27 +17,32 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.core.disk_space import size_text
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
 
 from .train_helpers import PYTHON, Run, launch, tiny_args, train_env, tree_digest
 
 MODEL = "qwen3_tiny"
 CHECKPOINT_MIB = 1.7
-"""One checkpoint of qwen3_tiny on 2 ranks: weights, AdamW's moments, RNG and schedule."""
+"""One checkpoint of qwen3_tiny on 2 ranks, about: weights, AdamW's moments, RNG and schedule
+(the figures asserted are each run's own, `sizes` in the listing)."""
 
 
-def on_small_disk(folder: Path, mib: float) -> list[str]:
-    """A command prefix: run the command with a `mib` MiB tmpfs mounted at `folder`."""
+def on_small_disk(folder: Path, mib: float, inodes: int | None = None) -> list[str]:
+    """A command prefix: run the command with a `mib` MiB tmpfs (of `inodes` files and folders
+    at most) mounted at `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    script = 'mount -t tmpfs -o size="$1" hyperlaunch-test "$2" && shift 2 && exec "$@"'
-    return ["unshare", "-rm", "sh", "-c", script, "sh", f"{int(mib * 1024)}k", str(folder)]
+    script = 'mount -t tmpfs -o "$1" hyperlaunch-test "$2" && shift 2 && exec "$@"'
+    options = f"size={int(mib * 1024)}k" + (f",nr_inodes={inodes}" if inodes else "")
+    return ["unshare", "-rm", "sh", "-c", script, "sh", options, str(folder)]
 
 
 _LISTER = (
     "import json, sys; from pathlib import Path; from hyperlaunch.core import checkpoints as ck; "
     "d = Path(sys.argv[1]); names = sorted(p.name for p in d.iterdir()); "
     "doc = {'entries': names, 'pointer': ck.read_pointer(d, sys.argv[3]), "
-    "'complete': [n for n in names if (d / n / ck.METADATA_FILE).is_file()]}; "
+    "'complete': [n for n in names if (d / n / ck.METADATA_FILE).is_file()], "
+    "'sizes': {n: ck.dir_size(d / n) for n in names if (d / n / ck.METADATA_FILE).is_file()}}; "
     "Path(sys.argv[2]).write_text(json.dumps(doc))"
 )
 
@@ -50,7 +55,7 @@ def listed_after(folder: Path, into: Path) -> list[str]:
 
 
 def _trained(
-    tmp_path: Path, mib: float, *extra: str, env: dict[str, str] | None = None
+    tmp_path: Path, mib: float, *extra: str, env: dict[str, str] | None = None, inodes: int | None = None
 ) -> tuple[Run, TrainerFailure | None, dict]:
     """Six steps, a checkpoint every 2, on a `mib` MiB filesystem: the run, its failure record
     and what the checkpoint folder held at the end."""
@@ -58,7 +63,7 @@ def _trained(
     run = launch(
         tiny_args(ckpt, "--checkpoint-every", "2", "--no-export", *extra, steps=6), run_dir=tmp_path / "run",
         env={TRAINER_FAILURE_FILE_ENV: str(record), **(env or {})}, check=False,
-        wrap=[*on_small_disk(ckpt, mib), *listed_after(ckpt, listing)],
+        wrap=[*on_small_disk(ckpt, mib, inodes), *listed_after(ckpt, listing)],
     )
     return run, read_trainer_failure(record), json.loads(listing.read_text())
 
@@ -66,12 +71,13 @@ def _trained(
 def test_no_room_for_the_next_checkpoint_ends_the_run_before_it_writes(tmp_path: Path) -> None:
     """Room for one checkpoint: the first is saved; the second is refused before a byte of it
     is written, on every rank, with the free space and the size it needs."""
-    run, failure, left = _trained(tmp_path, 1.5 * CHECKPOINT_MIB)
+    run, failure, left = _trained(tmp_path, 1.8 * CHECKPOINT_MIB)
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
-    assert failure.message.startswith(f"no room for checkpoint {MODEL}-4steps: it needs about 1.7 MiB in {tmp_path / 'ck'}, which has "), failure.message
+    first = size_text(left.pop("sizes")[f"{MODEL}-2steps"])
+    assert failure.message.startswith(f"no room for checkpoint {MODEL}-4steps: it needs about {first} in {tmp_path / 'ck'}, which has "), failure.message
     assert failure.message.endswith(
-        " free (free space there and 'hyperlaunch resume JOB', or submit again with -- --keep-last N, which continues from -latest)"
+        " free (free space there, then 'hyperlaunch resume JOB'; every checkpoint is kept: -- --keep-last N keeps fewer)"
     ), "JOB: this run is no Slurm job"
     errors = [line for line in run.stderr.splitlines() if line.startswith("hyperlaunch.train: error:")]
     assert errors == [f"hyperlaunch.train: error: {failure.message}"], "one line, from rank 0"
@@ -91,12 +97,26 @@ def test_a_disk_filled_by_another_writer_during_a_save_leaves_the_last_checkpoin
     run, failure, left = _trained(tmp_path, 16, *(["--async-checkpoint"] if mode == "async" else []), env=env)
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
+    first = size_text(left.pop("sizes")[f"{MODEL}-2steps"])
     assert failure.message.startswith(
-        f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about 1.7 MiB) (free space there and"
+        f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about {first}) (free space there, then"
     ), failure.message
     assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
     assert left == {"entries": [".hyperlaunch-data", "filler", f"{MODEL}-2steps", f"{MODEL}-latest"],
                     "pointer": f"{MODEL}-2steps", "complete": [f"{MODEL}-2steps"]}
+
+
+@pytest.mark.parametrize("inodes", [9, 13, 15])
+def test_no_files_left_though_bytes_are_free_is_a_full_disk_too(tmp_path: Path, inodes: int) -> None:
+    """A filesystem out of inodes (Lustre and FSx run out of them too): the byte count passes
+    the check, then creating the folder, a shard or the pointer fails with ENOSPC on one rank
+    or all. However many files fit, the run ends on every rank with disk-full, no rank waits
+    in a collective, and `-latest` names a complete checkpoint or none."""
+    run, failure, left = _trained(tmp_path, 16, inodes=inodes)
+    assert run.returncode != 0
+    assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
+    assert "no space left on device" in failure.message, failure.message
+    assert left["pointer"] is None or left["pointer"] in left["complete"], left
 
 
 def test_a_save_that_fails_otherwise_is_a_crash_named_in_the_record(tmp_path: Path) -> None:
@@ -108,7 +128,7 @@ def test_a_save_that_fails_otherwise_is_a_crash_named_in_the_record(tmp_path: Pa
     assert failure.message.startswith(
         f"RuntimeError: saving checkpoint {MODEL}-4steps failed on rank 0: PermissionError: [Errno 13] Permission denied"
     ), failure.message
-    assert left["pointer"] == f"{MODEL}-2steps"
+    assert left["pointer"] == f"{MODEL}-2steps" and left["complete"] == [f"{MODEL}-2steps"]
 
 
 def test_an_export_that_does_not_fit_is_refused_before_it_writes(tmp_path: Path) -> None:

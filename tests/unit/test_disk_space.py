@@ -20,18 +20,39 @@ def test_sizes_read_in_gib_or_below_one_in_mib() -> None:
 
 
 def test_the_free_space_of_a_folder_not_yet_made_is_its_filesystems(tmp_path: Path) -> None:
-    assert disk_space.free_bytes(tmp_path / "a" / "b" / "c") == shutil.disk_usage(tmp_path).free
+    measured = disk_space.free_bytes(tmp_path / "a" / "b" / "c")
+    assert measured is not None and abs(measured - shutil.disk_usage(tmp_path).free) < 1 << 30  # others write meanwhile
 
 
-def test_too_little_room_is_a_diskfull_naming_the_folder_and_both_figures(tmp_path: Path) -> None:
-    free = shutil.disk_usage(tmp_path).free
-    disk_space.check_room(tmp_path / "out", 1, "the export")  # room: nothing happens
+def test_a_folder_that_cannot_be_looked_into_has_no_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "exists", denied)
+    assert disk_space.free_bytes(tmp_path / "x") is None
+    disk_space.check_room(tmp_path / "x", 1 << 50, "the export")  # cannot tell: no refusal
+
+
+def test_too_little_room_with_its_margin_is_a_diskfull_naming_the_folder_and_both_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    needed = 6 << 30
+    free = needed + disk_space.slack(needed)
+    monkeypatch.setattr(disk_space, "free_bytes", lambda folder: free)
+    disk_space.check_room(tmp_path / "out", needed, "the export")  # room and margin: nothing happens
     with pytest.raises(DiskFull) as raised:
-        disk_space.check_room(tmp_path / "out", free + 2**40, "checkpoint m-20steps", hint="free space there")
-    line = raised.value.one_line()
-    assert line.startswith(f"no room for checkpoint m-20steps: it needs about {disk_space.size_text(free + 2**40)} in {tmp_path / 'out'}, which has ")
-    assert line.endswith(" free (free space there)")
+        disk_space.check_room(tmp_path / "out", needed + 1, "checkpoint m-20steps", hint="free space there")
+    assert raised.value.one_line() == (
+        f"no room for checkpoint m-20steps: it needs about 6.0 GiB in {tmp_path / 'out'}, which has 6.1 GiB free (free space there)"
+    )
     assert isinstance(raised.value, CheckpointError) and raised.value.exit_code == 6
+    assert disk_space.slack(needed) == needed // 50 + (1 << 20)
+
+
+def test_a_hint_names_the_job_or_the_sweeps_element_hyperlaunch_knows() -> None:
+    assert disk_space.job_reference({"SLURM_JOB_ID": "57"}) == "57"
+    assert disk_space.job_reference({"SLURM_JOB_ID": "60", "SLURM_ARRAY_JOB_ID": "57", "SLURM_ARRAY_TASK_ID": "3"}) == "57_3"
+    assert disk_space.job_reference({}) == "JOB"
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])

@@ -4,6 +4,7 @@ with, and each record reads back what its writer wrote."""
 
 from __future__ import annotations
 
+import errno
 import re
 import shlex
 from pathlib import Path
@@ -85,13 +86,27 @@ def test_the_requeue_exit_code_and_request_file() -> None:
     assert p.requeue_request_path(Path("/r"), "12", 3) == Path("/r/requeue-request-12.3")
 
 
+def _raised_from_enospc() -> RuntimeError:
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as full:
+            raise RuntimeError("writing the data cache failed") from full
+    except RuntimeError as err:
+        return err
+
+
 # Each kind: errors the trainer may stop on that stand for it, and whether it ends the job.
 FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.INVALID_ARGUMENTS: ([InvalidInput("--lr must be > 0"), ConfigError("bad toml")], True),
     tf.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
     tf.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
     tf.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
-    tf.FailureKind.DISK_FULL: ([DiskFull("checkpoint m-4steps needs about 7.2 GiB in /fsx/ck, which has 1.0 GiB free")], True),
+    tf.FailureKind.DISK_FULL: (
+        [DiskFull("no room for checkpoint m-4steps: it needs about 7.2 GiB in /fsx/ck, which has 1.0 GiB free"),
+         OSError(errno.ENOSPC, "No space left on device"), OSError(errno.EDQUOT, "Disk quota exceeded"), _raised_from_enospc()],
+        True,
+    ),
     tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
     tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
     tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)
