@@ -97,8 +97,9 @@ class JobFlags:
         return plan_job(self.overrides, profile=self.profile, slurm_env=slurm_env)
 
 
-def show_settings(plan: Plan) -> None:
-    """The training settings the job runs with and where each came from, on stderr."""
+def show_settings(plan: Plan, trainings: int = 1) -> None:
+    """The training settings the job runs with and where each came from, on stderr (a sweep:
+    `trainings` of them, for what their checkpoints need)."""
     from hyperlaunch.cli._output import out
     from hyperlaunch.job.plan import checkpoint_room_warning
 
@@ -110,7 +111,7 @@ def show_settings(plan: Plan) -> None:
     for decision in plan.decided:
         if decision.warning:
             out.warn(decision.warning)
-    room = checkpoint_room_warning(spec)
+    room = checkpoint_room_warning(spec, trainings)
     if room:
         out.warn(room)
 

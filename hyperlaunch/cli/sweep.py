@@ -64,7 +64,7 @@ def sweep(
     env = {} if dry_run else cluster_env()
     decided = tuple((d.name, d.source) for d in plan.decided)
     launched = launch_sweep(plan.spec, chosen, env=env, dry_run=dry_run, decided=decided)
-    show_settings(plan)
+    show_settings(plan, trainings=len(chosen.runs))
     report(launched, plan.spec, chosen, as_json=as_json, verb="submitted")
 
 

@@ -21,34 +21,41 @@ def _int_flag(args: tuple[str, ...], flag: str, default: int) -> int:
     return int(value) if value is not None and value.isdigit() else default
 
 
-def warning(spec: JobSpec, model: ModelSpec, free: int | None = None) -> str | None:
-    """What the run writes into its checkpoint folder at its fullest against the folder's free
-    space (`free`: asked of the filesystem when None); None when it fits or cannot be told."""
+def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings: int = 1) -> str | None:
+    """What the run keeps in its checkpoint folder at its fullest (a sweep's `trainings` each
+    as much) against the folder's free space (`free`: asked of the filesystem when None); None
+    when it fits or cannot be told."""
     if spec.max_steps is None:
         return None
     args = spec.trainer_args
     every = _int_flag(args, "--checkpoint-every", model.checkpoint_every)
     keep = _int_flag(args, "--keep-last", 0)
+    saves = disk_space.checkpoints_held(spec.max_steps, every, 0)
     held = disk_space.checkpoints_held(spec.max_steps, every, keep)
     each = CHECKPOINT_BYTES_PER_PARAM * model.num_params
     export = 0 if "--no-export" in args else EXPORT_BYTES_PER_PARAM * model.num_params
-    needed = held * each + export
+    # The export follows the last save's pruning: the kept checkpoints and the export.
+    after_last = (min(saves, keep) if keep > 0 else saves) * each + export
+    needed = max(held * each, after_last) * trainings
     free = disk_space.free_bytes(Path(spec.checkpoint_dir)) if free is None else free
     if free is None or free >= needed:
         return None
-    kept = f"--keep-last {keep} keeps {keep} and the next" if keep > 0 else "all kept: --keep-last 0"
+    kept = f"--keep-last {keep} and the next, at once" if keep > 0 else "all kept: --keep-last 0"
     what = f"{held} checkpoint{'s' if held != 1 else ''} of about {size_text(each)} ({kept})"
     if export:
         what += f" and the {size_text(export)} {spec.checkpoint_name}-final export"
     fits = free // each
-    if fits >= held:
-        end = "the final export would not fit"
+    if trainings > 1:
+        who, end = f"each of the sweep's {trainings} trainings keeps up to", "the sweep would end with disk-full"
+    elif fits >= held:
+        who, end = "the run keeps up to", "the final export would not fit"
     elif fits == 0:
-        end = "its first save would end it with disk-full"
+        who, end = "the run keeps up to", "its first save would end it with disk-full"
     else:
-        end = f"it would end with disk-full at its checkpoint of step {(fits + 1) * every}"
+        step = min((fits + 1) * every, spec.max_steps)
+        who, end = "the run keeps up to", f"it would end with disk-full at its checkpoint of step {step}"
     fewer = "pass -- --keep-last N, " if keep == 0 and held > 1 else ""
     return (
-        f"checkpoints: the run writes {what}, {size_text(needed)} in all, and {spec.checkpoint_dir} has "
+        f"checkpoints: {who} {what}, {size_text(needed)} in all, and {spec.checkpoint_dir} has "
         f"{size_text(free)} free: {end} ({fewer}free space or choose another --checkpoint-dir)"
     )

@@ -107,13 +107,14 @@ def plan_job(
     return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided)
 
 
-def checkpoint_room_warning(spec: JobSpec) -> str | None:
-    """A bundled-trainer job's checkpoints against the free space of their folder (a warning:
-    hyperlaunch.job.checkpoint_room); None for a script's job or when they fit."""
+def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:
+    """A bundled-trainer job's checkpoints (a sweep's `trainings` each) against the free space
+    of their folder (a warning: hyperlaunch.job.checkpoint_room); None for a script's job or
+    when they fit."""
     model = spec.model
     if spec.script is not None or spec.module is not None or not model or (model not in PRESETS and not is_model_directory(model)):
         return None
-    return checkpoint_room.warning(spec, _model_spec(model)[0])
+    return checkpoint_room.warning(spec, _model_spec(model)[0], trainings=trainings)
 
 
 def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Settings:
