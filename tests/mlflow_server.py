@@ -37,7 +37,9 @@ def mlflow_server(folder: Path, *, timeout_s: float = STARTUP_TIMEOUT_S) -> Iter
         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}", "--artifacts-destination", str(folder / "artifacts"),
     ]
     log = (folder / "server.log").open("wb")
-    env = {**os.environ, "HOME": str(folder), "MLFLOW_TRACKING_URI": ""}
+    # No job execution (GenAI jobs this project never runs): with it, each start leaves its
+    # job store in a folder of /dev/shm, which nothing removes (RAM, across every run).
+    env = {**os.environ, "HOME": str(folder), "MLFLOW_TRACKING_URI": "", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         _wait_until_healthy(server, uri, timeout_s, folder / "server.log")
