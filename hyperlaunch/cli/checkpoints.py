@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hyperlaunch.cli._output import out
+from hyperlaunch.core.disk_space import format_size
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -170,18 +171,6 @@ def _checkpoint_name(model: str) -> str:
 
     path = os.path.abspath(os.path.expanduser(model))
     return checkpoint_name(path) if is_model_directory(model) and os.path.isdir(path) else model
-
-
-def format_size(size_bytes: int) -> str:
-    """Binary units, as `du -h` shows them."""
-    if size_bytes < 1024:
-        return f"{size_bytes} B"
-    size = float(size_bytes)
-    for unit in ("KiB", "MiB", "GiB"):
-        size /= 1024
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-    return f"{size / 1024:.1f} TiB"
 
 
 def _document(entry: ModelCheckpoints) -> dict[str, object]:

@@ -89,7 +89,7 @@ def export(
     if as_json:
         out.json(document)
         return
-    from hyperlaunch.cli.checkpoints import format_size
+    from hyperlaunch.core.disk_space import format_size
 
     size = int(str(done["bytes"]))
     seconds = float(str(done["seconds"]))

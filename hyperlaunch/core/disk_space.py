@@ -23,12 +23,19 @@ CHECKPOINT_BYTES_PER_PARAM = 12
 """A bundled trainer's checkpoint: fp32 weights and AdamW's two moments, 4 bytes each."""
 EXPORT_BYTES_PER_PARAM = 4
 """Its `<model>-final` export: fp32 weights."""
-MIB, GIB = 1 << 20, 1 << 30
+MIB = 1 << 20
 
 
-def size_text(n_bytes: float) -> str:
-    """`7.2 GiB`, or `3.4 MiB` below a GiB."""
-    return f"{n_bytes / GIB:.1f} GiB" if n_bytes >= GIB else f"{n_bytes / MIB:.1f} MiB"
+def format_size(size_bytes: int) -> str:
+    """Binary units, as `du -h` shows them."""
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    size = float(size_bytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} TiB"
 
 
 def checkpoints_held(max_steps: int, every: int, keep_last: int) -> int:
@@ -58,7 +65,7 @@ def check_room(folder: Path, needed: int, what: str, hint: str | None = None) ->
     be asked."""
     free = free_bytes(folder)
     if free is not None and free < needed + slack(needed):
-        raise DiskFull(f"no room for {what}: it needs about {size_text(needed)} in {folder}, which has {size_text(free)} free", hint=hint)
+        raise DiskFull(f"no room for {what}: it needs about {format_size(needed)} in {folder}, which has {format_size(free)} free", hint=hint)
 
 
 def slack(needed: int) -> int:
@@ -101,5 +108,5 @@ def full_while_writing(folder: Path, what: str, cause: OSError, needed: int | No
     """The DiskFull for a write into `folder` that met `cause` (ENOSPC or EDQUOT). No free-space
     figure: what the failed write left, or removed, would make it mean nothing."""
     reason = "disk quota exceeded" if cause.errno == errno.EDQUOT else "no space left on device"
-    size = f" (it needs about {size_text(needed)})" if needed else ""
+    size = f" (it needs about {format_size(needed)})" if needed else ""
     return DiskFull(f"{what}: {reason} in {folder}{size}", hint=hint)

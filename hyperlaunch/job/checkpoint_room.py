@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperlaunch.core import disk_space
-from hyperlaunch.core.disk_space import CHECKPOINT_BYTES_PER_PARAM, EXPORT_BYTES_PER_PARAM, size_text
+from hyperlaunch.core.disk_space import CHECKPOINT_BYTES_PER_PARAM, EXPORT_BYTES_PER_PARAM, format_size
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
@@ -41,9 +41,9 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     if free is None or free >= needed:
         return None
     kept = f"--keep-last {keep} and the next, at once" if keep > 0 else "all kept: --keep-last 0"
-    what = f"{held} checkpoint{'s' if held != 1 else ''} of about {size_text(each)} ({kept})"
+    what = f"{held} checkpoint{'s' if held != 1 else ''} of about {format_size(each)} ({kept})"
     if export:
-        what += f" and the {size_text(export)} {spec.checkpoint_name}-final export"
+        what += f" and the {format_size(export)} {spec.checkpoint_name}-final export"
     fits = free // each
     if trainings > 1:
         who, end = f"each of the sweep's {trainings} trainings keeps up to", "the sweep would end with disk-full"
@@ -56,6 +56,6 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
         who, end = "the run keeps up to", f"it would end with disk-full at its checkpoint of step {step}"
     fewer = "pass -- --keep-last N, " if keep == 0 and held > 1 else ""
     return (
-        f"checkpoints: {who} {what}, {size_text(needed)} in all, and {spec.checkpoint_dir} has "
-        f"{size_text(free)} free: {end} ({fewer}free space or choose another --checkpoint-dir)"
+        f"checkpoints: {who} {what}, {format_size(needed)} in all, and {spec.checkpoint_dir} has "
+        f"{format_size(free)} free: {end} ({fewer}free space or choose another --checkpoint-dir)"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints as ck
-from hyperlaunch.core.disk_space import size_text
+from hyperlaunch.core.disk_space import format_size
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
 
 from .train_helpers import PYTHON, Run, launch, tiny_args, train_env, tree_digest
@@ -74,7 +74,7 @@ def test_no_room_for_the_next_checkpoint_ends_the_run_before_it_writes(tmp_path:
     run, failure, left = _trained(tmp_path, 1.8 * CHECKPOINT_MIB)
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
-    first = size_text(left.pop("sizes")[f"{MODEL}-2steps"])
+    first = format_size(left.pop("sizes")[f"{MODEL}-2steps"])
     assert failure.message.startswith(f"no room for checkpoint {MODEL}-4steps: it needs about {first} in {tmp_path / 'ck'}, which has "), failure.message
     assert failure.message.endswith(
         " free (free space there, then 'hyperlaunch resume JOB'; every checkpoint is kept: -- --keep-last N keeps fewer)"
@@ -97,7 +97,7 @@ def test_a_disk_filled_by_another_writer_during_a_save_leaves_the_last_checkpoin
     run, failure, left = _trained(tmp_path, 16, *(["--async-checkpoint"] if mode == "async" else []), env=env)
     assert run.returncode != 0
     assert failure is not None and failure.final and failure.kind == "disk-full", run.stderr[-3000:]
-    first = size_text(left.pop("sizes")[f"{MODEL}-2steps"])
+    first = format_size(left.pop("sizes")[f"{MODEL}-2steps"])
     assert failure.message.startswith(
         f"saving checkpoint {MODEL}-4steps: no space left on device in {ckpt} (it needs about {first}) (free space there, then"
     ), failure.message
@@ -145,7 +145,7 @@ def test_an_export_that_does_not_fit_is_refused_before_it_writes(tmp_path: Path)
     assert done.returncode == 6, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hyperlaunch export: error: no room for the export of {MODEL}-2steps: it needs about "), lines
-    assert f"in {out}, which has 0.2 MiB free" in lines[0] and "--dtype bf16" in lines[0]
+    assert f"in {out}, which has 204.0 KiB free" in lines[0] and "--dtype bf16" in lines[0]
     event = json.loads(done.stdout.strip().splitlines()[-1])
     assert event["event"] == "error" and event["exit_code"] == 6
     assert json.loads(listing.read_text())["entries"] == [], "nothing written on the small filesystem"

@@ -39,7 +39,7 @@ def test_all_kept_checkpoints_that_outgrow_the_folder_name_the_step_that_would_f
     text = checkpoint_room.warning(spec, QWEN, free=75 * GIB)
     assert text == (
         f"checkpoints: the run keeps up to 60 checkpoints of about 6.7 GiB (all kept: --keep-last 0) and the 2.2 GiB "
-        f"qwen3_0_6b-final export, {disk_space.size_text(60 * EACH + 4 * QWEN.num_params)} in all, and {tmp_path}/checkpoints "
+        f"qwen3_0_6b-final export, {disk_space.format_size(60 * EACH + 4 * QWEN.num_params)} in all, and {tmp_path}/checkpoints "
         f"has 75.0 GiB free: it would end with disk-full at its checkpoint of step 600 "
         f"(pass -- --keep-last N, free space or choose another --checkpoint-dir)"
     )
@@ -72,7 +72,7 @@ def test_a_sweeps_trainings_each_keep_their_own(tmp_path: Path) -> None:
     assert checkpoint_room.warning(spec, QWEN, free=2 * EACH) is None
     text = checkpoint_room.warning(spec, QWEN, free=2 * EACH, trainings=6)
     assert text is not None and text.startswith("checkpoints: each of the sweep's 6 trainings keeps up to 2 checkpoints of about 6.7 GiB")
-    assert f"{disk_space.size_text(12 * EACH)} in all" in text and "the sweep would end with disk-full" in text
+    assert f"{disk_space.format_size(12 * EACH)} in all" in text and "the sweep would end with disk-full" in text
 
 
 def test_a_first_checkpoint_or_a_final_export_that_cannot_fit_is_said_so(tmp_path: Path) -> None:

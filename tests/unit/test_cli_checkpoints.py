@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
-from hyperlaunch.cli.checkpoints import format_size
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
+from hyperlaunch.core.disk_space import format_size
 from hyperlaunch.job.settings import resolve_checkpoint_dir
 
 runner = CliRunner()

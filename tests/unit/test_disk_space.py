@@ -13,10 +13,10 @@ from hyperlaunch.core import disk_space
 from hyperlaunch.core.errors import CheckpointError, DiskFull
 
 
-def test_sizes_read_in_gib_or_below_one_in_mib() -> None:
-    assert disk_space.size_text(7.2 * 2**30) == "7.2 GiB"
-    assert disk_space.size_text(1789898) == "1.7 MiB"
-    assert disk_space.size_text(0) == "0.0 MiB"
+def test_sizes_read_as_du_h_shows_them() -> None:
+    assert disk_space.format_size(int(7.2 * 2**30)) == "7.2 GiB"
+    assert disk_space.format_size(1789898) == "1.7 MiB"
+    assert disk_space.format_size(0) == "0 B"
 
 
 def test_the_free_space_of_a_folder_not_yet_made_is_its_filesystems(tmp_path: Path) -> None:
