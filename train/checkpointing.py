@@ -218,6 +218,10 @@ class Checkpointer:
         kept = "; every checkpoint is kept: -- --keep-last N keeps fewer" if self.keep_last == 0 else ""
         return f"free space there, then 'hyperlaunch resume {disk_space.job_reference(os.environ)}'{kept}"
 
+    def _disk_full(self, err: BaseException, what: str, needed: int | None = None) -> DiskFull | None:
+        """`err` as the DiskFull of this checkpoint folder, or None when no full disk is behind it."""
+        return disk_space.disk_full_error(err, self.ckpt_dir, what, needed=needed, hint=self._room_hint())
+
     def _prepare(self, path: Path, step: int, needed: int) -> tuple[bool, str] | None:
         """Rank 0, before a save: clear a stale folder of that name, check the room, create the
         folder and its hyperlaunch.json. None when done, else (a full disk?, the one line):
@@ -235,12 +239,10 @@ class Checkpointer:
         except DiskFull as err:
             return True, err.one_line()
         except OSError as err:
-            cause = disk_space.disk_full_cause(err)
-            if cause is not None:
+            full = self._disk_full(err, f"saving checkpoint {path.name}", needed)
+            if full is not None:
                 self._clear_stale(path)
-                return True, disk_space.full_while_writing(
-                    self.ckpt_dir, f"saving checkpoint {path.name}", cause, needed=needed, hint=self._room_hint()
-                ).one_line()
+                return True, full.one_line()
             return False, f"preparing checkpoint {path.name} failed on rank 0: {type(err).__name__}: {err}"
         return None
 
@@ -249,13 +251,11 @@ class Checkpointer:
         what was written (every rank's writing has ended when DCP reports a failure). Another
         failure DCP reports (its CheckpointException is a BaseException, which the trainer's
         failure record would miss) becomes a RuntimeError naming the rank and the error."""
-        cause = disk_space.disk_full_cause(err)
-        if cause is not None:
+        full = self._disk_full(err, f"saving checkpoint {save.path.name}", save.needed_bytes)
+        if full is not None:
             if self.d.is_main:
                 self._clear_stale(save.path)
-            raise disk_space.full_while_writing(
-                self.ckpt_dir, f"saving checkpoint {save.path.name}", cause, needed=save.needed_bytes, hint=self._room_hint()
-            ) from None
+            raise full from None
         failures = getattr(err, "failures", None)
         if isinstance(failures, dict) and failures:
             rank = min(failures)
@@ -283,12 +283,10 @@ class Checkpointer:
         try:
             removed = commit(self.ckpt_dir, self.spec.name, path, step, self.metrics.run_dir, self.keep_last)
         except OSError as err:  # the pointer or the progress record: a few bytes, on a full disk
-            cause = disk_space.disk_full_cause(err)
-            if cause is None:
+            full = self._disk_full(err, f"committing checkpoint {path.name}")
+            if full is None:
                 raise
-            raise disk_space.full_while_writing(
-                self.ckpt_dir, f"committing checkpoint {path.name}", cause, hint=self._room_hint()
-            ) from None
+            raise full from None
         written = save.written if save.written is not None else time.perf_counter()
         self.metrics.event(
             TrainerEvent.CHECKPOINT_COMPLETED, f"checkpoint {path.name} complete; pointer moved", step=step, path=str(path),

@@ -254,11 +254,9 @@ def export_checkpoint(
         _put_in_place(staging, output)
     except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
-        cause = disk_space.disk_full_cause(err)
-        if cause is not None:
-            raise disk_space.full_while_writing(
-                output.parent, f"exporting {checkpoint.name}", cause, needed=total, hint=_room_hint(dtype)
-            ) from None
+        full = disk_space.disk_full_error(err, output.parent, f"exporting {checkpoint.name}", needed=total, hint=_room_hint(dtype))
+        if full is not None:
+            raise full from None
         raise
     hf_exports.record_export(checkpoint, str(output.absolute()), dtype=dtype, step=step)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -5,7 +5,7 @@ next save and fail there again, and on shared storage (FSx, NFS) every other job
 there fails with it. So the writers check before they write (`check_room`: the size of what
 they are about to write against the free space), and a write that still meets ENOSPC or
 EDQUOT (another writer filled it meanwhile, a quota) becomes a DiskFull that names the
-folder and the figures (`disk_full_cause`, `DiskFull`), never a bare OSError.
+folder and the figures (`disk_full_error`), never a bare OSError.
 
 Torch-free: DCP's CheckpointException is read by its `failures` mapping, not imported."""
 
@@ -14,10 +14,11 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 
-from hyperlaunch.core.errors import DISK_FULL_ERRNOS, DiskFull
+from hyperlaunch.core.errors import DiskFull, is_disk_full
 
 CHECKPOINT_BYTES_PER_PARAM = 12
 """A bundled trainer's checkpoint: fp32 weights and AdamW's two moments, 4 bytes each."""
@@ -92,8 +93,8 @@ def disk_full_cause(err: BaseException) -> OSError | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in DISK_FULL_ERRNOS:
-            return current
+        if is_disk_full(current):
+            return typing.cast(OSError, current)
         failures = getattr(current, "failures", None)
         if isinstance(failures, dict):
             for failure in failures.values():
@@ -104,9 +105,13 @@ def disk_full_cause(err: BaseException) -> OSError | None:
     return None
 
 
-def full_while_writing(folder: Path, what: str, cause: OSError, needed: int | None = None, hint: str | None = None) -> DiskFull:
-    """The DiskFull for a write into `folder` that met `cause` (ENOSPC or EDQUOT). No free-space
-    figure: what the failed write left, or removed, would make it mean nothing."""
+def disk_full_error(err: BaseException, folder: Path, what: str, needed: int | None = None, hint: str | None = None) -> DiskFull | None:
+    """The DiskFull for a write into `folder` that failed with `err`, when a full disk or quota
+    is behind it (disk_full_cause); None for any other failure. No free-space figure: what the
+    failed write left, or removed, would make it mean nothing."""
+    cause = disk_full_cause(err)
+    if cause is None:
+        return None
     reason = "disk quota exceeded" if cause.errno == errno.EDQUOT else "no space left on device"
     size = f" (it needs about {format_size(needed)})" if needed else ""
     return DiskFull(f"{what}: {reason} in {folder}{size}", hint=hint)

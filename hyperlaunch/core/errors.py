@@ -73,6 +73,11 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """No space left on device; disk quota exceeded: what DiskFull stands for."""
 
 
+def is_disk_full(err: BaseException | None) -> bool:
+    """An OSError for no space left on device or a disk quota exceeded."""
+    return isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS
+
+
 class JobNotFound(HyperlaunchError):
     """No recorded job matches what was asked for."""
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.core.errors import (
-    DISK_FULL_ERRNOS,
     CheckpointError,
     ConfigError,
     DataError,
@@ -24,6 +23,7 @@ from hyperlaunch.core.errors import (
     InvalidInput,
     ModelUnavailable,
     NodeProblem,
+    is_disk_full,
 )
 from hyperlaunch.core.protocol import read_regular_file
 
@@ -94,9 +94,7 @@ def failure_kind(err: BaseException) -> FailureKind:
     full disk or quota (itself or what it was raised from), wherever it was met (the data's
     cache, a record), is DISK_FULL too."""
     kind = next((kind for error_class, kind in _KIND_OF_ERROR if isinstance(err, error_class)), FailureKind.UNEXPECTED)
-    if kind is FailureKind.UNEXPECTED and any(
-        isinstance(e, OSError) and e.errno in DISK_FULL_ERRNOS for e in (err, err.__cause__, err.__context__)
-    ):
+    if kind is FailureKind.UNEXPECTED and any(is_disk_full(e) for e in (err, err.__cause__, err.__context__)):
         return FailureKind.DISK_FULL
     return kind
 

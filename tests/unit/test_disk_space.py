@@ -81,7 +81,10 @@ def test_other_errors_are_not_a_full_disk() -> None:
 
 
 def test_a_write_that_met_a_full_disk_names_the_reason_and_the_size_it_needed() -> None:
-    err = disk_space.full_while_writing(Path("/fsx/ck"), "saving checkpoint m-4steps", OSError(errno.ENOSPC, "x"), needed=3 << 30, hint="h")
+    err = disk_space.disk_full_error(OSError(errno.ENOSPC, "x"), Path("/fsx/ck"), "saving checkpoint m-4steps", needed=3 << 30, hint="h")
+    assert err is not None
     assert err.one_line() == "saving checkpoint m-4steps: no space left on device in /fsx/ck (it needs about 3.0 GiB) (h)"
-    quota = disk_space.full_while_writing(Path("/home/u"), "exporting m-4steps", OSError(errno.EDQUOT, "x"))
+    quota = disk_space.disk_full_error(OSError(errno.EDQUOT, "x"), Path("/home/u"), "exporting m-4steps")
+    assert quota is not None
     assert quota.one_line() == "exporting m-4steps: disk quota exceeded in /home/u"
+    assert disk_space.disk_full_error(OSError(errno.EACCES, "denied"), Path("/home/u"), "exporting m-4steps") is None
