@@ -69,6 +69,11 @@ class TrainConfig:
     checkpoint_every: int | None = option(
         None, group="checkpoints", help="steps between checkpoints (default: the preset's; 0: only on exit)"
     )
+    checkpoints: bool = option(
+        True, group="checkpoints", flag="--no-checkpoints",
+        help="save no checkpoint, not at the end nor on a signal, and so export nothing: for benchmarks "
+        "and smoke tests (a stopped run has nothing to resume from)",
+    )
     keep_last: int = option(0, group="checkpoints", help="keep this many complete checkpoints (0: all)")
     async_checkpoint: bool = option(
         False, group="checkpoints", help="write checkpoints in the background; the pointer moves when they are complete"
@@ -160,6 +165,8 @@ class TrainConfig:
     def with_defaults(self, values: dict[str, object]) -> TrainConfig:
         """A copy whose unset (None) options take these values (hyperlaunch.core.recommend's)."""
         unset = {name: value for name, value in values.items() if getattr(self, name) is None}
+        if not self.checkpoints:
+            unset.pop("checkpoint_every", None)  # no preset cadence for a run that saves nothing
         return dataclasses.replace(self, **unset)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
@@ -208,6 +215,16 @@ class TrainConfig:
                 raise InvalidInput(f"{flag} must be >= 0, got {value}")
         if self.checkpoint_every is not None and self.checkpoint_every < 0:
             raise InvalidInput(f"--checkpoint-every must be >= 0, got {self.checkpoint_every}")
+        if not self.checkpoints:
+            for flag, value in (
+                ("--checkpoint-every", self.checkpoint_every),
+                ("--keep-last", self.keep_last),
+                ("--export-every", self.export_every),
+            ):
+                if value:
+                    raise InvalidInput(f"--no-checkpoints saves nothing, so {flag} {value} has nothing to act on: leave one out")
+            if self.async_checkpoint:
+                raise InvalidInput("--no-checkpoints saves nothing, so --async-checkpoint has nothing to act on: leave one out")
         if not 0.0 < self.val_fraction < 0.5:
             raise InvalidInput(f"--val-fraction must be in (0, 0.5), got {self.val_fraction}")
         if not (math.isfinite(self.hang_timeout) and (self.hang_timeout == 0 or self.hang_timeout >= 1)):

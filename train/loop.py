@@ -101,6 +101,8 @@ class Trainer:
     seq_len: int
     max_steps: int
     checkpoint_every: int
+    checkpoints: bool
+    """False (--no-checkpoints): no save at all, not at the end nor on a signal."""
     log_every: int
     val_every: int
     grad_clip: float
@@ -293,7 +295,7 @@ class Trainer:
         self._read_unread()
         with watchdog.allowance(Phase.CHECKPOINT):
             self.checkpointer.wait()
-            if self.checkpointer.last_saved_step != state.step:
+            if self.checkpoints and self.checkpointer.last_saved_step != state.step:
                 self.checkpointer.save(state)
                 self.checkpointer.wait()
         self.hooks.on_end(self, state)
@@ -301,6 +303,17 @@ class Trainer:
 
     def _stop_and_save(self, state: TrainState) -> int:
         name = self.stop.signal_name or "a signal on another rank"
+        if not self.checkpoints:
+            self.metrics.event(
+                TrainerEvent.SIGNAL_RECEIVED, f"{name} received at step {state.step}: nothing saved (--no-checkpoints)",
+                step=state.step, signal=name,
+            )
+            self.metrics.event(
+                TrainerEvent.EXIT, f"exiting {REQUEUE_EXIT_CODE} without a checkpoint (please requeue)",
+                step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
+            )
+            self.metrics.request_requeue()
+            return REQUEUE_EXIT_CODE
         self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
         with self.watchdog.allowance(Phase.CHECKPOINT):
             if self.checkpointer.last_saved_step != state.step:

@@ -278,7 +278,7 @@ def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks:
         spec=spec, d=d, model=model, optimizer=optimizer, scheduler=scheduler, batcher=batcher,
         val_batches=val_batches, checkpointer=checkpointer, metrics=metrics, stop=stop,
         seq_len=seq_len, max_steps=cfg.max_steps,
-        checkpoint_every=cfg.checkpoint_every or 0,
+        checkpoint_every=cfg.checkpoint_every or 0, checkpoints=cfg.checkpoints,
         log_every=cfg.log_every, val_every=cfg.val_every or 0, grad_clip=cfg.grad_clip,
         prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks, read_late=d.device.type == "cuda",
         watchdog=HangWatchdog(HangLimits(cfg.hang_timeout, cfg.hang_floor), rank=d.rank, metrics=metrics)

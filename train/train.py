@@ -59,7 +59,7 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
     job = setup.build(cfg, resume, is_main=env_rank() == 0, hooks=hooks)
     try:
         code = job.trainer.run(job.state)
-        if code == 0 and cfg.export:
+        if code == 0 and cfg.export and cfg.checkpoints:
             job.export()
         job.finished = code == 0
         return code

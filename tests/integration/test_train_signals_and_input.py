@@ -40,6 +40,29 @@ def test_stop_signal_saves_and_exits_with_requeue_code(tmp_path: Path, signum: i
     assert not ck.final_dir(ckpt, "qwen3_tiny").exists()  # stopped early: no export
 
 
+def test_no_checkpoints_trains_to_the_end_saves_nothing_and_a_signal_asks_for_a_requeue(tmp_path: Path) -> None:
+    ckpt, run_dir = tmp_path / "ckpt", tmp_path / "run"
+    done = launch(tiny_args(ckpt, "--no-checkpoints", steps=4), run_dir=run_dir)
+    assert sorted(done.steps()) == [1, 2, 3, 4] and not done.events("checkpoint_saving") and not done.events("exported")
+    assert ck.read_pointer(ckpt, "qwen3_tiny") is None and not list(ckpt.glob("qwen3_tiny-*"))
+
+    cmd = [PYTHON, "-m", "hyperlaunch.train", *tiny_args(ckpt, "--no-checkpoints", steps=100000), "--run-dir", str(run_dir / "b")]
+    proc = subprocess.Popen(cmd, env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = run_dir / "b" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if metrics.exists() and '"type": "step"' in metrics.read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGUSR2)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == REQUEUE_EXIT_CODE, err[-2000:]
+    events = [json.loads(line) for line in metrics.read_text().splitlines()]
+    (said,) = [e for e in events if e.get("event") == "signal_received"]
+    assert "nothing saved (--no-checkpoints)" in said["message"]
+    assert not [e for e in events if e.get("event") == "checkpoint_saving"] and not list(ckpt.glob("qwen3_tiny-*"))
+
+
 def _bad_ckpt_dir(tmp_path: Path) -> Path:
     """A checkpoint folder with real content that bad input must leave alone."""
     ckpt = tmp_path / "ckpt"

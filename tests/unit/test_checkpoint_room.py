@@ -86,6 +86,7 @@ def test_a_first_checkpoint_or_a_final_export_that_cannot_fit_is_said_so(tmp_pat
 
 def test_scripts_jobs_and_runs_that_fit_get_no_warning(tmp_path: Path) -> None:
     assert checkpoint_room.warning(_spec(tmp_path, steps=2), QWEN, free=9 * GIB) is None  # 1 checkpoint and the export
+    assert checkpoint_room.warning(_spec(tmp_path, "--no-checkpoints"), QWEN, free=0) is None  # saves nothing
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     mine = plan_job(

@@ -34,8 +34,9 @@ def test_defaults_are_the_fields_defaults() -> None:
 def test_each_kind_of_option_reaches_its_field() -> None:
     cfg = parse_config([
         *REQUIRED, "--model-name=x", "--data", "d.jsonl", "--seq-len", "64", "--lr", "1e-3", "--no-export",
-        "--compile", "--sharding", "grad-op", "--run-dir", "/r", "--mixed-precision", "bf16",
+        "--compile", "--sharding", "grad-op", "--run-dir", "/r", "--mixed-precision", "bf16", "--no-checkpoints",
     ])
+    assert cfg.checkpoints is False
     assert (cfg.model_name, cfg.data, cfg.seq_len, cfg.lr, cfg.export, cfg.compile) == ("x", Path("d.jsonl"), 64, 1e-3, False, True)
     assert (cfg.sharding, cfg.run_dir, cfg.mixed_precision) == ("grad-op", Path("/r"), "bf16")
 
@@ -51,6 +52,10 @@ def test_each_kind_of_option_reaches_its_field() -> None:
         ([*REQUIRED, "--fsdp-groups", "two"], "invalid choice: 'two'"),
         ([*REQUIRED, "--fsdp-groups", "one", "--reshard-after-forward"], "cannot be used with --reshard-after-forward"),
         ([*REQUIRED, "--fsdp-groups", "one", "--prefetch", "1"], "with --fsdp-groups one there are none"),
+        ([*REQUIRED, "--no-checkpoints", "--checkpoint-every", "50"], "saves nothing, so --checkpoint-every 50 has nothing"),
+        ([*REQUIRED, "--no-checkpoints", "--keep-last", "2"], "saves nothing, so --keep-last 2 has nothing"),
+        ([*REQUIRED, "--no-checkpoints", "--export-every", "5"], "saves nothing, so --export-every 5 has nothing"),
+        ([*REQUIRED, "--no-checkpoints", "--async-checkpoint"], "saves nothing, so --async-checkpoint has nothing"),
     ],
 )
 def test_bad_values_are_one_line_errors(args: list[str], message: str) -> None:
