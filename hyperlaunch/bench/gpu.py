@@ -84,7 +84,7 @@ def hyperlaunch_row(args: argparse.Namespace, variant: str, work: Path, peak: fl
     torchrun(1, [
         "hyperlaunch.train", "--model", args.model, "--device", "cuda", "--mixed-precision", "bf16",
         "--seq-len", str(args.seq_len), "--micro-batch-size", str(args.micro_batch_size),
-        "--max-steps", str(args.warmup + args.steps), "--checkpoint-every", "0", "--no-export",
+        "--max-steps", str(args.warmup + args.steps), "--no-checkpoints",
         "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch",
         *VARIANTS[variant], *shlex.split(args.trainer_args),
     ])
@@ -137,7 +137,19 @@ def table(rows: list[Row]) -> list[str]:
     return lines
 
 
+def _value_joined(argv: list[str], flag: str) -> list[str]:
+    """`FLAG VALUE` as `FLAG=VALUE`: argparse takes a lone value that looks like a flag
+    (`--trainer-args --float8`) for an option of its own and refuses the command."""
+    joined: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        value = next(rest, None) if arg == flag else None
+        joined.append(arg if value is None else f"{flag}={value}")
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _value_joined(sys.argv[1:] if argv is None else argv, "--trainer-args")
     options = parser("gpu", __doc__)
     options.add_argument("--model", default="qwen3_0_6b")
     options.add_argument("--seq-len", type=int, default=4096)

@@ -114,3 +114,19 @@ def test_the_entry_copies_torchtitans_step_figures_to_a_file(tmp_path: Path) -> 
     )
     assert result.returncode == 0, result.stderr
     assert [r["throughput(tps)"] for r in torchtitan_run.read_records(records)] == [1000.0, 2000.0]
+
+
+def test_a_lone_trainer_flag_reaches_the_trainer_which_saves_no_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--trainer-args --float8` was refused by argparse (a value that looks like a flag), and
+    # the trainer's final save of llama3_1_8b (90 GiB) ended the run on the GPU machine's disk.
+    import torch
+
+    launched: list[list[str]] = []
+    steps = [{"step": s, "tokens_per_s_per_device": 7000.0, "peak_memory_bytes": 2**30, "loss": 1.0} for s in range(1, 41)]
+    monkeypatch.setattr(gpu, "torchrun", lambda ranks, args: launched.append(args))
+    monkeypatch.setattr(gpu, "records", lambda run_dir, kind: steps if kind == "step" else [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA H200")
+    assert gpu.main(["--variants", "compile", "--trainer-args", "--float8"]) == 0
+    (args,) = launched
+    assert args[-1] == "--float8" and "--no-checkpoints" in args and "--checkpoint-every" not in args
