@@ -140,28 +140,38 @@ def _fsdp_layout(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, mi
     process: as without a GPU, one group kept on one rank). Where the GPU's memory changed the
     choice, one line says so."""
     total_gib = torch.cuda.get_device_properties(d.device).total_memory / gpu_memory.GIB if d.device.type == "cuda" else None
+    run: dict[str, typing.Any] = {
+        "seq_len": seq_len, "micro_batch": micro_batch, "activation_checkpointing": bool(cfg.activation_checkpointing),
+        "world": d.world_size, "grad_accum": cfg.grad_accum, "cpu_offload": bool(cfg.cpu_offload),
+    }
     choose = functools.partial(
-        gpu_memory.layout, spec, seq_len=seq_len, micro_batch=micro_batch,
-        activation_checkpointing=bool(cfg.activation_checkpointing), world=d.world_size, grad_accum=cfg.grad_accum,
-        cpu_offload=bool(cfg.cpu_offload), prefetch=cfg.prefetch, reshard_after_forward=cfg.reshard_after_forward,
+        gpu_memory.layout, spec, **run, prefetch=cfg.prefetch, reshard_after_forward=cfg.reshard_after_forward,
         one_group=None if cfg.fsdp_groups is None else cfg.fsdp_groups == "one",
     )
     chosen = choose(gpu_memory_gib=total_gib)
     if total_gib is None or not d.is_main:
         return chosen
     unbounded = choose(gpu_memory_gib=None)
+
+    def beyond(wanted: gpu_memory.Layout) -> str:
+        needed = gpu_memory.estimate_gib(
+            spec, **run, reshard_after_forward=wanted.reshard_after_forward, one_group=wanted.one_group
+        )
+        return (f"the run would need about {needed:.0f} GiB, more than the {gpu_memory.HEADROOM:.0%} of "
+                f"this GPU's {total_gib:.0f} GiB the trainer plans for")
+
     if chosen.reshard_after_forward and not unbounded.reshard_after_forward:
         warn(
-            f"resharding after forward on one GPU: {spec.name}'s gathered bf16 parameters "
-            f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward would not fit "
-            f"in {total_gib:.0f} GiB (--no-reshard-after-forward keeps them anyway)"
+            f"resharding after forward on one GPU: with {spec.name}'s gathered bf16 parameters "
+            f"({gpu_memory.gathered_bytes(spec) / gpu_memory.GIB:.1f} GiB) kept until backward, "
+            f"{beyond(gpu_memory.Layout(False, False))} (--no-reshard-after-forward keeps them anyway)"
         )
     elif unbounded.one_group and not chosen.one_group:
         reduced = gpu_memory.reduced_at_once_bytes(spec, world=1, grad_accum=cfg.grad_accum) / gpu_memory.GIB
         warn(
-            f"an FSDP group per decoder block on one GPU: one group for {spec.name} would reduce every gradient "
-            f"at once at the end of backward, through {reduced:.1f} GiB of buffers that would not fit beside the rest "
-            f"in {total_gib:.0f} GiB (--fsdp-groups one asks for it anyway)"
+            f"an FSDP group per decoder block on one GPU: one group for {spec.name} reduces every gradient at once "
+            f"at the end of backward, through {reduced:.1f} GiB of buffers, and with them "
+            f"{beyond(gpu_memory.Layout(False, True))} (--fsdp-groups one asks for it anyway)"
         )
     return chosen
 

@@ -45,6 +45,8 @@ def test_one_gpu_reshards_only_the_model_whose_gathered_parameters_do_not_fit(
     assert _decide(monkeypatch, "llama3_1_8b", ["--activation-checkpointing"]) is True
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "resharding after forward on one GPU" in line and "(13.0 GiB)" in line and "--no-reshard-after-forward" in line
+    # What does not fit is the whole run with them, not the 13 GiB alone (the line said "would not fit in 140 GiB").
+    assert "the run would need about 140 GiB, more than the 90% of this GPU's 140 GiB" in line
 
 
 def test_what_the_user_set_stays_and_cpu_and_several_ranks_keep_their_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,6 +75,7 @@ def test_one_gpu_takes_one_group_where_it_fits_and_says_when_it_does_not(
     assert _layout(monkeypatch, "llama3_1_8b", ["--activation-checkpointing"], gpu_bytes=170 * 1024**3) == PER_BLOCK
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "an FSDP group per decoder block on one GPU" in line and "29.9 GiB" in line and "--fsdp-groups one" in line
+    assert "the run would need about 166 GiB, more than the 90% of this GPU's 170 GiB" in line
     assert _layout(monkeypatch, "llama3_1_8b", ["--activation-checkpointing"]) == RESHARDED
 
 
