@@ -165,8 +165,6 @@ class TrainConfig:
     def with_defaults(self, values: dict[str, object]) -> TrainConfig:
         """A copy whose unset (None) options take these values (hyperlaunch.core.recommend's)."""
         unset = {name: value for name, value in values.items() if getattr(self, name) is None}
-        if not self.checkpoints:
-            unset.pop("checkpoint_every", None)  # no preset cadence for a run that saves nothing
         return dataclasses.replace(self, **unset)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:

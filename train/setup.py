@@ -102,6 +102,7 @@ def with_recommended(cfg: TrainConfig, source: ModelSource) -> TrainConfig:
             for name in ("seq_len", "micro_batch_size", "activation_checkpointing", "grad_accum", "cpu_offload")
             if getattr(cfg, name) is not None
         },
+        checkpoints=cfg.checkpoints,
     )
     return cfg.with_defaults({setting.name: setting.value for setting in settings})
 

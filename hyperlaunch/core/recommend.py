@@ -49,6 +49,7 @@ def recommended(
     gpu_memory_gib: float | None = None,
     world: int = 1,
     given: Mapping[str, int | bool] | None = None,
+    checkpoints: bool = True,
 ) -> list[Setting]:
     """The settings of a run of `spec` on `hardware` (GPU nodes when `gpu`), in the order
     `submit` prints them; `origin` says where the model's numbers come from (`preset X`, a
@@ -59,7 +60,8 @@ def recommended(
 
     On GPUs whose memory is known (`gpu_memory_gib`, over `world` ranks) the sequence length,
     micro-batch and activation checkpointing are the preset's where they fit, else smaller
-    (hyperlaunch.core.gpu_memory.fit), keeping the values the user set (`given`)."""
+    (hyperlaunch.core.gpu_memory.fit), keeping the values the user set (`given`). A run that
+    saves no checkpoint (`checkpoints` False: --no-checkpoints) gets no checkpoint cadence."""
     sized = f"{origin}, for {hardware}"
     seq_len, micro_batch = (spec.seq_len, spec.micro_batch_size) if gpu else (spec.cpu_seq_len, spec.cpu_micro_batch_size)
     checkpointing, checkpointing_source = spec.activation_checkpointing, origin
@@ -90,7 +92,7 @@ def recommended(
         tokenizer, tokenizer_source = spec.tokenizer, origin
     return [
         Setting("max_steps", spec.max_steps, origin),
-        Setting("checkpoint_every", spec.checkpoint_every, origin),
+        *([Setting("checkpoint_every", spec.checkpoint_every, origin)] if checkpoints else []),
         Setting("val_every", spec.val_every, origin),
         Setting("seq_len", seq_len, seq_source),
         Setting("micro_batch_size", micro_batch, batch_source),

@@ -125,6 +125,20 @@ def test_the_trainer_fills_what_it_was_not_given_from_the_same_recommendation() 
     assert with_recommended(mine, resolve_model("llama3_1_8b", None)).tokenizer == recommend.BUILT_IN_CORPUS_TOKENIZER
 
 
+def test_a_run_without_checkpoints_gets_no_checkpoint_cadence_at_submit_or_in_the_trainer(tmp_path: Path) -> None:
+    # submit wrote the preset's --checkpoint-every beside --no-checkpoints, which the trainer refuses.
+    from hyperlaunch.runs.launch import check_trainer_command
+    from hyperlaunch.train.config import parse_config
+    from hyperlaunch.train.modeling import resolve_model
+    from hyperlaunch.train.setup import with_recommended
+
+    result = plan(tmp_path, {"model": "qwen3_tiny", "trainer_args": ["--no-checkpoints"]})
+    assert "--checkpoint-every" not in result.spec.trainer_args and "checkpoint_every" not in {s.name for s in result.settings}
+    check_trainer_command(result.spec)
+    cfg = parse_config(["--model", "qwen3_tiny", "--checkpoint-dir", "/c", "--device", "cpu", "--no-checkpoints"])
+    assert with_recommended(cfg, resolve_model("qwen3_tiny", None)).checkpoint_every is None
+
+
 def test_the_trainer_on_a_gpu_counts_its_cpu_offload_in_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
