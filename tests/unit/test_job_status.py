@@ -324,3 +324,17 @@ def test_the_loss_sparkline_is_at_most_40_cells_from_lowest_to_highest() -> None
     assert len(falling) == 40 and falling[0] == "█" and falling[-1] == "▁"
     assert list(falling) == sorted(falling, reverse=True)
     assert sparkline([2.0, 2.0, 2.0]) == "▄▄▄" and sparkline([]) == ""
+
+
+def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord) -> None:
+    import dataclasses
+
+    from hyperlaunch.cli.status import _detail
+
+    def checkpoint_line(rec: JobRecord) -> str:
+        status = summarize(rec, [_attempt("COMPLETED")], [])
+        return next(str(line) for line in _detail(status) if str(line).startswith("  checkpoint:"))
+
+    assert checkpoint_line(record) == f"  checkpoint: - in {record.spec.checkpoint_dir}"
+    bench = dataclasses.replace(record, spec=dataclasses.replace(record.spec, trainer_args=("--no-checkpoints",)))
+    assert checkpoint_line(bench).endswith("(none kept: --no-checkpoints)")
