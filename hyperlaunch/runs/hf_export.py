@@ -56,7 +56,10 @@ def choose(
     if step is None:
         pointed = rules.read_pointer(ckpt_dir, name)
         if pointed is None:
-            raise CheckpointError(f"no {name}-latest in {ckpt_dir}: no complete checkpoint of {name} to export", hint=_steps_hint(ckpt_dir, name))
+            hint = _steps_hint(ckpt_dir, name)
+            # With complete steps but no pointer, one of them can still be named (--step N).
+            said = f"{hint}: pass --step N" if hint.startswith("complete steps") else f"{hint}: nothing to export"
+            raise CheckpointError(f"no {name}-latest in {ckpt_dir}", hint=said)
         checkpoint = ckpt_dir / pointed
         step = rules.parse_step(pointed, name)
         assert step is not None

@@ -64,7 +64,8 @@ def plan_resume(
     if after_job is None and not spec.is_script_job and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
         raise CheckpointError(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
-            hint="submit it again to start from scratch",
+            hint="it ran with --no-checkpoints, which keeps none: submit it again to start from scratch"
+            if "--no-checkpoints" in spec.trainer_args else "submit it again to start from scratch",
         )
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are
