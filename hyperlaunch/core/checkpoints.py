@@ -427,12 +427,12 @@ def validate_checkpoint(path: Path, model: str) -> int:
     return step
 
 
-def prune(ckpt_dir: Path, model: str, keep_last: int) -> list[Path]:
-    """Delete all but the newest `keep_last` complete checkpoints of `model`.
+def prunable(ckpt_dir: Path, model: str, keep_last: int) -> list[CheckpointInfo]:
+    """What keeping only the newest `keep_last` complete checkpoints of `model` removes.
 
-    Never deletes the one the pointer names, nor incomplete ones newer than the newest complete
+    Never the one the pointer names, nor incomplete ones newer than the newest complete
     checkpoint (an async save may still be writing it); incomplete leftovers older than that
-    (from a killed save) go. Returns what was removed. `keep_last` <= 0 keeps everything.
+    (from a killed save) go. `keep_last` <= 0 keeps everything.
     """
     if keep_last <= 0:
         return []
@@ -441,11 +441,29 @@ def prune(ckpt_dir: Path, model: str, keep_last: int) -> list[Path]:
     keep = {info.path for info in complete[-keep_last:]}
     keep |= {info.path for info in infos if info.is_latest}
     newest_step = complete[-1].step if complete else -1
+    return [info for info in infos if info.path not in keep and (info.complete or info.step < newest_step)]
+
+
+def remove_checkpoint(path: Path, ignore_errors: bool = False) -> None:
+    """Delete a checkpoint folder, its completeness markers first: a removal that stops half way
+    (a permission, a node lost) leaves an incomplete checkpoint, never one that looks complete
+    and fails to load."""
+    for marker in (METADATA_FILE, COMMITTED_FILE):
+        try:
+            (path / marker).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if not ignore_errors:
+                raise
+    shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
+def prune(ckpt_dir: Path, model: str, keep_last: int) -> list[Path]:
+    """Delete what `prunable` names; returns the folders removed."""
     removed = []
-    for info in infos:
-        if info.path in keep or (not info.complete and info.step >= newest_step):
-            continue
-        shutil.rmtree(info.path, ignore_errors=True)
+    for info in prunable(ckpt_dir, model, keep_last):
+        remove_checkpoint(info.path, ignore_errors=True)
         removed.append(info.path)
     return removed
 
