@@ -215,8 +215,12 @@ class Checkpointer:
         return disk_space.CHECKPOINT_BYTES_PER_PARAM * sum(p.numel() for p in self.model.parameters())
 
     def _room_hint(self) -> str:
-        kept = "; every checkpoint is kept: -- --keep-last N keeps fewer" if self.keep_last == 0 else ""
-        return f"free space there, then 'hyperlaunch resume {disk_space.job_reference(os.environ)}'{kept}"
+        job = disk_space.job_reference(os.environ)
+        kept = (
+            f"; every checkpoint is kept: 'hyperlaunch checkpoints {job} --prune N --yes' removes all but the newest N, "
+            "and -- --keep-last N keeps fewer" if self.keep_last == 0 else ""
+        )
+        return f"free space there, then 'hyperlaunch resume {job}'{kept}"
 
     def _disk_full(self, err: BaseException, what: str, needed: int | None = None) -> DiskFull | None:
         """`err` as the DiskFull of this checkpoint folder, or None when no full disk is behind it."""

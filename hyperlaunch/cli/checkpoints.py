@@ -57,6 +57,15 @@ def checkpoints(
         ),
     ] = None,
     step: Annotated[int | None, typer.Option("--step", min=0, help="With --copy-to: the checkpoint after this many steps [default: the latest].")] = None,
+    prune: Annotated[
+        int | None,
+        typer.Option(
+            "--prune", min=1, metavar="N",
+            help="Keep one model's newest N complete checkpoints and remove the others (never the one -latest names, "
+            "never a save under way); says what would go unless --yes.",
+        ),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="With --prune: remove them.")] = False,
 ) -> None:
     """List checkpoints: step, size, complete or not (DCP's .metadata exists), and which one
     the model's -latest pointer names (the one `resume` loads). Warns when the pointer names a
@@ -69,6 +78,8 @@ def checkpoints(
       hyperlaunch checkpoints --model qwen3_0_6b --checkpoint-dir /fsx/checkpoints
       hyperlaunch checkpoints --json | jq '.models[].latest'
       hyperlaunch checkpoints 42 --copy-to s3://my-bucket/ckpt --step 2000
+      hyperlaunch checkpoints 42 --prune 2            # what keeping the newest 2 would remove
+      hyperlaunch checkpoints 42 --prune 2 --yes      # remove them
     """
     from hyperlaunch.core.checkpoints import list_models
     from hyperlaunch.core.errors import InvalidInput
@@ -81,8 +92,19 @@ def checkpoints(
             raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --model, or the job id")
         spec = jobs.load(job_id).spec
         checkpoint_dir, model = spec.checkpoint_dir, str(spec.checkpoint_name)
+    if prune is not None and (copy_to is not None or step is not None):
+        raise InvalidInput("--prune removes checkpoints and --copy-to/--step copy one: run them one at a time")
+    if yes and prune is None:
+        raise InvalidInput("--yes confirms --prune N: pass both")
     if copy_to is not None:
         _copy_to(copy_to, resolve_checkpoint_dir(checkpoint_dir, profile=profile), model, step, as_json)
+        return
+    if prune is not None:
+        from hyperlaunch.cli import checkpoints_prune
+
+        root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+        name = checkpoints_prune.one_model(root, _checkpoint_name(model) if model else None)
+        checkpoints_prune.prune(root, name, prune, yes=yes, as_json=as_json)
         return
     if step is not None:
         raise InvalidInput("--step chooses the checkpoint --copy-to copies; without --copy-to every step is listed")
