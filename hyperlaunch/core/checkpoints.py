@@ -447,7 +447,15 @@ def prunable(ckpt_dir: Path, model: str, keep_last: int) -> list[CheckpointInfo]
 def remove_checkpoint(path: Path, ignore_errors: bool = False) -> None:
     """Delete a checkpoint folder, its completeness markers first: a removal that stops half way
     (a permission, a node lost) leaves an incomplete checkpoint, never one that looks complete
-    and fails to load."""
+    and fails to load. A checkpoint that is a link to a folder elsewhere loses the link only:
+    its markers, through the link, are the target's."""
+    if os.path.islink(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            if not ignore_errors:
+                raise
+        return
     for marker in (METADATA_FILE, COMMITTED_FILE):
         try:
             (path / marker).unlink()
