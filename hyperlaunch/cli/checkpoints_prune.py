@@ -15,17 +15,25 @@ from hyperlaunch.core.errors import CheckpointError, InvalidInput
 
 def one_model(root: Path, model: str | None) -> str:
     """The model whose checkpoints are pruned: the one named, else the folder's only one."""
-    if model is not None:
-        return model
     models = rules.list_models(root)
     if not models:
         raise InvalidInput(f"--prune: no checkpoints in {root}" + ("" if root.is_dir() else " (no such folder)"))
+    if model is not None:
+        if model not in models:
+            raise InvalidInput(f"--prune: no checkpoints of {model} in {root}; models there: {', '.join(models)}")
+        return model
     if len(models) != 1:
-        raise InvalidInput(f"--prune keeps one model's newest checkpoints: pass --model ({', '.join(models) or 'none'} in {root})")
+        raise InvalidInput(f"--prune keeps one model's newest checkpoints: pass --model ({', '.join(models)} in {root})")
     return models[0]
 
 
 def prune(root: Path, model: str, keep: int, *, yes: bool, as_json: bool) -> None:
+    # The pointer names the checkpoint to keep whatever its age: one that cannot be read keeps
+    # nothing safe, so nothing goes until it is fixed.
+    try:
+        rules.read_pointer(root, model)
+    except CheckpointError as err:
+        raise CheckpointError(f"--prune: {err}", hint=f"fix or remove {model}-latest first; 'hyperlaunch checkpoints' lists them") from None
     going = rules.prunable(root, model, keep)
     gone = {info.path for info in going}
     kept = [info for info in rules.list_checkpoints(root, model) if info.path not in gone]
@@ -35,6 +43,8 @@ def prune(root: Path, model: str, keep: int, *, yes: bool, as_json: bool) -> Non
         for info in going:
             try:
                 rules.remove_checkpoint(info.path)
+            except FileNotFoundError:
+                pass  # gone meanwhile (the trainer's own --keep-last): as asked
             except OSError as err:
                 done = f" after removing {', '.join(removed)}" if removed else ""
                 raise CheckpointError(f"could not remove {info.path}: {err.strerror or err}{done}") from None

@@ -124,3 +124,24 @@ def test_a_removal_cut_short_leaves_an_incomplete_checkpoint_not_a_complete_look
     with pytest.raises(OSError):
         rules.remove_checkpoint(path)
     assert path.is_dir() and not rules.is_complete(path)
+
+
+def test_a_pointer_it_cannot_read_stops_it_before_anything_goes(cli, root: Path) -> None:
+    rules.pointer_path(root, "qwen3_tiny").write_text("qwen3_tiny-10steps\nqwen3_tiny-10steps\n")  # garbage
+    code, _, stderr = _prune(cli, root, "1", "--yes")
+    assert code != 0 and stderr.startswith("hyperlaunch: error: --prune: ") and "fix or remove qwen3_tiny-latest first" in stderr
+    assert len(_left(root)) == 5
+
+
+def test_a_mistyped_model_is_an_error_not_nothing_to_remove(cli, root: Path) -> None:
+    code, _, stderr = _prune(cli, root, "1", "--model", "qwen3_tinny")
+    assert code == 2 and "--prune: no checkpoints of qwen3_tinny in" in stderr and "models there: qwen3_tiny" in stderr
+
+
+def test_a_linked_checkpoint_loses_its_link_and_its_target_stays_whole(root: Path, tmp_path: Path) -> None:
+    elsewhere = make_checkpoint(tmp_path / "other", "qwen3_tiny", 5)
+    link = root / "qwen3_tiny-5steps"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    assert rules.prune(root, "qwen3_tiny", 2) == [link, root / "qwen3_tiny-10steps", root / "qwen3_tiny-20steps"]
+    assert not link.exists() and not link.is_symlink()
+    assert rules.is_complete(elsewhere) and (elsewhere / "__0_0.distcp").exists()
