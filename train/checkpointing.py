@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pickle
+import shlex
 import shutil
 import time
 from concurrent.futures import Future
@@ -216,9 +217,11 @@ class Checkpointer:
 
     def _room_hint(self) -> str:
         job = disk_space.job_reference(os.environ)
+        # By folder and name, not job: a sweep element's id (42_3) is no recorded job.
+        prune = f"hyperlaunch checkpoints --checkpoint-dir {shlex.quote(str(self.ckpt_dir))} --model {self.spec.name} --prune N --yes"
         kept = (
-            f"; every checkpoint is kept: 'hyperlaunch checkpoints {job} --prune N --yes' removes all but the newest N, "
-            "and -- --keep-last N keeps fewer" if self.keep_last == 0 else ""
+            f"; every checkpoint is kept: '{prune}' removes all but the newest N, and -- --keep-last N keeps fewer"
+            if self.keep_last == 0 else ""
         )
         return f"free space there, then 'hyperlaunch resume {job}'{kept}"
 

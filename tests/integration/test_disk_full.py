@@ -77,9 +77,10 @@ def test_no_room_for_the_next_checkpoint_ends_the_run_before_it_writes(tmp_path:
     first = format_size(left.pop("sizes")[f"{MODEL}-2steps"])
     assert failure.message.startswith(f"no room for checkpoint {MODEL}-4steps: it needs about {first} in {tmp_path / 'ck'}, which has "), failure.message
     assert failure.message.endswith(
-        " free (free space there, then 'hyperlaunch resume JOB'; every checkpoint is kept: 'hyperlaunch checkpoints JOB"
-        " --prune N --yes' removes all but the newest N, and -- --keep-last N keeps fewer)"
-    ), "JOB: this run is no Slurm job"
+        " free (free space there, then 'hyperlaunch resume JOB'; every checkpoint is kept: 'hyperlaunch checkpoints"
+        f" --checkpoint-dir {tmp_path / 'ck'} --model {MODEL} --prune N --yes' removes all but the newest N, and -- --keep-last N"
+        " keeps fewer)"
+    ), "JOB: this run is no Slurm job; the prune names folder and model, which a sweep element's id would not"
     errors = [line for line in run.stderr.splitlines() if line.startswith("hyperlaunch.train: error:")]
     assert errors == [f"hyperlaunch.train: error: {failure.message}"], "one line, from rank 0"
     assert "Traceback" not in run.stderr.split("failed (exitcode")[0], "torchrun's own follows; none of the trainer's"
