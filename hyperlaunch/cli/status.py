@@ -256,11 +256,13 @@ def _tracker_lines(locations: dict[str, dict[str, str | None]]) -> list[str]:
 def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     from rich.table import Table
 
+    from hyperlaunch.job import trainer_args as targs
+
     spec, p = status.record.spec, status.progress
     lines: list[Any] = [
         f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status, limit=None)}",
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}"
-        + (" (none kept: --no-checkpoints)" if "--no-checkpoints" in spec.trainer_args else ""),
+        if spec.saves_checkpoints else f"  checkpoint: none kept ({targs.NO_CHECKPOINTS})",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         *filter(None, [_loss_line(loss)]),
         f"  log:        {status.record.log_paths[0]}",

@@ -25,9 +25,9 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     """What the run keeps in its checkpoint folder at its fullest (a sweep's `trainings` each
     as much) against the folder's free space (`free`: asked of the filesystem when None); None
     when it fits or cannot be told."""
-    args = spec.trainer_args
-    if spec.max_steps is None or "--no-checkpoints" in args:
+    if spec.max_steps is None or not spec.saves_checkpoints:
         return None
+    args = spec.trainer_args
     every = _int_flag(args, "--checkpoint-every", model.checkpoint_every)
     keep = _int_flag(args, "--keep-last", 0)
     saves = disk_space.checkpoints_held(spec.max_steps, every, 0)

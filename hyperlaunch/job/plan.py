@@ -300,7 +300,7 @@ def _recommended(settings: Settings, layers: list[Layer]) -> tuple[Settings, tup
         data_tokenizer=manifest_tokenizer(typing.cast("str | None", settings.get("data"))),
         gpu_memory_gib=instance.gpu_memory_gib,
         world=int(typing.cast(int, settings.get("nodes", 1))) * (gpus if isinstance(gpus, int) and gpus > 0 else 1),
-        given=_given_sizes(user_args, given), checkpoints="--no-checkpoints" not in user_args,
+        given=_given_sizes(user_args, given), checkpoints=targs.NO_CHECKPOINTS not in user_args,
     )
     filled: Settings = {}
     added: list[str] = []

@@ -271,6 +271,11 @@ class JobSpec:
         return self.script is not None or self.module is not None
 
     @property
+    def saves_checkpoints(self) -> bool:
+        """False for a bundled-trainer run with --no-checkpoints (a script's arguments are its own)."""
+        return self.is_script_job or targs.NO_CHECKPOINTS not in self.trainer_args
+
+    @property
     def what(self) -> str:
         """What the job trains, as people read it: `qwen3_0_6b`, `script train.py`, `module pkg.train`."""
         if self.script is not None:

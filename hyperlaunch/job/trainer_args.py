@@ -14,6 +14,9 @@ SPEC_OWNED = ("--model", "--checkpoint-dir", "--run-dir", "--max-steps", "--data
 """Trainer flags that hyperlaunch writes from the job's own settings (render.trainer_argv):
 given again after `--` they would silently win over what `status`, `checkpoints` and `resume`
 look at, so they are refused there, pointing at hyperlaunch's flag of the same name."""
+NO_CHECKPOINTS = "--no-checkpoints"
+"""The bundled trainer saves no checkpoint and exports nothing: a run with it has nothing of its
+own to resume or export, and needs no room and no checkpoint cadence."""
 HELP_FLAGS = ("-h", "--help")
 RESUME_OVERRIDES = {"--from-scratch": False, "--resume-from": True}
 """Flags that tell the trainer where to start, mapped to whether they take a value: `resume`

@@ -509,7 +509,8 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
         events = [item for item in events if item.job_id == record.job_id]
     model = record.spec.checkpoint_name
     try:
-        ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model)
+        # A run that saves none has none of its own: a pointer there is another run's.
+        ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model) if record.spec.saves_checkpoints else None
     except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
         ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None

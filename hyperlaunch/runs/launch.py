@@ -61,11 +61,15 @@ def plan_resume(
     ckpt_dir = Path(spec.checkpoint_dir)
     # A script job may keep checkpoints of its own kind (torch.save files the library never
     # committed): it resumes however its script does, so nothing is refused here.
+    if not spec.saves_checkpoints:  # a checkpoint in its folder would be another run's
+        raise CheckpointError(
+            f"job {record.job_id} ran with {targs.NO_CHECKPOINTS}, which keeps no checkpoint: nothing to resume from",
+            hint="submit it again to start from scratch",
+        )
     if after_job is None and not spec.is_script_job and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
         raise CheckpointError(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
-            hint="it ran with --no-checkpoints, which keeps none: submit it again to start from scratch"
-            if "--no-checkpoints" in spec.trainer_args else "submit it again to start from scratch",
+            hint="submit it again to start from scratch",
         )
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are

@@ -335,6 +335,11 @@ def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord)
         status = summarize(rec, [_attempt("COMPLETED")], [])
         return next(str(line) for line in _detail(status) if str(line).startswith("  checkpoint:"))
 
-    assert checkpoint_line(record) == f"  checkpoint: - in {record.spec.checkpoint_dir}"
+    ckpt = Path(record.spec.checkpoint_dir)
+    (ckpt / "qwen3_tiny-40steps").mkdir(parents=True)
+    (ckpt / "qwen3_tiny-40steps" / checkpoints.METADATA_FILE).write_bytes(b"")
+    checkpoints.write_pointer(ckpt, "qwen3_tiny", "qwen3_tiny-40steps")  # another run's
+    assert checkpoint_line(record) == f"  checkpoint: qwen3_tiny-40steps in {record.spec.checkpoint_dir}"
     bench = dataclasses.replace(record, spec=dataclasses.replace(record.spec, trainer_args=("--no-checkpoints",)))
-    assert checkpoint_line(bench).endswith("(none kept: --no-checkpoints)")
+    assert checkpoint_line(bench) == "  checkpoint: none kept (--no-checkpoints)"
+    assert summarize(bench, [_attempt("COMPLETED")], []).to_json()["checkpoint"] is None

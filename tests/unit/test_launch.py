@@ -48,9 +48,9 @@ def test_resume_is_refused_without_a_complete_checkpoint(tmp_path: Path) -> None
     with pytest.raises(CheckpointError, match="no complete checkpoint of qwen3_tiny"):
         plan_resume(record)
     unsaved = _record(tmp_path, trainer_args=("--no-checkpoints",))
-    with pytest.raises(CheckpointError) as said:
-        plan_resume(unsaved)
-    assert "(it ran with --no-checkpoints, which keeps none: submit it again" in said.value.one_line()
+    _complete_checkpoint(unsaved, 6)  # another run's, in the same folder
+    with pytest.raises(CheckpointError, match="job 41 ran with --no-checkpoints, which keeps no checkpoint: nothing to resume"):
+        plan_resume(unsaved, after_job="40")
 
 
 def test_resume_finds_a_model_directorys_checkpoints_by_the_recorded_name(tmp_path: Path) -> None:
