@@ -205,6 +205,7 @@ class TrainConfig:
                 raise InvalidInput(f"{flag} must be >= 1, got {value}")
         for flag, value in (
             ("--keep-last", self.keep_last),
+            ("--export-every", self.export_every),
             ("--prefetch", self.prefetch),
             ("--val-every", self.val_every),
             ("--warmup-steps", self.warmup_steps),
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         # flags in a job's arguments by their full names, and a typo must fail, not guess.
         allow_abbrev=False,
         description="FSDP2 training of a Hugging Face causal LM with crash-safe, resumable checkpoints. "
-        "Exit code 75 means: a signal asked us to stop, a checkpoint was saved, please requeue.",
+        "Exit code 75 means: a signal asked us to stop, a checkpoint was saved (none with --no-checkpoints), please requeue.",
     )
     groups = {name: p.add_argument_group(name) for name in GROUPS}
     hints = typing.get_type_hints(TrainConfig)

@@ -303,24 +303,21 @@ class Trainer:
 
     def _stop_and_save(self, state: TrainState) -> int:
         name = self.stop.signal_name or "a signal on another rank"
-        if not self.checkpoints:
+        if self.checkpoints:
+            self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
+            with self.watchdog.allowance(Phase.CHECKPOINT):
+                if self.checkpointer.last_saved_step != state.step:
+                    self.checkpointer.save(state)
+                self.checkpointer.wait()
+            done = f"checkpoint saved at step {state.step}"
+        else:  # a requeue starts over
             self.metrics.event(
                 TrainerEvent.SIGNAL_RECEIVED, f"{name} received at step {state.step}: nothing saved (--no-checkpoints)",
                 step=state.step, signal=name,
             )
-            self.metrics.event(
-                TrainerEvent.EXIT, f"exiting {REQUEUE_EXIT_CODE} without a checkpoint (please requeue)",
-                step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
-            )
-            self.metrics.request_requeue()
-            return REQUEUE_EXIT_CODE
-        self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
-        with self.watchdog.allowance(Phase.CHECKPOINT):
-            if self.checkpointer.last_saved_step != state.step:
-                self.checkpointer.save(state)
-            self.checkpointer.wait()
+            done = "no checkpoint"
         self.metrics.event(
-            TrainerEvent.EXIT, f"checkpoint saved at step {state.step}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
+            TrainerEvent.EXIT, f"{done}; exiting {REQUEUE_EXIT_CODE} (please requeue)",
             step=state.step, exit_code=REQUEUE_EXIT_CODE, requeue=True,
         )
         self.metrics.request_requeue()

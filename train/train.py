@@ -1,7 +1,7 @@
 """Wiring only: check inputs, build, resume, train, export, close.
 
 Exit codes: 0 done; 75 (hyperlaunch.core.protocol.REQUEUE_EXIT_CODE) a stop signal arrived and a
-checkpoint was saved, please requeue; 2 invalid input (flags, data, model); 6 checkpoint
+checkpoint was saved (none with --no-checkpoints: the requeued run starts over), please requeue; 2 invalid input (flags, data, model); 6 checkpoint
 problem; 9 this node lacks what the job needs (one line on stderr); 124
 (watchdog.HANG_EXIT_CODE) no step finished within the hang limit (--hang-timeout): the
 rank's Python stacks are on stderr; 1 any other error, or faulthandler's backstop for a hang

@@ -35,7 +35,8 @@ class RestartCause(str, enum.Enum):
     TIME_LIMIT = "time-limit"
     """The save signal (Slurm's warning before the time limit, or someone's) reached the script."""
     REQUEUE_REQUESTED = "requeue-requested"
-    """The trainer saved after a stop signal: its requeue-request file, or REQUEUE_EXIT_CODE."""
+    """The trainer saved after a stop signal (or, with --no-checkpoints, stopped): its
+    requeue-request file, or REQUEUE_EXIT_CODE."""
     CRASH = "crash"
     """The step failed any other way."""
     NODE_FAILURE = "node-failure"
@@ -138,7 +139,8 @@ def parse_attempt_marker(line: str) -> dict[str, str] | None:
 
 REQUEUE_EXIT_CODE = 75
 """Exit code of a training process that received SIGUSR2/SIGTERM, saved a complete checkpoint
-and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later)."""
+and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later). A
+run with --no-checkpoints saves nothing and asks the same: its requeue starts over."""
 SAVE_SIGNAL = "USR2"
 """The signal Slurm's --signal sends before the time limit and the script forwards; the trainer saves on it."""
 

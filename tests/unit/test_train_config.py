@@ -56,6 +56,7 @@ def test_each_kind_of_option_reaches_its_field() -> None:
         ([*REQUIRED, "--no-checkpoints", "--keep-last", "2"], "saves nothing, so --keep-last 2 has nothing"),
         ([*REQUIRED, "--no-checkpoints", "--export-every", "5"], "saves nothing, so --export-every 5 has nothing"),
         ([*REQUIRED, "--no-checkpoints", "--async-checkpoint"], "saves nothing, so --async-checkpoint has nothing"),
+        ([*REQUIRED, "--export-every", "-1"], "--export-every must be >= 0"),
     ],
 )
 def test_bad_values_are_one_line_errors(args: list[str], message: str) -> None:
