@@ -56,9 +56,9 @@ def choose(
     if step is None:
         pointed = rules.read_pointer(ckpt_dir, name)
         if pointed is None:
-            hint = _steps_hint(ckpt_dir, name)
             # With complete steps but no pointer, one of them can still be named (--step N).
-            said = f"{hint}: pass --step N" if hint.startswith("complete steps") else f"{hint}: nothing to export"
+            steps = _complete_steps(ckpt_dir, name)
+            said = f"complete steps: {', '.join(steps)}; pass --step N" if steps else f"no complete checkpoint of {name} there: nothing to export"
             raise CheckpointError(f"no {name}-latest in {ckpt_dir}", hint=said)
         checkpoint = ckpt_dir / pointed
         step = rules.parse_step(pointed, name)
@@ -74,8 +74,12 @@ def choose(
     return Target(checkpoint, target, step, ckpt_dir, name, model=model, model_name=model_name, tokenizer=tokenizer)
 
 
+def _complete_steps(ckpt_dir: Path, name: str) -> list[str]:
+    return [str(info.step) for info in rules.list_checkpoints(ckpt_dir, name) if (info.path / rules.METADATA_FILE).is_file()]
+
+
 def _steps_hint(ckpt_dir: Path, name: str) -> str:
-    steps = [str(info.step) for info in rules.list_checkpoints(ckpt_dir, name) if (info.path / rules.METADATA_FILE).is_file()]
+    steps = _complete_steps(ckpt_dir, name)
     return f"complete steps: {', '.join(steps)}" if steps else f"no complete checkpoint of {name} there"
 
 

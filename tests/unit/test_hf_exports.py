@@ -46,7 +46,7 @@ def test_a_missing_step_or_an_incomplete_checkpoint_is_refused_naming_the_comple
     assert empty.value.one_line() == f"no m-latest in {tmp_path / 'none'} (no complete checkpoint of m there: nothing to export)"
     with pytest.raises(CheckpointError) as unpointed:
         hf_export.choose(tmp_path, "m", step=None, output=None)
-    assert unpointed.value.one_line().endswith("(complete steps: 10: pass --step N)")
+    assert unpointed.value.one_line().endswith("(complete steps: 10; pass --step N)")
 
 
 def test_no_python_with_torch_is_one_line_naming_the_train_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
