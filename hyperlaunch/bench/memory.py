@@ -55,7 +55,7 @@ def peak_per_rank(model: str, ranks: int, sharding: str, steps: int, seq_len: in
     torchrun(ranks, [
         "hyperlaunch.train", "--model", model, "--sharding", sharding, "--max-steps", str(steps),
         "--seq-len", str(seq_len), "--micro-batch-size", "1", "--log-every", str(steps),
-        "--checkpoint-every", "0", "--no-export", "--checkpoint-dir", str(work / "ckpt"),
+        "--no-checkpoints", "--checkpoint-dir", str(work / "ckpt"),
         "--run-dir", str(run_dir), "--from-scratch", "--val-fraction", "0.01",
     ])
     last = records(run_dir, "step")[-1]

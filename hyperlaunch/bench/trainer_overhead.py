@@ -30,7 +30,7 @@ def run_trainer(args: argparse.Namespace, work: Path) -> float:
     torchrun(2, [
         "hyperlaunch.train", "--model", args.model, "--seq-len", str(args.seq_len),
         "--micro-batch-size", str(args.micro_batch_size), "--max-steps", str(args.warmup + args.steps),
-        "--log-every", str(args.warmup), "--checkpoint-every", "0", "--no-export",
+        "--log-every", str(args.warmup), "--no-checkpoints",
         "--checkpoint-dir", str(work / "ckpt"), "--run-dir", str(run_dir), "--from-scratch",
     ])
     steps = {record["step"]: record["time"] for record in records(run_dir, "step")}

@@ -130,3 +130,7 @@ def test_a_lone_trainer_flag_reaches_the_trainer_which_saves_no_checkpoint(monke
     assert gpu.main(["--variants", "compile", "--trainer-args", "--float8"]) == 0
     (args,) = launched
     assert args[-1] == "--float8" and "--no-checkpoints" in args and "--checkpoint-every" not in args
+    from hyperlaunch.train.config import parse_config
+
+    cfg = parse_config(args[1:])  # the trainer takes the command as built
+    assert cfg.float8 and not cfg.checkpoints and cfg.compile
