@@ -71,8 +71,8 @@ class TrainConfig:
     )
     checkpoints: bool = option(
         True, group="checkpoints", flag="--no-checkpoints",
-        help="save no checkpoint, not at the end nor on a signal, and so export nothing: for benchmarks "
-        "and smoke tests (a stopped run has nothing to resume from)",
+        help="save no checkpoint, not at the end nor on a signal, and so export nothing; start from scratch "
+        "unless --resume-from names one: for benchmarks and smoke tests (a stopped run starts over)",
     )
     keep_last: int = option(0, group="checkpoints", help="keep this many complete checkpoints (0: all)")
     async_checkpoint: bool = option(

@@ -34,8 +34,10 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
         raise InvalidInput(missing)
     if cfg.data is not None and not cfg.data.exists():
         raise DataError(f"--data {cfg.data}: no such file or directory")
+    # A run that keeps no checkpoint follows none either (a pointer there is another run's),
+    # so a requeue starts over as said; --resume-from still loads the one it names.
     resume = rules.choose_resume(
-        cfg.checkpoint_dir, name, from_scratch=cfg.from_scratch, resume_from=cfg.resume_from
+        cfg.checkpoint_dir, name, from_scratch=cfg.from_scratch or not cfg.checkpoints, resume_from=cfg.resume_from
     )
     # Only now create anything: every read-only check above has passed.
     rules.check_writable(cfg.checkpoint_dir)

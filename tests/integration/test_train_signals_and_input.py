@@ -42,9 +42,12 @@ def test_stop_signal_saves_and_exits_with_requeue_code(tmp_path: Path, signum: i
 
 def test_no_checkpoints_trains_to_the_end_saves_nothing_and_a_signal_asks_for_a_requeue(tmp_path: Path) -> None:
     ckpt, run_dir = tmp_path / "ckpt", tmp_path / "run"
+    launch(tiny_args(ckpt, "--no-export", steps=2), run_dir=tmp_path / "other")  # another run's checkpoint
+    others = ["qwen3_tiny-2steps", "qwen3_tiny-latest"]
     done = launch(tiny_args(ckpt, "--no-checkpoints", steps=4), run_dir=run_dir)
-    assert sorted(done.steps()) == [1, 2, 3, 4] and not done.events("checkpoint_saving") and not done.events("exported")
-    assert ck.read_pointer(ckpt, "qwen3_tiny") is None and not list(ckpt.glob("qwen3_tiny-*"))
+    assert sorted(done.steps()) == [1, 2, 3, 4] and not done.events("resumed"), "from scratch, not from the other run's"
+    assert not done.events("checkpoint_saving") and not done.events("exported")
+    assert ck.read_pointer(ckpt, "qwen3_tiny") == "qwen3_tiny-2steps" and sorted(p.name for p in ckpt.glob("qwen3_tiny-*")) == others
 
     cmd = [PYTHON, "-m", "hyperlaunch.train", *tiny_args(ckpt, "--no-checkpoints", steps=100000), "--run-dir", str(run_dir / "b")]
     proc = subprocess.Popen(cmd, env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -60,7 +63,7 @@ def test_no_checkpoints_trains_to_the_end_saves_nothing_and_a_signal_asks_for_a_
     events = [json.loads(line) for line in metrics.read_text().splitlines()]
     (said,) = [e for e in events if e.get("event") == "signal_received"]
     assert "nothing saved (--no-checkpoints)" in said["message"]
-    assert not [e for e in events if e.get("event") == "checkpoint_saving"] and not list(ckpt.glob("qwen3_tiny-*"))
+    assert not [e for e in events if e.get("event") == "checkpoint_saving"] and sorted(p.name for p in ckpt.glob("qwen3_tiny-*")) == others
 
 
 def _bad_ckpt_dir(tmp_path: Path) -> Path:
