@@ -15,7 +15,6 @@ import json
 import os
 import pickle
 import shlex
-import shutil
 import time
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
@@ -271,11 +270,10 @@ class Checkpointer:
 
     def _clear_stale(self, path: Path) -> None:
         # A directory with this name is left over from a run that went further before crashing
-        # (or a killed save). Drop its completion marker first: a crash while rewriting it
-        # must never leave old metadata beside new shards.
+        # (or a killed save). Its completion marker goes first (rules.remove_checkpoint): a crash
+        # while rewriting it must never leave old metadata beside new shards.
         if path.exists():
-            (path / rules.METADATA_FILE).unlink(missing_ok=True)
-            shutil.rmtree(path)
+            rules.remove_checkpoint(path)
 
     def _complete(self, save: _Save) -> None:
         step, path = save.step, save.path
