@@ -262,10 +262,10 @@ class Checkpointer:
             if self.d.is_main:
                 self._clear_stale(save.path)
             raise full from None
-        failures = getattr(err, "failures", None)
-        if isinstance(failures, dict) and failures:
+        failures = disk_space.rank_failures(err)
+        if failures:
             rank = min(failures)
-            first = failures[rank][0] if isinstance(failures[rank], tuple) else failures[rank]
+            first = failures[rank]
             raise RuntimeError(f"saving checkpoint {save.path.name} failed on rank {rank}: {type(first).__name__}: {first}") from err
 
     def _clear_stale(self, path: Path) -> None:

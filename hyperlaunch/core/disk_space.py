@@ -83,6 +83,16 @@ def job_reference(environ: Mapping[str, str]) -> str:
     return environ.get("SLURM_JOB_ID") or "JOB"
 
 
+def rank_failures(err: BaseException) -> dict[int, BaseException]:
+    """Each rank's exception inside DCP's CheckpointException (`failures`: rank -> (exception,
+    trace)); {} for any other error."""
+    failures = getattr(err, "failures", None)
+    if not isinstance(failures, dict):
+        return {}
+    found = {rank: failure[0] if isinstance(failure, tuple) and failure else failure for rank, failure in failures.items()}
+    return {rank: inner for rank, inner in found.items() if isinstance(inner, BaseException)}
+
+
 def disk_full_cause(err: BaseException) -> OSError | None:
     """The ENOSPC or EDQUOT OSError behind `err`: itself, its cause or context, or one rank's
     failure inside DCP's CheckpointException (`failures`: rank -> (exception, trace))."""
@@ -95,12 +105,7 @@ def disk_full_cause(err: BaseException) -> OSError | None:
         seen.add(id(current))
         if is_disk_full(current):
             return typing.cast(OSError, current)
-        failures = getattr(current, "failures", None)
-        if isinstance(failures, dict):
-            for failure in failures.values():
-                inner = failure[0] if isinstance(failure, tuple) and failure else failure
-                if isinstance(inner, BaseException):
-                    pending.append(inner)
+        pending.extend(rank_failures(current).values())
         pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return None
 
