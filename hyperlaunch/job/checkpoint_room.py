@@ -16,9 +16,9 @@ from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec
 
 
-def _int_flag(args: tuple[str, ...], flag: str, default: int) -> int:
-    value = targs.value_of(args, flag)
-    return int(value) if value is not None and value.isdigit() else default
+def _count(args: tuple[str, ...], flag: str, default: int) -> int:
+    value = targs.count_of(args, flag)
+    return default if value is None else value
 
 
 def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings: int = 1) -> str | None:
@@ -28,8 +28,8 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     if spec.max_steps is None or not spec.saves_checkpoints:
         return None
     args = spec.trainer_args
-    every = _int_flag(args, "--checkpoint-every", model.checkpoint_every)
-    keep = _int_flag(args, "--keep-last", 0)
+    every = _count(args, "--checkpoint-every", model.checkpoint_every)
+    keep = _count(args, "--keep-last", 0)
     saves = disk_space.checkpoints_held(spec.max_steps, every, 0)
     held = disk_space.checkpoints_held(spec.max_steps, every, keep)
     each = CHECKPOINT_BYTES_PER_PARAM * model.num_params

@@ -112,7 +112,7 @@ def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:
     of their folder (a warning: hyperlaunch.job.checkpoint_room); None for a script's job or
     when they fit."""
     model = spec.model
-    if spec.script is not None or spec.module is not None or not model or (model not in PRESETS and not is_model_directory(model)):
+    if spec.is_script_job or not model or (model not in PRESETS and not is_model_directory(model)):
         return None
     return checkpoint_room.warning(spec, _model_spec(model)[0], trainings=trainings)
 
@@ -326,9 +326,9 @@ def _given_sizes(args: tuple[str, ...], given: set[str]) -> dict[str, int | bool
     anything is submitted)."""
     sizes: dict[str, int | bool] = {}
     for name in ("seq_len", "micro_batch_size", "grad_accum"):
-        value = targs.value_of(args, "--" + name.replace("_", "-"))
-        if value is not None and value.isdigit() and int(value) > 0:
-            sizes[name] = int(value)
+        value = targs.count_of(args, "--" + name.replace("_", "-"))
+        if value:
+            sizes[name] = value
     for switch in ("activation_checkpointing", "cpu_offload"):
         if switch in given:
             sizes[switch] = "--" + switch.replace("_", "-") in args

@@ -34,6 +34,13 @@ def value_of(args: Sequence[str], flag: str) -> str | None:
     return found
 
 
+def count_of(args: Sequence[str], flag: str) -> int | None:
+    """A flag's value as a count (digits only), or None when absent or not one: the trainer's
+    parser refuses it before anything is submitted."""
+    value = value_of(args, flag)
+    return int(value) if value is not None and value.isdigit() else None
+
+
 def without(args: Sequence[str], flags: dict[str, bool]) -> tuple[str, ...]:
     """`args` with the given flags (and, for those that take one, their value) removed."""
     kept: list[str] = []
