@@ -285,6 +285,8 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     lines += waiting_lines(status)
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
+    from hyperlaunch.runs.attempts import restart_count
+
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")
     for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED", "WHY IT ENDED"):
         attempts.add_column(column, overflow="fold")
@@ -292,9 +294,10 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     if status.failure is not None:
         causes[status.failure.attempt] = status.failure.describe()
     for index, attempt in enumerate(status.attempts):
+        count = restart_count(status.attempts, index)  # as `logs --attempt N` names it
         attempts.add_row(
-            str(index), attempt.state, attempt.node_list, attempt.start, attempt.end,
-            _elapsed(attempt.elapsed_s), causes.get(index, "-" if attempt.state != "COMPLETED" else "completed"),
+            str(count), attempt.state, attempt.node_list, attempt.start, attempt.end,
+            _elapsed(attempt.elapsed_s), causes.get(count, "-" if attempt.state != "COMPLETED" else "completed"),
         )
     lines.append(attempts)
     if status.in_allocation:

@@ -18,6 +18,8 @@ from hyperlaunch.slurm import hostlist
 
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)
+# How far the batch host's clock (the log's markers) may be from the controller's (sacct's).
+_CLOCK_SLACK = timedelta(seconds=5)
 _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
 
 
@@ -68,21 +70,23 @@ def markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, 
 def with_logged_attempts(
     attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
 ) -> list[slurm.Attempt]:
-    """sacct's attempts, with those only the log's start markers know. A job requeued after
-    giving nodes back (a lost node left at once) keeps one accounting record for the run it
-    was resized in and every later run: that record is split at the later runs' markers."""
-    runs = list(attempts)
-    hidden = sorted(r for r in starts if r >= len(runs))
+    """sacct's attempts, each with the restart count it ran under, and with those only the
+    log's start markers know. A job requeued after giving nodes back (a lost node left at once)
+    keeps one accounting record for the run it was resized in and every later run: that record
+    is split at the later runs' markers."""
+    runs, hidden = _numbered(attempts, starts)
     if not runs or not hidden:
         return runs
+    numbered = list(runs)
+    count = restart_count(runs, len(runs) - 1)
     piece = runs.pop()
-    piece = replace(piece, node_list=starts.get(len(runs), {}).get("nodes") or piece.node_list)
+    piece = replace(piece, node_list=starts.get(count, {}).get("nodes") or piece.node_list)
     for restart in hidden:
         piece_start = _parse_time(piece.start)
         began = _marker_time(starts[restart].get("time", ""))
         if began is None or piece_start is None or began < piece_start:
-            return list(attempts)  # markers of an earlier job with this id, or unreadable
-        ended = _marker_time(ends.get(restart - 1, {}).get("time", ""))
+            return numbered  # markers of an earlier job with this id, or unreadable
+        ended = _marker_time(ends.get(count, {}).get("time", ""))
         if ended is None or not piece_start <= ended <= began:
             ended = began
         runs.append(replace(piece, state="REQUEUED", end=_sacct_time(ended), exit_code="0:0", elapsed_s=_seconds(piece_start, ended)))
@@ -91,8 +95,42 @@ def with_logged_attempts(
             start=_sacct_time(began),
             node_list=starts[restart].get("nodes") or piece.node_list,
             elapsed_s=max(piece.elapsed_s - _seconds(piece_start, began), 0),
+            restart=restart,
         )
+        count = restart
     return [*runs, piece]
+
+
+def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]]) -> tuple[list[slurm.Attempt], list[int]]:
+    """sacct's attempts with their restart counts, and the logged counts no attempt took.
+    Each run that started takes the next start marker the log holds, not its position: Slurm's
+    count can skip a number (a requeue counted twice, the script's and Slurm's own for a lost
+    node), and `logs --attempt N` names runs by that count. Only the first run's time is
+    compared: a resized run's record starts when it was resized. A marker written before the
+    job first started is an earlier job's with this id. A run not started is one more than the
+    run before."""
+    first = _parse_time(attempts[0].start) if attempts else None
+    logged = [count for count in sorted(starts) if not _written_before(starts[count], first)]
+    numbered: list[slurm.Attempt] = []
+    previous = -1
+    for attempt in attempts:
+        count = previous + 1
+        if logged and _parse_time(attempt.start) is not None:
+            count = max(logged.pop(0), count)
+        numbered.append(replace(attempt, restart=count))
+        previous = count
+    return numbered, logged
+
+
+def _written_before(marker: Mapping[str, str], when: datetime | None) -> bool:
+    written = _marker_time(marker.get("time", ""))
+    return written is not None and when is not None and written < when - _CLOCK_SLACK
+
+
+def restart_count(attempts: Sequence[slurm.Attempt], index: int) -> int:
+    """attempts[index]'s restart count: the one its log tells, else its position."""
+    restart = attempts[index].restart
+    return restart if restart is not None else index
 
 
 def _seconds(start: datetime, end: datetime) -> int:

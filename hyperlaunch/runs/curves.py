@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,9 +197,16 @@ def markers(records: Sequence[MetricsRecord], statuses: Sequence[JobStatus]) -> 
             if restart.round:
                 kind, at = MarkerKind.IN_ALLOCATION, first.get((job, restart.attempt, restart.round))
             else:
-                kind, at = MarkerKind.RESTART, first.get((job, restart.attempt + 1, None))
+                kind, at = MarkerKind.RESTART, _first_after(first, job, restart.attempt)
             found.append(_marker(kind, restart.describe(), job, restart.attempt, restart.round, at))
     return found
+
+
+def _first_after(first: Mapping[tuple[str | None, int | None, int | None], StepRecord], job: str, attempt: int) -> StepRecord | None:
+    """The first step of the job's next attempt: the lowest restart count above `attempt`
+    (Slurm's count can skip a number)."""
+    later = [restart for (job_id, restart, round_) in first if job_id == job and round_ is None and restart is not None and restart > attempt]
+    return first.get((job, min(later), None)) if later else None
 
 
 def _marker(kind: str, cause: str, job_id: str, attempt: int, round_: int, at: StepRecord | None) -> Marker:

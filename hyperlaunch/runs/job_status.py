@@ -44,6 +44,7 @@ from hyperlaunch.runs.attempts import (
     failed_nodes,
     markers_by_restart,
     read_lines,
+    restart_count,
     root_error_line,
     split_attempts,
     task_exit_code,
@@ -344,8 +345,9 @@ def summarize(
 
     def cause_of(index: int) -> Restart:
         following = attempts[index + 1].start if index + 1 < len(attempts) else None
-        marker = markers.get(index)
-        ended = _cause(index, attempts[index], marker, events, err_by_attempt.get(index, []), record, following)
+        count = restart_count(attempts, index)
+        marker = markers.get(count)
+        ended = _cause(count, attempts[index], marker, events, err_by_attempt.get(count, []), record, following)
         return _budget_spent(ended, marker, record)
 
     restarts = [cause_of(index) for index in range(len(attempts) - 1)]
@@ -360,7 +362,7 @@ def summarize(
         elif last.state != "COMPLETED":
             failure = cause_of(len(attempts) - 1)
             # An attempt that found the budget spent at its start: the restart before it spent it.
-            if _marker_cause(markers.get(len(attempts) - 1)) is RestartCause.RESTART_LIMIT and restarts:
+            if _marker_cause(markers.get(restart_count(attempts, len(attempts) - 1))) is RestartCause.RESTART_LIMIT and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
     state = current_state(last, queue_state)

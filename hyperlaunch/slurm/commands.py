@@ -321,6 +321,9 @@ class Attempt:
     exit_code: str
     elapsed_s: int = 0
     time_limit_s: int | None = None
+    restart: int | None = None
+    """The restart count it ran under (SLURM_RESTART_COUNT), where the job's log tells it;
+    sacct has no column for it."""
 
 
 def job_attempts_command(job_ids: Sequence[str]) -> list[str]:

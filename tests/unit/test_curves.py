@@ -128,3 +128,16 @@ def test_a_wall_time_line_breaks_where_the_training_started_again() -> None:
     marks = [curves._marker("restart", "crash", "7", 0, 0, parse_metrics_line(json.dumps(_step(step, 1.0)))) for step in (4, 5, 9)]
     assert curves.breaks(points, marks) == [2, 4]
     assert curves.breaks(points, [curves._marker("restart", "crash", "7", 0, 0, None)]) == []
+
+
+def test_a_restart_slurm_counted_twice_is_marked_at_the_next_attempts_first_step(record: JobRecord) -> None:
+    # The node loss ended attempt 0 and was counted twice: the next attempt ran as restart 2.
+    record.log_paths[0].write_text(
+        "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=t\n"
+        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 action=requeue time=t\n"
+        "### hyperlaunch attempt-start restart=2 job=7 nodes=node[1,3] host=h time=t\n"
+    )
+    status = summarize(record, [_attempt("REQUEUED"), _attempt("RUNNING")], [])
+    records = _records(_step(1, 3.0), _step(2, 2.9), _step(3, 2.6, restart=2, time=3000.0))
+    (marker,) = curves.training_curves(records, [status]).markers
+    assert (marker.kind, marker.step, marker.time, marker.attempt, marker.cause) == ("restart", 3, 3000.0, 0, "node failure (node2)")

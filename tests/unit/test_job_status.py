@@ -343,3 +343,66 @@ def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord)
     bench = dataclasses.replace(record, spec=dataclasses.replace(record.spec, trainer_args=("--no-checkpoints",)))
     assert checkpoint_line(bench) == "  checkpoint: none kept (--no-checkpoints)"
     assert summarize(bench, [_attempt("COMPLETED")], []).to_json()["checkpoint"] is None
+
+
+def _node_lost(restart: int, node: str, start: str, end: str) -> str:
+    """What the script logs for an attempt the supervisor requeued after losing `node`."""
+    return (
+        f"### hyperlaunch attempt-start restart={restart} job=7 nodes=node[1-2] host=h time={_utc_marker_time(start)}\n"
+        f"### hyperlaunch attempt-end restart={restart} job=7 exit=1 cause=node-failure nodes={node} failures=0 round=0 action=requeue time={_utc_marker_time(end)}\n"
+    )
+
+
+def test_a_restart_count_slurm_skipped_names_each_attempt_by_the_count_it_ran_under(record: JobRecord) -> None:
+    # The second node loss was counted twice (the script's requeue and Slurm's own): the third
+    # attempt ran as restart 3. Each sacct row is matched to its run by its start marker.
+    windows = [("00:00:00", "00:01:00"), ("00:01:10", "00:02:00"), ("00:02:10", "00:03:00"), ("00:03:10", "Unknown")]
+    times = [(f"2026-01-01T{a}", f"2026-01-01T{b}" if b != "Unknown" else b) for a, b in windows]
+    _log(
+        record,
+        out=_node_lost(0, "node2", *times[0]) + _node_lost(1, "node3", *times[1]) + _node_lost(3, "node4", *times[2])
+        + f"### hyperlaunch attempt-start restart=4 job=7 nodes=node[1-2] host=h time={_utc_marker_time(times[3][0])}\n",
+    )
+    attempts = [_attempt("REQUEUED", start=a, end=b) for a, b in times[:3]] + [_attempt("RUNNING", start=times[3][0], end="Unknown")]
+    status = summarize(record, attempts, [], queue_state="RUNNING")
+    assert [a.restart for a in status.attempts] == [0, 1, 3, 4]
+    assert [(r.attempt, r.describe()) for r in status.restarts] == [
+        (0, "node failure (node2)"), (1, "node failure (node3)"), (3, "node failure (node4)"),
+    ]
+    assert status.failed_nodes == ("node2", "node3", "node4")
+    assert [a["restart"] for a in status.to_json()["attempts"]] == [0, 1, 3, 4]
+
+    from rich.console import Console
+
+    from hyperlaunch.cli.status import _detail
+
+    console = Console(width=200, record=True)
+    for line in _detail(status):
+        console.print(line)
+    rows = [line.split() for line in console.export_text().splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    assert [(row[0], row[-1]) for row in rows] == [("0", "(node2)"), ("1", "(node3)"), ("3", "(node4)"), ("4", "-")]
+
+
+def test_records_slurm_starts_at_each_resize_still_take_their_runs_markers_in_order(record: JobRecord, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What Slurm 22.05 recorded for three lost nodes, each given back before the requeue: after
+    # the first resize, each record starts when its run was resized (not when it started), and
+    # the last one goes on for the next run.
+    sacct = (
+        "7|RESIZING|node[1-2]|2026-01-01T00:00:00|2026-01-01T00:00:09|0:0|9|UNLIMITED\n"
+        "7|REQUEUED|node1|2026-01-01T00:00:09|2026-01-01T00:00:09|0:0|0|UNLIMITED\n"
+        "7|REQUEUED|node3|2026-01-01T00:00:28|2026-01-01T00:00:28|0:0|0|UNLIMITED\n"
+        "7|COMPLETED|node5|2026-01-01T00:00:51|2026-01-01T00:01:09|0:0|18|UNLIMITED\n"
+    )
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    runs = [("00:00:00", "00:00:09", "node[1-2]", "node2"), ("00:00:17", "00:00:28", "node[3-4]", "node4"), ("00:00:37", "00:00:51", "node[5-6]", "node6")]
+    lines = [
+        f"### hyperlaunch attempt-start restart={n} job=7 nodes={nodes} host=h time={_utc_marker_time('2026-01-01T' + a)}\n"
+        f"### hyperlaunch attempt-end restart={n} job=7 exit=1 cause=node-failure nodes={lost} failures=0 round=0 action=requeue time={_utc_marker_time('2026-01-01T' + b)}\n"
+        for n, (a, b, nodes, lost) in enumerate(runs)
+    ]
+    lines.append(f"### hyperlaunch attempt-start restart=3 job=7 nodes=node[7-8] host=h time={_utc_marker_time('2026-01-01T00:00:57')}\n")
+    _log(record, out="".join(lines))
+    status = summarize(record, slurm.job_attempts(["7"])["7"], [])
+    assert [(a.restart, a.state) for a in status.attempts] == [(0, "REQUEUED"), (1, "REQUEUED"), (2, "REQUEUED"), (3, "COMPLETED")]
+    assert [r.describe() for r in status.restarts] == ["node failure (node2)", "node failure (node4)", "node failure (node6)"]
+    assert status.failure is None and status.state == "COMPLETED"
