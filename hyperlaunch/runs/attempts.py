@@ -117,9 +117,23 @@ def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[st
         count = previous + 1
         if logged and _parse_time(attempt.start) is not None:
             count = max(logged.pop(0), count)
+            attempt = _as_it_ran(attempt, starts.get(count, {}))
         numbered.append(replace(attempt, restart=count))
         previous = count
     return numbered, logged
+
+
+def _as_it_ran(attempt: slurm.Attempt, marker: Mapping[str, str]) -> slurm.Attempt:
+    """The run as its start marker tells it. A run that gave nodes back is recorded from then,
+    on the nodes left (the node list of a later run it goes on for is that one's): it started
+    at its marker's time, on its marker's nodes. A run still going (no end yet) keeps sacct's
+    nodes: where it is now."""
+    began, start = _marker_time(marker.get("time", "")), _parse_time(attempt.start)
+    if began is not None and start is not None and began < start - _CLOCK_SLACK:
+        attempt = replace(attempt, start=_sacct_time(began), elapsed_s=attempt.elapsed_s + _seconds(began, start))
+    if marker.get("nodes") and _parse_time(attempt.end) is not None:
+        attempt = replace(attempt, node_list=marker["nodes"])
+    return attempt
 
 
 def _written_before(marker: Mapping[str, str], when: datetime | None) -> bool:

@@ -404,5 +404,13 @@ def test_records_slurm_starts_at_each_resize_still_take_their_runs_markers_in_or
     _log(record, out="".join(lines))
     status = summarize(record, slurm.job_attempts(["7"])["7"], [])
     assert [(a.restart, a.state) for a in status.attempts] == [(0, "REQUEUED"), (1, "REQUEUED"), (2, "REQUEUED"), (3, "COMPLETED")]
+    # Each run as it ran: from its start marker, on the nodes it started on, until it ended.
+    assert [(a.node_list, a.start[-8:], a.end[-8:], a.elapsed_s) for a in status.attempts] == [
+        ("node[1-2]", "00:00:00", "00:00:09", 9),
+        ("node[3-4]", "00:00:17", "00:00:28", 11),
+        ("node[5-6]", "00:00:37", "00:00:51", 14),
+        ("node[7-8]", "00:00:57", "00:01:09", 12),
+    ]
+    assert status.nodes == "node[7-8]" and status.elapsed_s == 46
     assert [r.describe() for r in status.restarts] == ["node failure (node2)", "node failure (node4)", "node failure (node6)"]
     assert status.failure is None and status.state == "COMPLETED"
