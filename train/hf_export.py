@@ -279,6 +279,9 @@ def _check_places(checkpoint: Path, output: Path, overwrite: bool) -> None:
         raise InvalidInput(f"--output {output} exists; pass --overwrite to replace it")
     if output.exists() and not output.is_dir():
         raise InvalidInput(f"--output {output} is a file, not a folder")
+    refusal = hf_exports.not_replaceable(output)
+    if refusal is not None:
+        raise InvalidInput(refusal)
 
 
 def _write_config(folder: Path, hf_config: Any, dtype: torch.dtype) -> None:

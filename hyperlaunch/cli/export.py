@@ -30,7 +30,7 @@ def export(
     name: Annotated[str | None, typer.Option("--name", "--model", "-m", metavar="MODEL", help="Without a job: the model whose checkpoints these are.")] = None,
     tokenizer: Annotated[str | None, typer.Option("--tokenizer", metavar="TOKENIZER", help="For a checkpoint that does not record its tokenizer (older ones).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="fp32 (the checkpoint's weights exactly) or bf16.")] = "fp32",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder (the old one stays until the new one is whole).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an earlier export (or an empty folder) at --output; the old one stays until the new one is whole.")] = False,
     python: Annotated[str | None, typer.Option("--python", metavar="PATH", help="A Python with torch and transformers [default: this one, else the job's venv's].")] = None,
     profile: Annotated[str | None, typer.Option("--profile", metavar="NAME", help="Profile from hyperlaunch.toml ([profile.NAME]).")] = None,
     after: Annotated[
@@ -120,6 +120,11 @@ def _submit(
     after = [job for job, _ in waits]
     if target.output is not None and target.output.exists() and not overwrite:
         raise InvalidInput(f"--output {target.output} exists; pass --overwrite to replace it")
+    from hyperlaunch.core.hf_exports import not_replaceable
+
+    refusal = not_replaceable(target.output) if target.output is not None else None
+    if refusal is not None:
+        raise InvalidInput(refusal)
     node_python = hf_export.node_python(python, torchrun)
     cmd = hf_export.command(node_python, target, dtype=dtype, overwrite=overwrite, progress="none")
     what = target.checkpoint.name if target.checkpoint is not None else (

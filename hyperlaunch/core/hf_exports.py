@@ -47,17 +47,44 @@ def _read_json(path: Path) -> object:
         return None
 
 
+def not_replaceable(output: Path | str) -> str | None:
+    """Why --overwrite may not replace the folder `output`, or None. Only an earlier export (its
+    marker written) or an empty folder is replaced: anything else may be the user's own files."""
+    folder = Path(output)
+    try:
+        if not folder.is_dir() or is_complete_export(folder) or not any(folder.iterdir()):
+            return None
+    except OSError as err:
+        return f"--output {folder} cannot be read ({err.strerror}), so it cannot be replaced"
+    return (
+        f"--output {folder} holds files and is not a hyperlaunch export (no {EXPORT_MARKER}): --overwrite replaces only "
+        "an earlier export or an empty folder; choose a new folder"
+    )
+
+
 def exports_of(checkpoint: Path | str) -> list[dict[str, object]]:
-    """The exports a checkpoint's record names whose folder is still a complete export (one
-    deleted or replaced since drops out; copies in S3 are listed as recorded), newest last."""
+    """The exports a checkpoint's record names whose folder is still a complete export of it
+    (one deleted since, or replaced by another checkpoint's export, drops out; copies in S3 are
+    listed as recorded), newest last."""
     records = _read_json(Path(checkpoint) / EXPORTS_FILE)
     if not isinstance(records, list):
         return []
     return [
         r for r in records
         if isinstance(r, dict) and isinstance(r.get("output"), str)
-        and (str(r["output"]).startswith("s3://") or is_complete_export(str(r["output"])))
+        and (str(r["output"]).startswith("s3://") or _export_of(str(r["output"]), Path(checkpoint).name))
     ]
+
+
+def _export_of(folder: str, checkpoint_name: str) -> bool:
+    """Whether `folder` is a complete export of the checkpoint named so (a marker that names no
+    checkpoint cannot say otherwise). Compared by name: the login node and the nodes may mount
+    the checkpoint folder at different paths."""
+    marker = _read_json(Path(folder) / EXPORT_MARKER)
+    if not isinstance(marker, dict):
+        return False
+    source = marker.get("checkpoint")
+    return not isinstance(source, str) or Path(source).name == checkpoint_name
 
 
 def find(ckpt_dir: Path | str, model: str, steps: list[int]) -> dict[int, list[dict[str, object]]]:

@@ -37,6 +37,11 @@ def trained(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -
     shutil.copytree(job.ckpt_dir / f"{MODEL}-{EVERY}steps", broken)
     (broken / ".metadata").unlink()  # a save killed before DCP wrote its completion marker
     incomplete = dev_cluster.hyperlaunch("export", job.job_id, "--step", "15", cwd=workdir)
+    precious = workdir / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("important")
+    foreign = dev_cluster.hyperlaunch("export", job.job_id, "--step", "10", "-o", str(precious), "--overwrite", cwd=workdir)
+    foreign_by_slurm = dev_cluster.hyperlaunch("export", job.job_id, "--slurm", "-o", str(precious), "--overwrite", cwd=workdir)
     by_slurm = dev_cluster.hyperlaunch("export", job.job_id, "--step", "20", "--slurm", "-o", str(workdir / "by-slurm"), "--json", cwd=workdir)
     assert by_slurm.returncode == 0, by_slurm.stderr
     slurm_doc = json.loads(by_slurm.stdout)
@@ -44,6 +49,7 @@ def trained(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -
     return {
         "job": job, "doc": json.loads(exported.stdout), "listed": json.loads(listed.stdout), "again": again,
         "missing": missing, "incomplete": incomplete, "workdir": workdir, "slurm": slurm_doc,
+        "foreign": foreign, "foreign_by_slurm": foreign_by_slurm, "precious": precious,
     }
 
 
@@ -108,11 +114,15 @@ def test_an_existing_output_a_missing_step_and_an_incomplete_checkpoint_are_refu
         (trained["again"], 2, "exists; pass --overwrite"),
         (trained["missing"], 6, "complete steps: 10, 20, 30"),
         (trained["incomplete"], 6, "incomplete: no .metadata"),
+        # --overwrite replaces an earlier export, never a folder of the user's own files.
+        (trained["foreign"], 2, "holds files and is not a hyperlaunch export"),
+        (trained["foreign_by_slurm"], 2, "holds files and is not a hyperlaunch export"),
     ):
         assert result.returncode == code, result.stderr
         (line,) = result.stderr.splitlines()
         assert line.startswith("hyperlaunch: error: ") and words in line, line
     assert not (trained["job"].ckpt_dir / f"{MODEL}-15steps-hf").exists()
+    assert [p.name for p in trained["precious"].iterdir()] == ["notes.txt"]
 
 
 def test_an_export_to_s3_lands_whole_and_is_recorded(trained: dict[str, Any], aws: Any, dev_cluster: DevCluster) -> None:

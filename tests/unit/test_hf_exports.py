@@ -90,3 +90,31 @@ def test_exports_are_recorded_in_their_checkpoint_and_found_after_it_is_pruned(t
     found = hf_exports.find(tmp_path, "m", [20])
     assert [(r["output"], r["dtype"]) for r in found[20]] == [(str(elsewhere), "fp32"), (str(tmp_path / "m-20steps-hf"), "bf16")]
     assert [r["output"] for r in found[10]] == [str(tmp_path / "m-10steps-hf")]  # its checkpoint was pruned
+
+
+def test_an_export_folder_replaced_by_another_checkpoints_export_is_no_longer_listed_for_the_first(tmp_path: Path) -> None:
+    # The trainer's -final export of step 30, replaced after a resume by step 400's.
+    early, late = _checkpoint(tmp_path, 30), _checkpoint(tmp_path, 400)
+    final = tmp_path / "m-final"
+    final.mkdir()
+    for checkpoint in (early, late):
+        marker = {"checkpoint": f"/mounted/elsewhere/{checkpoint.name}", "step": int(checkpoint.name[2:-5]), "dtype": "fp32"}
+        (final / hf_exports.EXPORT_MARKER).write_text(json.dumps(marker))
+        hf_exports.record_export(checkpoint, str(final), dtype="fp32", step=marker["step"])
+    assert hf_exports.exports_of(early) == []
+    assert [r["output"] for r in hf_exports.exports_of(late)] == [str(final)]
+
+
+def test_overwrite_replaces_only_an_earlier_export_or_an_empty_folder(tmp_path: Path) -> None:
+    export, empty, precious = tmp_path / "export", tmp_path / "empty", tmp_path / "precious"
+    for folder in (export, empty, precious):
+        folder.mkdir()
+    (export / hf_exports.EXPORT_MARKER).write_text("{}")
+    (precious / "notes.txt").write_text("important")
+    assert hf_exports.not_replaceable(export) is None and hf_exports.not_replaceable(empty) is None
+    assert hf_exports.not_replaceable(tmp_path / "new") is None
+    refusal = hf_exports.not_replaceable(precious)
+    assert refusal == (
+        f"--output {precious} holds files and is not a hyperlaunch export (no hyperlaunch-export.json): "
+        "--overwrite replaces only an earlier export or an empty folder; choose a new folder"
+    )
