@@ -31,32 +31,47 @@ def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
     return f"===== attempt {int(restart) + 1} ended: {cause} (exit {exit_code}); its errors: hyperlaunch logs {job_id} --err --attempt {restart} ====="
 
 
+class Attempts:
+    """A training's log as it is read, in one piece or in chunks as it grows (`-f`): a header
+    before each attempt and, after one that failed, a line saying how (`annotated`, for the
+    .out file; the .err file's lines stay as they are); with `attempt`, only that attempt's
+    lines. It remembers which attempt the last chunk ended in."""
+
+    def __init__(self, attempt: int | None = None, job_id: str = "JOB", *, annotated: bool = True) -> None:
+        self.attempt, self.job_id, self.annotated = attempt, job_id, annotated
+        self.current: int | None = None
+        self.seen: list[int] = []
+
+    def feed(self, lines: list[str]) -> list[str]:
+        from hyperlaunch.core.protocol import parse_attempt_marker
+
+        shown: list[str] = []
+        for line in lines:
+            marker = parse_attempt_marker(line)
+            if marker and marker.get("event") == "start":
+                self.current = int(marker.get("restart", "0") or 0)
+                self.seen.append(self.current)
+                if self.attempt is None or self.current == self.attempt:
+                    shown.append(_attempt_header(marker) if self.annotated else line)
+                continue
+            if self.attempt is None or self.current == self.attempt:
+                shown.append(line)
+                footer = _attempt_footer(marker, self.job_id) if self.annotated and marker and marker.get("event") == "end" else None
+                if footer:
+                    shown.append(footer)
+        return shown
+
+
 def annotate(lines: list[str], attempt: int | None = None, job_id: str = "JOB") -> list[str]:
     """The log with a header before each attempt, and after one that failed a line saying how;
     with `attempt`, only that attempt's lines."""
-    from hyperlaunch.core.protocol import parse_attempt_marker
-
-    shown: list[str] = []
-    current: int | None = None
-    for line in lines:
-        marker = parse_attempt_marker(line)
-        if marker and marker.get("event") == "start":
-            current = int(marker.get("restart", "0") or 0)
-            if attempt is None or current == attempt:
-                shown.append(_attempt_header(marker))
-            continue
-        if attempt is None or current == attempt:
-            shown.append(line)
-            footer = _attempt_footer(marker, job_id) if marker and marker.get("event") == "end" else None
-            if footer:
-                shown.append(footer)
-    return shown
+    return Attempts(attempt, job_id).feed(lines)
 
 
 def logs(
     job_id: Annotated[str, typer.Argument(help="The job id.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing as the log grows, until the job ends.")] = False,
-    attempt: Annotated[int | None, typer.Option("--attempt", "-a", help="Only this attempt (0 = first run).")] = None,
+    attempt: Annotated[int | None, typer.Option("--attempt", "-a", min=0, help="Only this attempt, by restart count as `status JOB` numbers it (0 = first run); with --err too.")] = None,
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
 ) -> None:
     """Print a job's log, every attempt of it, each under a header naming the attempt. A
@@ -92,12 +107,21 @@ def logs(
             raise JobNotFound(f"job {job_id}'s log {path} is not a readable file")
         raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
 
-    def shown(lines: list[str]) -> list[str]:
-        # The .err file carries the markers too, but its lines are printed as they are; a
-        # tool's log has none.
-        return lines if err or tool is not None else annotate(lines, attempt, job_id)
+    # The .err file carries the markers too, but its lines are printed as they are; a tool's
+    # log has none.
+    attempts = Attempts(attempt, job_id, annotated=not err)
 
-    for line in shown(content.decode("utf-8", errors="replace").splitlines() if content else []):
+    def shown(lines: list[str]) -> list[str]:
+        return lines if tool is not None else attempts.feed(lines)
+
+    lines = shown(content.decode("utf-8", errors="replace").splitlines() if content else [])
+    if attempt is not None and attempt not in attempts.seen and not follow:
+        known = ", ".join(map(str, attempts.seen))
+        raise InvalidInput(
+            f"job {job_id} has no attempt {attempt}: " + (f"its log has attempt(s) {known}" if known else "its log names no attempt yet")
+            + f" (numbered by restart count, as `hyperlaunch status {job_id}` does)"
+        )
+    for line in lines:
         out.text(line)
     if not follow:
         return

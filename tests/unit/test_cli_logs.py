@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from hyperlaunch.cli.logs import annotate
+from tests.unit.cli_runner import run_cli
 
 
 def test_logs_split_into_attempts() -> None:
@@ -29,3 +34,46 @@ def test_an_attempt_that_failed_says_how_and_where_its_errors_are() -> None:
     assert "hyperlaunch logs 7 --err --attempt 0" in footer
     done = ["### hyperlaunch attempt-end restart=0 job=7 exit=0 cause=completed action=exit time=T1"]
     assert annotate(done) == done
+
+
+def _job_with_two_attempts(tmp_path: Path) -> None:
+    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.runs import jobs
+
+    spec = JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"))
+    record = jobs.JobRecord(job_id="22", spec=spec, submitted_at=1.0)
+    jobs.save(record, "#!/bin/bash\n")
+    out_log, err_log = record.log_paths
+    out_log.parent.mkdir(parents=True)
+    starts = [f"### hyperlaunch attempt-start restart={n} job=22 nodes=n1 host=h time=T{n}" for n in (0, 1)]
+    out_log.write_text("\n".join([starts[0], "step 1", starts[1], "step 2"]) + "\n")
+    err_log.write_text("\n".join([starts[0], "Traceback of attempt 0", starts[1], "warning of attempt 1"]) + "\n")
+
+
+def test_err_with_attempt_shows_that_attempts_errors_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _job_with_two_attempts(tmp_path)
+    first = run_cli(["logs", "22", "--err", "--attempt", "0"], monkeypatch)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.splitlines() == ["### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0", "Traceback of attempt 0"]
+    assert run_cli(["logs", "22", "--err", "--attempt", "1"], monkeypatch).stdout.splitlines()[1:] == ["warning of attempt 1"]
+    assert len(run_cli(["logs", "22", "--err"], monkeypatch).stdout.splitlines()) == 4
+
+
+def test_an_attempt_the_log_does_not_have_is_one_line_naming_those_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _job_with_two_attempts(tmp_path)
+    for args in (["--attempt", "2"], ["--err", "--attempt", "7"]):
+        result = run_cli(["logs", "22", *args], monkeypatch)
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"hyperlaunch: error: job 22 has no attempt {args[-1]}: its log has attempt(s) 0, 1"), line
+    negative = run_cli(["logs", "22", "--attempt", "-1"], monkeypatch)
+    assert negative.exit_code == 2 and "-1" in negative.stderr
+
+
+def test_following_one_attempt_keeps_its_lines_across_chunks() -> None:
+    from hyperlaunch.cli.logs import Attempts
+
+    follow = Attempts(1, "22")
+    assert follow.feed(["### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0", "step 1"]) == []
+    assert follow.feed(["### hyperlaunch attempt-start restart=1 job=22 nodes=n2 host=h time=T1"]) == ["===== attempt 2 (restart 1) on n2 at T1 ====="]
+    assert follow.feed(["step 2"]) == ["step 2"]  # a later chunk of the same attempt
