@@ -20,6 +20,9 @@ from hyperlaunch.slurm import hostlist
 _EVENT_SLACK = timedelta(seconds=120)
 # How far the batch host's clock (the log's markers) may be from the controller's (sacct's).
 _CLOCK_SLACK = timedelta(seconds=5)
+# A start marker this long before the job first started is an earlier job's with its id (a
+# cluster whose job ids began again); the run's own is written after it started.
+_EARLIER_JOB = timedelta(minutes=1)
 _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
 
 
@@ -105,17 +108,19 @@ def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[st
     """sacct's attempts with their restart counts, and the logged counts no attempt took.
     Each run that started takes the next start marker the log holds, not its position: Slurm's
     count can skip a number (a requeue counted twice, the script's and Slurm's own for a lost
-    node), and `logs --attempt N` names runs by that count. Only the first run's time is
-    compared: a resized run's record starts when it was resized. A marker written before the
-    job first started is an earlier job's with this id. A run not started is one more than the
-    run before."""
+    node), and `logs --attempt N` names runs by that count. A record's start is not compared:
+    a resized run's record starts when it was resized. A marker written well before the job
+    first started is an earlier job's with this id. A run not started, or one that ended before
+    the next marker was written (it wrote none), is one more than the run before."""
     first = _parse_time(attempts[0].start) if attempts else None
-    logged = [count for count in sorted(starts) if not _written_before(starts[count], first)]
+    logged = [count for count in sorted(starts) if not _written_before(starts[count], first, _EARLIER_JOB)]
     numbered: list[slurm.Attempt] = []
     previous = -1
     for attempt in attempts:
         count = previous + 1
-        if logged and _parse_time(attempt.start) is not None:
+        # A marker written after this run ended is a later run's: this one wrote none (it died
+        # before its script got that far).
+        if logged and _parse_time(attempt.start) is not None and not _written_after(starts[logged[0]], _parse_time(attempt.end)):
             count = max(logged.pop(0), count)
             attempt = _as_it_ran(attempt, starts.get(count, {}))
         numbered.append(replace(attempt, restart=count))
@@ -129,16 +134,21 @@ def _as_it_ran(attempt: slurm.Attempt, marker: Mapping[str, str]) -> slurm.Attem
     at its marker's time, on its marker's nodes. A run still going (no end yet) keeps sacct's
     nodes: where it is now."""
     began, start = _marker_time(marker.get("time", "")), _parse_time(attempt.start)
-    if began is not None and start is not None and began < start - _CLOCK_SLACK:
+    if began is not None and start is not None and _written_before(marker, start, _CLOCK_SLACK):
         attempt = replace(attempt, start=_sacct_time(began), elapsed_s=attempt.elapsed_s + _seconds(began, start))
     if marker.get("nodes") and _parse_time(attempt.end) is not None:
         attempt = replace(attempt, node_list=marker["nodes"])
     return attempt
 
 
-def _written_before(marker: Mapping[str, str], when: datetime | None) -> bool:
+def _written_before(marker: Mapping[str, str], when: datetime | None, slack: timedelta) -> bool:
     written = _marker_time(marker.get("time", ""))
-    return written is not None and when is not None and written < when - _CLOCK_SLACK
+    return written is not None and when is not None and written < when - slack
+
+
+def _written_after(marker: Mapping[str, str], when: datetime | None) -> bool:
+    written = _marker_time(marker.get("time", ""))
+    return written is not None and when is not None and written > when + _CLOCK_SLACK
 
 
 def restart_count(attempts: Sequence[slurm.Attempt], index: int) -> int:

@@ -119,7 +119,9 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
     run_dir, job = Path(record.spec.run_dir), record.job_id
     if not any(_started(a) for a in attempts):  # still queued, or cancelled there (a failed --after)
         return RestartBudget(windows=0, failures=0, allowed=record.spec.max_restarts)
-    ended = len(attempts) - 1 if last_running else len(attempts)
+    # Counted by restart count, as the supervisor counts (a count Slurm skipped made no progress).
+    last = restart_count(attempts, len(attempts) - 1)
+    ended = last if last_running else last + 1
     if attempts and attempts[-1].state == "COMPLETED":
         failures = 0
     elif last_running and made_progress(run_dir, job, ended):

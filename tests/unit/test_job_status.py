@@ -414,3 +414,52 @@ def test_records_slurm_starts_at_each_resize_still_take_their_runs_markers_in_or
     assert status.nodes == "node[7-8]" and status.elapsed_s == 46
     assert [r.describe() for r in status.restarts] == ["node failure (node2)", "node failure (node4)", "node failure (node6)"]
     assert status.failure is None and status.state == "COMPLETED"
+
+
+def test_a_run_that_died_before_writing_its_marker_leaves_the_next_marker_to_the_next_run(record: JobRecord) -> None:
+    t = _utc_marker_time
+    _log(
+        record,
+        out=f"### hyperlaunch attempt-start restart=1 job=7 nodes=node[3-4] host=h time={t('2026-01-01T01:00:02')}\n"
+        f"### hyperlaunch attempt-end restart=1 job=7 exit=1 cause=crash failures=1 round=0 action=requeue time={t('2026-01-01T02:00:00')}\n"
+        f"### hyperlaunch attempt-start restart=2 job=7 nodes=node[5-6] host=h time={t('2026-01-01T03:00:01')}\n",
+    )
+    attempts = [
+        _attempt("NODE_FAIL", "node[1-2]", start="2026-01-01T00:00:00", end="2026-01-01T00:00:05"),
+        _attempt("REQUEUED", "node[3-4]", start="2026-01-01T01:00:00", end="2026-01-01T02:00:00"),
+        _attempt("RUNNING", "node[5-6]", start="2026-01-01T03:00:00", end="Unknown"),
+    ]
+    status = summarize(record, attempts, [], queue_state="RUNNING")
+    assert [(a.restart, a.node_list) for a in status.attempts] == [(0, "node[1-2]"), (1, "node[3-4]"), (2, "node[5-6]")]
+    assert [r.cause for r in status.restarts] == ["node failure", "crash"]
+
+
+def test_the_first_runs_own_marker_survives_a_batch_host_clock_a_little_behind(record: JobRecord) -> None:
+    t = _utc_marker_time
+    _log(
+        record,
+        out=f"### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time={t('2025-12-31T23:59:50')}\n"
+        f"### hyperlaunch attempt-start restart=1 job=7 nodes=node[1-2] host=h time={t('2026-01-01T00:01:50')}\n",
+    )
+    attempts = [_attempt("REQUEUED"), _attempt("RUNNING", start="2026-01-01T00:02:00", end="Unknown")]
+    assert [a.restart for a in summarize(record, attempts, [], queue_state="RUNNING").attempts] == [0, 1]
+
+
+def test_the_budget_counts_by_restart_count_as_the_supervisor_does(record: JobRecord) -> None:
+    from hyperlaunch.core.protocol import progress_path
+
+    t = _utc_marker_time
+    _log(record, out="".join(
+        f"### hyperlaunch attempt-start restart={n} job=7 nodes=node[1-2] host=h time={t(f'2026-01-01T00:0{i}:01')}\n"
+        for i, n in enumerate((0, 1, 3))
+    ))
+    attempts = [
+        _attempt("REQUEUED", start="2026-01-01T00:00:00", end="2026-01-01T00:00:50"),
+        _attempt("REQUEUED", start="2026-01-01T00:01:00", end="2026-01-01T00:01:50"),
+        _attempt("RUNNING", start="2026-01-01T00:02:00", end="Unknown"),
+    ]
+    run_dir = Path(record.spec.run_dir)
+    run_dir.mkdir(parents=True)
+    progress_path(run_dir, "7", 3).write_text("")  # the running attempt saved: the budget is whole again
+    status = summarize(record, attempts, [], queue_state="RUNNING")
+    assert status.budget is not None and (status.budget.windows, status.budget.failures) == (3, 0)
