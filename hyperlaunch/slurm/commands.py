@@ -48,6 +48,10 @@ def run(
     Slurm's own message, so the user sees why Slurm refused."""
     if shutil.which(args[0], path=(env or os.environ).get("PATH")) is None:
         raise SlurmError(f"{args[0]} not found on PATH", hint="is this a Slurm login node? try 'hyperlaunch doctor'")
+    conf = (env if env is not None else os.environ).get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        # Slurm's commands would retry for a minute before saying so.
+        raise SlurmError(f"SLURM_CONF={conf} is no file", hint="name your cluster's slurm.conf, or unset SLURM_CONF for the default one")
     try:
         proc = subprocess.run(
             list(args),

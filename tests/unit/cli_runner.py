@@ -53,8 +53,8 @@ def one_error_line(result: CliResult, code: int, *parts: str) -> str:
 
 def stub_slurm(folder: Path, scripts: Mapping[str, str], cwd: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Executable stand-ins for Slurm's commands (name -> script) in `folder`, first on PATH,
-    with STUB naming the folder (where they keep their state), SLURM_CONF pointing at a file
-    that need not exist (a cluster is "configured": no dev cluster is looked up), run from `cwd`."""
+    with STUB naming the folder (where they keep their state), SLURM_CONF naming an empty file
+    (a cluster is "configured": no dev cluster is looked up), run from `cwd`."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in scripts.items():
         path = folder / name
@@ -62,6 +62,7 @@ def stub_slurm(folder: Path, scripts: Mapping[str, str], cwd: Path, monkeypatch:
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("STUB", str(folder))
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    (cwd / "slurm.conf").touch()
     monkeypatch.setenv("SLURM_CONF", str(cwd / "slurm.conf"))
     monkeypatch.chdir(cwd)
     return folder

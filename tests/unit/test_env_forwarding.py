@@ -38,6 +38,7 @@ def _fake_sbatch(directory: Path) -> Path:
 def _submit(args: list[str], tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> CliResult:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    (tmp_path / "slurm.conf").touch()
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     return run_cli(["submit", "-m", "qwen3_tiny", *args], monkeypatch)
 

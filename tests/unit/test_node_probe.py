@@ -340,6 +340,7 @@ _FAKE_COMMANDS = {
 def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
+    (tmp_path / "slurm.conf").touch()
     for name, body in _FAKE_COMMANDS.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)

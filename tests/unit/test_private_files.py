@@ -44,6 +44,7 @@ def _fake_sbatch(directory: Path, body: str = 'echo "Submitted batch job 6262"\n
 def _submit(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch, *extra: str):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    (tmp_path / "slurm.conf").touch()
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     return run_cli(["submit", "-m", "qwen3_tiny", "--env", f"HF_TOKEN={SECRET}", *extra], monkeypatch)
 

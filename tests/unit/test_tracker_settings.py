@@ -104,6 +104,7 @@ def test_submit_records_the_run_and_the_wandb_key_goes_by_name_only(
     stub = _fake_sbatch(tmp_path_factory.mktemp("stub"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    (tmp_path / "slurm.conf").touch()
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     monkeypatch.setenv("WANDB_API_KEY", SECRET)
     monkeypatch.setenv("WANDB_PROJECT", "llm")
