@@ -69,6 +69,8 @@ def _state_cell(status: JobStatus, limit: int | None = _CELL_DETAIL) -> str:
         return f"{status.state} ({status.failure.describe(limit=limit)})"
     if status.state == "PENDING" and status.waits_for:
         return pending_cell(status.waits_for)
+    if status.state == "PENDING" and status.pending_reason:
+        return f"PENDING ({status.pending_reason})"
     return status.state
 
 
@@ -283,6 +285,10 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     lines += waiting_lines(status)
+    if status.pending_reason and not status.waits_for:
+        from hyperlaunch.core.slurm_states import pending_text
+
+        lines.append(f"  pending:    {pending_text(status.pending_reason)}")
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     from hyperlaunch.runs.attempts import restart_count

@@ -10,6 +10,29 @@ ACTIVE_STATES: frozenset[str] = frozenset(
 )
 """The states of a job that has not ended: queued, running, or on its way back to the queue."""
 
+_PENDING_REASONS: dict[str, str] = {
+    "Resources": "waiting for enough idle nodes",
+    "Priority": "jobs ahead of it in the queue go first",
+    "PartitionNodeLimit": "it asks more nodes than the partition has or allows: --nodes plus --spare-nodes",
+    "ReqNodeNotAvail": "nodes it needs are down or drained, or all others are excluded: see sinfo -R",
+    "BeginTime": "a requeued job waits out Slurm's credential hold before it may start",
+    "Dependency": "it starts after other jobs: --after",
+    "DependencyNeverSatisfied": "a job it waits for ended in a way that never lets it start",
+    "JobHeldUser": "held: scontrol release JOB lets it start",
+    "JobHeldAdmin": "held by an administrator",
+    "PartitionDown": "the partition is down",
+    "PartitionInactive": "the partition is inactive",
+}
+"""Squeue's REASON for a pending job, in words; the limits of an account or QOS (QOSMax...,
+AssocGrp...) are left in Slurm's."""
+
+
+def pending_text(reason: str) -> str:
+    """`Reason (what it means)`, for the reasons Slurm gives a pending job most often."""
+    meaning = _PENDING_REASONS.get(reason.split(",")[0].strip())
+    return f"{reason} ({meaning})" if meaning else reason
+
+
 LAUNCHERS: frozenset[str] = frozenset({"sbatch", "srun"})
 """Commands whose SBATCH_*/SRUN_* variables are the user's own defaults for their jobs
 (account, partition): honoured. Their environment also becomes the job's."""

@@ -201,6 +201,8 @@ class JobStatus(WaitsFor):
     crash or hang on healthy nodes): no trip through the queue, no Slurm attempt of their own."""
     waits_for: tuple[Dependency, ...] = ()
     """The jobs this one starts after (--after, resume --after-end), with their states now."""
+    pending_reason: str = ""
+    """While it is pending: why, in Slurm's word (squeue's REASON: Resources, PartitionNodeLimit, ...)."""
 
     @property
     def active(self) -> bool:
@@ -243,6 +245,7 @@ class JobStatus(WaitsFor):
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
             "waits_for": [d.__dict__ for d in self.waits_for],
+            "pending_reason": self.pending_reason or None,
             "never_runs": self.never_runs,
         }
 
@@ -274,18 +277,20 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     attempts: dict[str, list[slurm.Attempt]] = {}
     events: dict[str | None, list[slurm.NodeEvent]] = {}
     queued: dict[str, str] = {}
+    reasons: dict[str, str] = {}
     ended: dict[str, str] = {}
     for conf, group in by_conf.items():
         slurm_env = env_with_conf(env, conf)
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
         waited = list(dict.fromkeys(job for r in group for job, _ in dependencies(r.spec)))
         with ThreadPoolExecutor(max_workers=2) as pool:
-            queue_states = pool.submit(slurm.my_queue_states, env=slurm_env)
+            in_queue = pool.submit(slurm.my_queue, env=slurm_env)
             # The jobs waited for by their own states: an array task's (12_3) and a whole
             # array's (a sweep's) are not one job's attempts.
             waited_states = pool.submit(slurm.job_states, waited, env=slurm_env)
             found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
-            queued.update(queue_states.result())
+            for name, entry in in_queue.result().items():
+                queued[name], reasons[name] = entry.state, entry.reason
             ended.update(waited_states.result())
         attempts.update(found)
         failed = [a for job in found.values() for a in job if a.state == "NODE_FAIL"]
@@ -304,6 +309,7 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
         dataclasses.replace(
             summarize(record, attempts.get(record.job_id, []), events.get(conf_for(record.slurm_conf, env), []), queue_state=queued.get(record.job_id)),
             waits_for=tuple(Dependency(job, kind, state_of(job)) for job, kind in dependencies(record.spec)),
+            pending_reason=reasons.get(record.job_id, "") if queued.get(record.job_id) == "PENDING" else "",
         )
         for record in records
     ]

@@ -465,19 +465,36 @@ def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
     run(["scancel", job_id], env=env, timeout=30)
 
 
-def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """State of each of this user's jobs still in the queue (PENDING, RUNNING, ...), one call.
-    sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in the
-    queue; squeue says what it is now. A job array's task is there under both its names: the
+@dataclass(frozen=True)
+class Queued:
+    """One of this user's jobs as squeue lists it now."""
+
+    state: str
+    reason: str = ""
+    """Why it waits, in Slurm's word (Resources, Priority, PartitionNodeLimit, ...); "" for none."""
+
+
+def my_queue(*, env: Mapping[str, str] | None = None) -> dict[str, Queued]:
+    """Each of this user's jobs still in the queue (PENDING, RUNNING, ...) and why it waits, one
+    call. sacct's last attempt can read NODE_FAIL or REQUEUED for a job that is already back in
+    the queue; squeue says what it is now. A job array's task is there under both its names: the
     array's (`12_3`, `12_[4-7%2]` for tasks not started yet) and its own job id."""
-    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%A|%T"], env=env, timeout=30, check=False).stdout
-    states: dict[str, str] = {}
+    out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%A|%T|%r"], env=env, timeout=30, check=False).stdout
+    queued: dict[str, Queued] = {}
     for line in out.splitlines():
-        parts = [part.strip() for part in line.split("|")]
-        if len(parts) in (2, 3) and parts[0]:
-            states[parts[0]] = parts[-1]
-            states.setdefault(parts[-2], parts[-1])
-    return states
+        # Two or three fields from an older format (and the tests' stand-ins): no reason.
+        parts = [part.strip() for part in line.split("|", 3)] + [""]
+        if len(parts) < 3 or not parts[0]:
+            continue
+        name, job_id, state, reason = parts[:4] if len(parts) > 3 else (parts[0], parts[0], parts[1], "")
+        queued[name] = Queued(state, "" if reason in ("None", "(null)") else reason)
+        queued.setdefault(job_id, queued[name])
+    return queued
+
+
+def my_queue_states(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """State of each of this user's jobs still in the queue (see my_queue)."""
+    return {name: entry.state for name, entry in my_queue(env=env).items()}
 
 
 @dataclass(frozen=True)

@@ -463,3 +463,22 @@ def test_the_budget_counts_by_restart_count_as_the_supervisor_does(record: JobRe
     progress_path(run_dir, "7", 3).write_text("")  # the running attempt saved: the budget is whole again
     status = summarize(record, attempts, [], queue_state="RUNNING")
     assert status.budget is not None and (status.budget.windows, status.budget.failures) == (3, 0)
+
+
+def test_a_pending_job_says_why_slurm_holds_it(record: JobRecord, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from hyperlaunch.cli.status import _detail, _state_cell
+
+    squeue = "7|7|PENDING|PartitionNodeLimit\n8|8|RUNNING|None\n9|9|PENDING|ReqNodeNotAvail, UnavailableNodes:node3\n"
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, squeue, ""))
+    queued = slurm.my_queue()
+    assert queued["7"] == slurm.Queued("PENDING", "PartitionNodeLimit") and queued["8"].reason == ""
+    assert queued["9"].reason == "ReqNodeNotAvail, UnavailableNodes:node3"
+    assert slurm.my_queue_states()["9"] == "PENDING"
+    status = dataclasses.replace(summarize(record, [], [], queue_state="PENDING"), pending_reason="PartitionNodeLimit")
+    assert _state_cell(status) == "PENDING (PartitionNodeLimit)"
+    assert "  pending:    PartitionNodeLimit (it asks more nodes than the partition has or allows: --nodes plus --spare-nodes)" in [
+        str(line) for line in _detail(status)
+    ]
+    assert status.to_json()["pending_reason"] == "PartitionNodeLimit"
