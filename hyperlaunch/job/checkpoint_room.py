@@ -33,7 +33,7 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     saves = disk_space.checkpoints_held(spec.max_steps, every, 0)
     held = disk_space.checkpoints_held(spec.max_steps, every, keep)
     each = CHECKPOINT_BYTES_PER_PARAM * model.num_params
-    export = 0 if "--no-export" in args else EXPORT_BYTES_PER_PARAM * model.num_params
+    export = 0 if targs.NO_EXPORT in args else EXPORT_BYTES_PER_PARAM * model.num_params
     # The export follows the last save's pruning: the kept checkpoints and the export.
     after_last = (min(saves, keep) if keep > 0 else saves) * each + export
     needed = max(held * each, after_last) * trainings

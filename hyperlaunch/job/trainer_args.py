@@ -17,6 +17,8 @@ look at, so they are refused there, pointing at hyperlaunch's flag of the same n
 NO_CHECKPOINTS = "--no-checkpoints"
 """The bundled trainer saves no checkpoint and exports nothing: a run with it has nothing of its
 own to resume or export, and needs no room and no checkpoint cadence."""
+NO_EXPORT = "--no-export"
+"""The bundled trainer writes no `<model>-final` export when it reaches --max-steps."""
 HELP_FLAGS = ("-h", "--help")
 RESUME_OVERRIDES = {"--from-scratch": False, "--resume-from": True}
 """Flags that tell the trainer where to start, mapped to whether they take a value: `resume`

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
-from hyperlaunch.core import checkpoints
+from hyperlaunch.core import checkpoints, hf_exports
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.job import code_snapshot
 from hyperlaunch.job import trainer_args as targs
@@ -71,6 +71,8 @@ def plan_resume(
             f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",
         )
+    if after_job is None and not spec.is_script_job:
+        _refuse_nothing_to_do(record, max_steps if max_steps is not None else spec.max_steps)
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are
         changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)
@@ -88,6 +90,23 @@ def plan_resume(
         failed = not_replaced(record, failed, notify or (lambda _: None))
         changes["exclude"] = tuple(dict.fromkeys([*spec.exclude, *failed]))
     return spec.replace(**changes)
+
+
+def _refuse_nothing_to_do(record: jobs.JobRecord, max_steps: int | None) -> None:
+    """A job whose checkpoint is at --max-steps already, with its -final export whole (or none
+    asked for), would start, load it, train no step and end: refused, naming what would not.
+    Without the export (it failed, say on a full disk) the resume writes it, and goes ahead."""
+    spec = record.spec
+    ckpt_dir, name = Path(spec.checkpoint_dir), spec.checkpoint_name
+    choice = checkpoints.choose_resume(ckpt_dir, name)
+    if max_steps is None or choice.path is None or choice.step < max_steps:
+        return
+    exported = targs.NO_EXPORT in spec.trainer_args or hf_exports.is_complete_export(checkpoints.final_dir(ckpt_dir, name))
+    if exported:
+        raise InvalidInput(
+            f"job {record.job_id} has trained its {max_steps} steps already ({choice.path.name}), and resuming it would train none",
+            hint=f"hyperlaunch resume {record.job_id} --max-steps N, with N above {choice.step}, trains further",
+        )
 
 
 def not_replaced(record: jobs.JobRecord, failed: Sequence[str], notify: Callable[[str], None]) -> tuple[str, ...]:

@@ -77,3 +77,25 @@ def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path:
     done = launch(spec, env={}, resumed_from="41", submit=fake_submit)
     assert done.record is not None and done.record.resumed_from == "41"
     assert calls == [(spec, dry.script, "41")]
+
+
+def test_resume_of_a_job_that_trained_all_its_steps_and_exported_is_refused(tmp_path: Path) -> None:
+    from hyperlaunch.core import checkpoints, hf_exports
+    from hyperlaunch.core.errors import InvalidInput
+
+    record = _record(tmp_path, max_steps=40, trainer_args=())
+    _complete_checkpoint(record, 40)
+    checkpoints.write_pointer(Path(record.spec.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-40steps")
+    # Its -final export failed (a full disk, say): the resume writes it.
+    assert plan_resume(record).max_steps == 40
+    final = checkpoints.final_dir(Path(record.spec.checkpoint_dir), "qwen3_tiny")
+    final.mkdir()
+    (final / hf_exports.EXPORT_MARKER).write_text("{}")
+    with pytest.raises(InvalidInput) as refused:
+        plan_resume(record)
+    assert refused.value.one_line() == (
+        "job 41 has trained its 40 steps already (qwen3_tiny-40steps), and resuming it would train none "
+        "(hyperlaunch resume 41 --max-steps N, with N above 40, trains further)"
+    )
+    assert plan_resume(record, max_steps=80).max_steps == 80
+    assert plan_resume(record, after_job="40").max_steps == 40  # behind a job that may save more
