@@ -279,9 +279,6 @@ def _check_places(checkpoint: Path, output: Path, overwrite: bool) -> None:
         raise InvalidInput(f"--output {output} exists; pass --overwrite to replace it")
     if output.exists() and not output.is_dir():
         raise InvalidInput(f"--output {output} is a file, not a folder")
-    refusal = hf_exports.not_replaceable(output)
-    if refusal is not None:
-        raise InvalidInput(refusal)
 
 
 def _write_config(folder: Path, hf_config: Any, dtype: torch.dtype) -> None:
@@ -383,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     emit = _json_progress() if args.progress == "json" else None
     try:
         checkpoint, output = _places(args)
+        # A folder the user named: --overwrite replaces an earlier export, never their files.
+        # The trainer's own exports (its names, in its checkpoint folder) replace as they did.
+        refusal = hf_exports.not_replaceable(output) if args.overwrite else None
+        if refusal is not None:
+            raise InvalidInput(refusal)
         hf_config, tokenizer = _source_of(checkpoint, args.model, args.model_name, args.tokenizer)
         result = export_checkpoint(
             checkpoint, output, hf_config=hf_config, tokenizer=tokenizer, dtype=args.dtype,

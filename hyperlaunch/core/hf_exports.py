@@ -72,11 +72,11 @@ def exports_of(checkpoint: Path | str) -> list[dict[str, object]]:
     return [
         r for r in records
         if isinstance(r, dict) and isinstance(r.get("output"), str)
-        and (str(r["output"]).startswith("s3://") or _export_of(str(r["output"]), Path(checkpoint).name))
+        and (str(r["output"]).startswith("s3://") or is_export_of(str(r["output"]), Path(checkpoint).name))
     ]
 
 
-def _export_of(folder: str, checkpoint_name: str) -> bool:
+def is_export_of(folder: Path | str, checkpoint_name: str) -> bool:
     """Whether `folder` is a complete export of the checkpoint named so (a marker that names no
     checkpoint cannot say otherwise). Compared by name: the login node and the nodes may mount
     the checkpoint folder at different paths."""

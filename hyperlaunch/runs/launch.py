@@ -93,15 +93,16 @@ def plan_resume(
 
 
 def _refuse_nothing_to_do(record: jobs.JobRecord, max_steps: int | None) -> None:
-    """A job whose checkpoint is at --max-steps already, with its -final export whole (or none
-    asked for), would start, load it, train no step and end: refused, naming what would not.
-    Without the export (it failed, say on a full disk) the resume writes it, and goes ahead."""
+    """A job whose checkpoint is at --max-steps already, with its -final export of that
+    checkpoint whole (or none asked for), would start, load it, train no step and end: refused.
+    Without that export (it failed, say on a full disk, and -final is missing or an older
+    step's) the resume writes it, and goes ahead."""
     spec = record.spec
     ckpt_dir, name = Path(spec.checkpoint_dir), spec.checkpoint_name
     choice = checkpoints.choose_resume(ckpt_dir, name)
     if max_steps is None or choice.path is None or choice.step < max_steps:
         return
-    exported = targs.NO_EXPORT in spec.trainer_args or hf_exports.is_complete_export(checkpoints.final_dir(ckpt_dir, name))
+    exported = targs.NO_EXPORT in spec.trainer_args or hf_exports.is_export_of(checkpoints.final_dir(ckpt_dir, name), choice.path.name)
     if exported:
         raise InvalidInput(
             f"job {record.job_id} has trained its {max_steps} steps already ({choice.path.name}), and resuming it would train none",

@@ -118,3 +118,15 @@ def test_overwrite_replaces_only_an_earlier_export_or_an_empty_folder(tmp_path: 
         f"--output {precious} holds files and is not a hyperlaunch export (no hyperlaunch-export.json): "
         "--overwrite replaces only an earlier export or an empty folder; choose a new folder"
     )
+
+
+def test_the_exporters_command_line_refuses_to_overwrite_a_folder_of_the_users_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperlaunch.train.hf_export import main
+
+    checkpoint = _checkpoint(tmp_path, 10)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("important")
+    assert main(["--checkpoint", str(checkpoint), "--output", str(precious), "--overwrite"]) == 2
+    assert "holds files and is not a hyperlaunch export" in capsys.readouterr().err
+    assert (precious / "notes.txt").read_text() == "important"

@@ -99,3 +99,6 @@ def test_resume_of_a_job_that_trained_all_its_steps_and_exported_is_refused(tmp_
     )
     assert plan_resume(record, max_steps=80).max_steps == 80
     assert plan_resume(record, after_job="40").max_steps == 40  # behind a job that may save more
+    # -final is an older step's (the export of step 40 failed and left it): the resume writes it.
+    (final / hf_exports.EXPORT_MARKER).write_text('{"checkpoint": "/elsewhere/qwen3_tiny-20steps"}')
+    assert plan_resume(record).max_steps == 40
