@@ -50,7 +50,8 @@ class Attempts:
             marker = parse_attempt_marker(line)
             if marker and marker.get("event") == "start":
                 self.current = int(marker.get("restart", "0") or 0)
-                self.seen.append(self.current)
+                if self.current not in self.seen:
+                    self.seen.append(self.current)
                 if self.attempt is None or self.current == self.attempt:
                     shown.append(_attempt_header(marker) if self.annotated else line)
                 continue

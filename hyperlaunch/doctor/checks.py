@@ -395,7 +395,7 @@ def system_probes(env: Mapping[str, str]) -> Probes:
         if args[0] in _SLURM_COMMANDS:
             try:
                 result = slurm.run(args, env=env, timeout=_TIMEOUT_S, check=False)
-            except SlurmError as err:  # with check=False only a timeout raises
+            except SlurmError as err:  # with check=False only a timeout, or a SLURM_CONF that is no file
                 return CommandOutput(_TIMED_OUT, "", err.one_line())
             return CommandOutput(result.returncode, result.stdout, result.stderr)
         try:

@@ -323,7 +323,7 @@ def conf_for(recorded: str | None, env: Mapping[str, str] | None) -> str | None:
 
 def env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, str]:
     base = dict(env if env is not None else os.environ)
-    if conf:
+    if conf and os.path.isfile(conf):  # a dev cluster's, removed since: the one in force is asked
         base["SLURM_CONF"] = conf
     return base
 

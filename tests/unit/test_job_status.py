@@ -482,3 +482,14 @@ def test_a_pending_job_says_why_slurm_holds_it(record: JobRecord, monkeypatch: p
         str(line) for line in _detail(status)
     ]
     assert status.to_json()["pending_reason"] == "PartitionNodeLimit"
+
+
+def test_a_jobs_recorded_slurm_conf_that_is_gone_is_not_forced_on_its_queries(tmp_path: Path) -> None:
+    # A dev cluster's, removed since: forcing it would fail the whole list ("SLURM_CONF=... is
+    # no file") for a user who never set SLURM_CONF.
+    from hyperlaunch.runs.job_status import env_with_conf
+
+    kept = tmp_path / "slurm.conf"
+    kept.write_text("")
+    assert env_with_conf({"PATH": "/bin"}, str(kept))["SLURM_CONF"] == str(kept)
+    assert "SLURM_CONF" not in env_with_conf({"PATH": "/bin"}, str(tmp_path / "gone" / "slurm.conf"))
