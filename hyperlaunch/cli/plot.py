@@ -28,7 +28,7 @@ _MARKER_STYLE = {"restart": ("tab:red", "--"), "restart in allocation": ("tab:or
 
 
 def plot(
-    job_id: Annotated[str, typer.Argument(help="The job id; the jobs it resumes are drawn with it.")],
+    job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (42_3); the jobs it resumes are drawn with it.")],
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write the chart to this image (.png, or .svg/.pdf) instead of drawing it in the terminal."),
@@ -49,6 +49,7 @@ def plot(
     \b
       hyperlaunch plot 42
       hyperlaunch plot 42 -o loss.png
+      hyperlaunch plot 43_2                 # element 2 of sweep 43
       hyperlaunch plot 42 --json | jq '.markers[] | "\\(.step) \\(.cause)"'
     """
     from hyperlaunch.core.errors import InvalidInput
@@ -70,11 +71,14 @@ def plot(
 def _curves(job_id: str) -> tuple[Curves, tuple[Path, ...]]:
     """The job's kept curves with its lineage's markers, and the metrics files they came from."""
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.core.errors import JobNotFound
+    from hyperlaunch.core.errors import InvalidInput, JobNotFound
     from hyperlaunch.runs import curves, jobs
     from hyperlaunch.runs.job_status import collect
+    from hyperlaunch.runs.sweeps import load_job
 
-    record = jobs.load(job_id)
+    record = load_job(job_id, slurm_env)  # 12_3: a sweep's element, as `status` and `logs` take it
+    if record.sweep is not None:
+        raise InvalidInput(f"job {job_id} is a sweep: each element has its own curves; name one, e.g. hyperlaunch plot {job_id}_{record.sweep.runs[0]}")
     lineage = curves.lineage(record, jobs.load)
     records = curves.read_records(lineage.metrics_paths)
     found = curves.kept_curves(records, lineage.job_ids)

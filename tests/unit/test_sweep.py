@@ -320,3 +320,19 @@ def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, mon
     doc = json.loads(run_cli(["status", "80", "--json"], monkeypatch).stdout)
     assert doc["waits_for"] == [{"job": "70", "kind": "ok", "state": "FAILED"}]
     assert doc["never_runs"] == "job 70 ended FAILED; this one waited for it to complete (--after 70:ok)"
+
+
+def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperlaunch.core.metrics_records import METRICS_FILE
+
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|COMPLETED\n71|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n")
+    element = jobs.load("70").element(0, "71")
+    run_dir = Path(element.spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    steps = [{"type": "step", "step": n, "loss": 3.0 - n / 10, "time": 1000.0 + n, "job_id": "71", "restart": 0, "round": 0} for n in (1, 2)]
+    (run_dir / METRICS_FILE).write_text("".join(json.dumps(s) + "\n" for s in steps))
+    drawn = run_cli(["plot", "70_0", "--json"], monkeypatch)
+    assert drawn.exit_code == 0, drawn.stderr
+    assert [p["value"] for p in json.loads(drawn.stdout)["loss"]] == [2.9, 2.8]
+    one_error_line(run_cli(["plot", "70"], monkeypatch), 2, "job 70 is a sweep", "hyperlaunch plot 70_0")
