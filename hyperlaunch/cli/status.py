@@ -70,8 +70,9 @@ def _state_cell(status: JobStatus, limit: int | None = _CELL_DETAIL) -> str:
     if status.state == "PENDING" and status.waits_for:
         return pending_cell(status.waits_for)
     if status.state == "PENDING" and status.pending_reason:
-        reason = status.pending_reason
-        return f"PENDING ({reason if limit is None or len(reason) <= limit else reason[: limit - 1] + '…'})"
+        from hyperlaunch.runs.job_status import cut
+
+        return f"PENDING ({cut(status.pending_reason, limit)})"
     return status.state
 
 

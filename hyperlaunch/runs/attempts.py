@@ -134,7 +134,7 @@ def _as_it_ran(attempt: slurm.Attempt, marker: Mapping[str, str]) -> slurm.Attem
     at its marker's time, on its marker's nodes. A run still going (no end yet) keeps sacct's
     nodes: where it is now."""
     began, start = _marker_time(marker.get("time", "")), _parse_time(attempt.start)
-    if began is not None and start is not None and _written_before(marker, start, _CLOCK_SLACK):
+    if began is not None and start is not None and began < start - _CLOCK_SLACK:
         attempt = replace(attempt, start=_sacct_time(began), elapsed_s=attempt.elapsed_s + _seconds(began, start))
     if marker.get("nodes") and _parse_time(attempt.end) is not None:
         attempt = replace(attempt, node_list=marker["nodes"])

@@ -79,8 +79,13 @@ class Restart:
         where = " in allocation" if self.round else ""
         # A user's script stopped with runtime.fail: its error, not the bundled trainer's.
         cause = "script error" if self.kind == FailureKind.SCRIPT_ERROR.value else self.cause
-        detail = self.detail if limit is None or len(self.detail) <= limit else self.detail[: limit - 1].rstrip() + "…"
+        detail = cut(self.detail, limit)
         return f"{cause}{where} ({detail})" if detail else f"{cause}{where}"
+
+
+def cut(text: str, limit: int | None) -> str:
+    """`text` for a table's cell: longer than `limit`, cut there with `…` (None: whole)."""
+    return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True)

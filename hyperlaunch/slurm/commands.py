@@ -482,12 +482,14 @@ def my_queue(*, env: Mapping[str, str] | None = None) -> dict[str, Queued]:
     out = run(["squeue", "-h", "--me", "--states=all", "-o", "%i|%A|%T|%r"], env=env, timeout=30, check=False).stdout
     queued: dict[str, Queued] = {}
     for line in out.splitlines():
-        # Two or three fields from an older format (and the tests' stand-ins): no reason.
-        parts = [part.strip() for part in line.split("|", 3)] + [""]
+        parts = [part.strip() for part in line.split("|", 3)]
+        if len(parts) == 2:  # `name|state` (the tests' stand-ins): a job under its own id
+            parts = [parts[0], *parts]
         if len(parts) < 3 or not parts[0]:
             continue
-        name, job_id, state, reason = parts[:4] if len(parts) > 3 else (parts[0], parts[0], parts[1], "")
-        queued[name] = Queued(state, "" if reason in ("None", "(null)") else reason)
+        name, job_id, state = parts[:3]
+        reason = parts[3] if len(parts) == 4 and parts[3] not in ("None", "(null)") else ""
+        queued[name] = Queued(state, reason)
         queued.setdefault(job_id, queued[name])
     return queued
 
