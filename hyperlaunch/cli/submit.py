@@ -84,11 +84,15 @@ def submit(
 
 
 def resume(
-    job_id: Annotated[str | None, typer.Argument(help="Job to resume [default: the newest recorded job, of --model if given].")] = None,
+    job_id: Annotated[
+        str | None, typer.Argument(help="Job to resume, or one element of a sweep (12_3) [default: the newest recorded job, of --model if given].")
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", "--name", help="Resume the newest job of this model (or script job's --name).")] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Run on a different number of nodes (DCP reshards).")] = None,
     exclude_failed: Annotated[bool, typer.Option("--exclude-failed", help="Keep Slurm off the nodes that failed that job.")] = False,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Train to this many steps instead.")] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", help="Train to this many steps instead (a sweep: its completed elements train further too).")
+    ] = None,
     after_end: Annotated[
         bool,
         typer.Option(
@@ -114,15 +118,18 @@ def resume(
       hyperlaunch resume 42 --exclude-failed        # off the nodes that failed it
       hyperlaunch resume 42 --max-steps 2000        # train further than it was told
       hyperlaunch resume 42 --after-end             # queue behind a job still running
+      hyperlaunch resume 70                         # a sweep: its elements that did not complete
+      hyperlaunch resume 70_3                       # one element of it
     """
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs.job_guard import resume_dependency
-    from hyperlaunch.runs.launch import find_record, launch, plan_resume
+    from hyperlaunch.runs.launch import launch, newest_record, plan_resume
+    from hyperlaunch.runs.sweeps import split_task
 
-    record = find_record(job_id, model)
+    record, element = split_task(job_id) if job_id is not None else (newest_record(model), None)
     env = slurm_env(record.slurm_conf)
     if record.sweep is not None:
-        _resume_sweep(record, env, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)
+        _resume_sweep(record, env, element, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)
         return
     after_job = resume_dependency(record, after_end=after_end, env=env)
     if after_job is not None:
@@ -139,10 +146,10 @@ def resume(
 
 
 def _resume_sweep(
-    record: JobRecord, env: dict[str, str], *, nodes: int | None, max_steps: int | None, refused: dict[str, bool], dry_run: bool, as_json: bool,
+    record: JobRecord, env: dict[str, str], element: int | None, *, nodes: int | None, max_steps: int | None, refused: dict[str, bool], dry_run: bool, as_json: bool,
 ) -> None:
-    """A sweep again, as a new job array of the elements that did not complete: each follows
-    its own -latest pointer."""
+    """A sweep again, as a new job array of the elements that did not complete (or of `element`
+    alone): each follows its own -latest pointer."""
     from hyperlaunch.cli.sweep import report
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.runs import sweeps
@@ -150,7 +157,7 @@ def _resume_sweep(
     given = [flag for flag, on in refused.items() if on]
     if given:
         raise InvalidInput(f"{given[0]} does not apply to a sweep; resume {record.job_id} resubmits the elements that did not complete")
-    indices = sweeps.to_resume(record, sweeps.elements(record, env=env))
+    indices = sweeps.to_resume(record, sweeps.elements(record, env=env), only=element, further=max_steps is not None)
     spec, chosen = sweeps.plan_resume(record, indices)
     changes: dict[str, object] = {name: value for name, value in (("nodes", nodes), ("max_steps", max_steps)) if value is not None}
     if changes:

@@ -25,10 +25,8 @@ class Launch:
     record: jobs.JobRecord | None
 
 
-def find_record(job_id: str | None, model: str | None) -> jobs.JobRecord:
-    """The recorded job `resume` starts from: the given one, else the newest (of `model`)."""
-    if job_id is not None:
-        return jobs.load(job_id)
+def newest_record(model: str | None) -> jobs.JobRecord:
+    """The recorded job `resume` starts from when none is named: the newest (of `model`)."""
     found = jobs.recent(limit=1, model=model)
     if not found:
         raise JobNotFound("no recorded job" + (f" of model {model}" if model else ""), hint="submit one first")

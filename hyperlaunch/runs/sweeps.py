@@ -205,19 +205,23 @@ def summary_state(members: Sequence[ElementStatus]) -> str:
     return f"{word} ({', '.join(f'{count} {state.lower()}' for state, count in sorted(counts.items()))})"
 
 
-def to_resume(record: jobs.JobRecord, members: Sequence[ElementStatus]) -> tuple[int, ...]:
-    """The elements `resume` submits again: the ones that ended without completing. Refused
-    while any is still in the queue (it would train beside its own resumed copy) or when
-    every one completed."""
-    live = [m.task for m in members if m.state in ACTIVE_STATES]
+def to_resume(record: jobs.JobRecord, members: Sequence[ElementStatus], *, only: int | None = None, further: bool = False) -> tuple[int, ...]:
+    """The elements `resume` submits again: the ones that ended without completing, or element
+    `only` alone; with `further` (a new --max-steps), the completed ones too. Refused while one
+    of them is still in the queue (it would train beside its own resumed copy) or when none is
+    left to train."""
+    chosen = [m for m in members if only is None or m.index == only]
+    live = [m.task for m in chosen if m.state in ACTIVE_STATES]
     if live:
-        raise JobConflict(
-            f"sweep {record.job_id} still has element(s) in the queue: {', '.join(live[:8])}{' ...' if len(live) > 8 else ''}",
-            hint=f"wait for them to end, or cancel them ('hyperlaunch cancel {live[0]}')",
+        what = f"element {live[0]} is still in the queue" if only is not None else (
+            f"sweep {record.job_id} still has element(s) in the queue: {', '.join(live[:8])}{' ...' if len(live) > 8 else ''}"
         )
-    indices = tuple(m.index for m in members if m.state != "COMPLETED")
+        them = "it" if only is not None else "them"
+        raise JobConflict(what, hint=f"wait for {them} to end, or cancel {them} ('hyperlaunch cancel {live[0]}')")
+    indices = tuple(m.index for m in chosen if further or m.state != "COMPLETED")
     if not indices:
-        raise InvalidInput(f"every element of sweep {record.job_id} completed; nothing to resume")
+        what = f"element {record.job_id}_{only}" if only is not None else f"every element of sweep {record.job_id}"
+        raise InvalidInput(f"{what} completed; nothing to resume", hint="--max-steps N trains further")
     return indices
 
 

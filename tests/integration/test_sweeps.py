@@ -178,3 +178,7 @@ def test_resume_after_two_elements_were_cancelled_submits_exactly_those_two(dev_
     assert all(sweep.pointer_step(name) == 20 for name in NAMES)
     nothing = dev_cluster.hyperlaunch("resume", doc["job_id"], cwd=tmp_path)
     assert nothing.returncode == 2 and "every element of sweep" in nothing.stderr and "nothing to resume" in nothing.stderr
+    one = dev_cluster.hyperlaunch("resume", f"{doc['job_id']}_3", cwd=tmp_path)
+    assert one.returncode == 2 and f"element {doc['job_id']}_3 completed; nothing to resume" in one.stderr, one.stderr
+    further = dev_cluster.hyperlaunch("resume", f"{doc['job_id']}_3", "--max-steps", "25", "--dry-run", "--json", cwd=tmp_path)
+    assert further.returncode == 0 and json.loads(further.stdout)["array"] == "3%2", further.stderr

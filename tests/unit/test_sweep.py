@@ -236,6 +236,31 @@ def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: P
     assert "resuming sweep 70 as sweep 81: 2 x" in text and "hyperlaunch logs 81_1 -f" in text, text
 
 
+def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|COMPLETED\n70_1|72|FAILED\n70_2|73|COMPLETED\n70_3|74|COMPLETED\n")
+    (stub / "next_id").write_text("80")
+    resumed = run_cli(["resume", "70_1", "--json"], monkeypatch)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["array"] == "1%2" and "#SBATCH --array=1%2" in (stub / "submitted.sbatch").read_text()
+    record = jobs.load("80")
+    assert record.resumed_from == "70" and record.sweep is not None and record.sweep.runs == (1,)
+    one_error_line(run_cli(["resume", "70_0"], monkeypatch), 2, "element 70_0 completed; nothing to resume", "--max-steps N")
+    one_error_line(run_cli(["resume", "70_9"], monkeypatch), 2, "no element 9")
+    (stub / "next_id").write_text("81")
+    further = run_cli(["resume", "70_0", "--max-steps", "20", "--json"], monkeypatch)
+    assert further.exit_code == 0, further.stderr
+    assert json.loads(further.stdout)["array"] == "0%2" and jobs.load("81").spec.max_steps == 20
+    # A new --max-steps trains every completed element further; without it, one that did not complete.
+    (stub / "next_id").write_text("82")
+    assert json.loads(run_cli(["resume", "70", "--max-steps", "20", "--json"], monkeypatch).stdout)["array"] == "0-3%2"
+    (stub / "next_id").write_text("83")
+    assert json.loads(run_cli(["resume", "70", "--json"], monkeypatch).stdout)["array"] == "1%2"
+    (stub / "squeue_r").write_text("70_2|73|RUNNING\n")
+    one_error_line(run_cli(["resume", "70_2", "--max-steps", "30"], monkeypatch), 11, "element 70_2 is still in the queue", "cancel 70_2")
+    assert json.loads(run_cli(["resume", "70_1", "--json"], monkeypatch).stdout)["array"] == "1%2"  # another element still runs
+
+
 def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     (stub / "squeue_r").write_text("70_2|70|PENDING\n70_3|70|PENDING\n70_0|71|RUNNING\n70_1|72|RUNNING\n")
