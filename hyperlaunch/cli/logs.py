@@ -115,32 +115,46 @@ def logs(
     def shown(lines: list[str]) -> list[str]:
         return lines if tool is not None else attempts.feed(lines)
 
-    lines = shown(content.decode("utf-8", errors="replace").splitlines() if content else [])
-    if attempt is not None and attempt not in attempts.seen and not follow:
+    def refuse_missing_attempt() -> None:
+        if attempt is None or attempt in attempts.seen:
+            return
         known = ", ".join(map(str, attempts.seen))
         raise InvalidInput(
             f"job {job_id} has no attempt {attempt}: " + (f"its log has attempt(s) {known}" if known else "its log names no attempt yet")
             + f" (numbered by restart count, as `hyperlaunch status {job_id}` does)"
         )
-    for line in lines:
+
+    data = content or b""
+    # Followed, only whole lines are read: a line still being written (a marker cut in two, a
+    # UTF-8 character split) waits for its end.
+    position = data.rfind(b"\n") + 1 if follow else len(data)
+    for line in shown(_lines(data[:position])):
         out.text(line)
     if not follow:
+        refuse_missing_attempt()
         return
     env = slurm_env(slurm_conf)
-    position = len(content or b"")
     try:
         while True:
             content = read_regular_file(path)
-            if content is not None and len(content) > position:
-                chunk, position = content[position:], len(content)
-                for line in shown(chunk.decode("utf-8", errors="replace").splitlines()):
+            if content is not None and content.rfind(b"\n") + 1 > position:
+                end = content.rfind(b"\n") + 1
+                chunk, position = content[position:end], end
+                for line in shown(_lines(chunk)):
                     out.text(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):
+                for line in shown(_lines((content or b"")[position:])):  # a last line without its newline
+                    out.text(line)
+                refuse_missing_attempt()
                 return
             time.sleep(1)
     except KeyboardInterrupt:
         return
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (JOB_N).")]) -> None:

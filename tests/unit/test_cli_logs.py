@@ -77,3 +77,48 @@ def test_following_one_attempt_keeps_its_lines_across_chunks() -> None:
     assert follow.feed(["### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0", "step 1"]) == []
     assert follow.feed(["### hyperlaunch attempt-start restart=1 job=22 nodes=n2 host=h time=T1"]) == ["===== attempt 2 (restart 1) on n2 at T1 ====="]
     assert follow.feed(["step 2"]) == ["step 2"]  # a later chunk of the same attempt
+
+
+def _follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, growth: list[str]) -> None:
+    """`logs -f` of job 22 while its .out log grows by `growth`, one piece each time the loop
+    asks Slurm whether the job still runs; after the last, the job has ended."""
+    import hyperlaunch.cli._cluster
+    import hyperlaunch.slurm.commands
+
+    out_log = _job_with_two_attempts_log(tmp_path)
+    pieces = list(growth)
+
+    def queue_state(job_id: str, env: object = None) -> str:
+        if not pieces:
+            return ""
+        with out_log.open("a") as log:
+            log.write(pieces.pop(0))
+        return "RUNNING"
+
+    monkeypatch.setattr(hyperlaunch.slurm.commands, "queue_state", queue_state)
+    monkeypatch.setattr(hyperlaunch.cli._cluster, "slurm_env", lambda conf=None: {})
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+
+
+def _job_with_two_attempts_log(tmp_path: Path) -> Path:
+    from hyperlaunch.runs import jobs
+
+    _job_with_two_attempts(tmp_path)
+    out_log, _ = jobs.load("22").log_paths
+    out_log.write_text("### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0\nstep 1\n### hyperlaunch attempt-st")
+    return out_log
+
+
+def test_following_reads_whole_lines_so_a_marker_written_in_two_pieces_still_starts_its_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _follow(tmp_path, monkeypatch, ["art restart=1 job=22 nodes=n2 host=h time=T1\nstep ", "2\nstep 3 é"])
+    result = run_cli(["logs", "22", "-f", "--attempt", "1"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    # The last line, never ended by a newline, is printed once the job has ended.
+    assert result.stdout.splitlines() == ["===== attempt 2 (restart 1) on n2 at T1 =====", "step 2", "step 3 é"]
+
+
+def test_following_an_attempt_the_log_never_had_ends_in_the_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _follow(tmp_path, monkeypatch, ["art restart=1 job=22 nodes=n2 host=h time=T1\n"])
+    result = run_cli(["logs", "22", "-f", "--attempt", "5"], monkeypatch)
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert "job 22 has no attempt 5: its log has attempt(s) 0, 1" in result.stderr
