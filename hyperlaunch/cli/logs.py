@@ -179,7 +179,7 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
     record, index = split_task(job_id)
     what = f"element {job_id} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"
     if _cancelled(job_id, what, slurm_env(record.slurm_conf)):
-        out.text(f"cancelled {what}; resume it with: hyperlaunch resume {record.job_id}")
+        out.text(f"cancelled {what}; resume it with: hyperlaunch resume {job_id}")
 
 
 def _cancelled(job_id: str, what: str, env: dict[str, str]) -> bool:

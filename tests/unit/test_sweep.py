@@ -274,7 +274,7 @@ def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.Mon
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70_3", "RUNNING")
     _known(stub, "70", "COMPLETED\nRUNNING\nPENDING")  # a line a task
-    assert "cancelled element 70_3 of sweep 70" in run_cli(["cancel", "70_3"], monkeypatch).stdout
+    assert "cancelled element 70_3 of sweep 70; resume it with: hyperlaunch resume 70_3" in run_cli(["cancel", "70_3"], monkeypatch).stdout
     assert "cancelled sweep 70" in run_cli(["cancel", "70"], monkeypatch).stdout
     assert (stub / "scancel.calls").read_text().split() == ["70_3", "70"]
     one_error_line(run_cli(["cancel", "70_9"], monkeypatch), 2, "no element 9")
