@@ -281,8 +281,8 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     if status.budget is not None:
         b = status.budget
         lines.append(
-            f"  restarts:   {b.windows} window(s); {b.failures} attempt(s) in a row without a new checkpoint; "
-            f"budget left {b.left} of {b.allowed} (--max-restarts)"
+            f"  restarts:   budget left {b.left} of {b.allowed} (--max-restarts); {b.windows} attempt(s) ran"
+            + (f", the last {b.failures} without a new checkpoint" if b.failures else "")
         )
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")

@@ -213,7 +213,7 @@ def _from_table(table: Mapping[str, object], where: str) -> Settings:
         key = raw_key.replace("-", "_")
         if key not in FIELD_TYPES:
             raise ConfigError(
-                f"unknown key {raw_key!r} in {where}; valid keys: {', '.join(sorted(FIELD_TYPES))}, [profile.NAME]"
+                f"unknown key {raw_key!r} in {where}{did_you_mean(key, FIELD_TYPES)}; valid keys: {', '.join(sorted(FIELD_TYPES))}, [profile.NAME]"
             )
         settings[key] = _coerce(key, value, where)
     return settings

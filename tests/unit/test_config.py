@@ -55,7 +55,7 @@ def test_profiles_override_the_top_level_of_their_file(tmp_path: Path) -> None:
 def test_unknown_keys_name_the_key_and_the_file(tmp_path: Path) -> None:
     config = tmp_path / "hyperlaunch.toml"
     config.write_text('model = "qwen3_tiny"\n[profile.p]\nnodez = 2\n')
-    with pytest.raises(ConfigError, match=r"unknown key 'nodez' in .*hyperlaunch.toml \[profile.p\]"):
+    with pytest.raises(ConfigError, match=r"unknown key 'nodez' in .*hyperlaunch.toml \[profile.p\] \(did you mean nodes\?\); valid keys"):
         build(tmp_path)
     config.write_text("nodes = [")
     with pytest.raises(ConfigError, match="hyperlaunch.toml"):

@@ -493,3 +493,27 @@ def test_a_jobs_recorded_slurm_conf_that_is_gone_is_not_forced_on_its_queries(tm
     kept.write_text("")
     assert env_with_conf({"PATH": "/bin"}, str(kept))["SLURM_CONF"] == str(kept)
     assert "SLURM_CONF" not in env_with_conf({"PATH": "/bin"}, str(tmp_path / "gone" / "slurm.conf"))
+
+
+def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
+    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.core.protocol import progress_path
+
+    t = _utc_marker_time
+    _log(record, out="".join(
+        f"### hyperlaunch attempt-start restart={n} job=7 nodes=node[1-2] host=h time={t(f'2026-01-01T00:0{n}:01')}\n" for n in (0, 1)
+    ))
+    attempts = [
+        _attempt("REQUEUED", start="2026-01-01T00:00:00", end="2026-01-01T00:00:50"),
+        _attempt("RUNNING", start="2026-01-01T00:01:00", end="Unknown"),
+    ]
+
+    def budget_line() -> str:
+        status = summarize(record, attempts, [], queue_state="RUNNING")
+        return next(line for line in _detail(status) if isinstance(line, str) and line.startswith("  restarts:"))
+
+    assert budget_line() == "  restarts:   budget left 2 of 3 (--max-restarts); 2 attempt(s) ran, the last 1 without a new checkpoint"
+    run_dir = Path(record.spec.run_dir)
+    run_dir.mkdir(parents=True)
+    progress_path(run_dir, "7", 1).write_text("")
+    assert budget_line() == "  restarts:   budget left 3 of 3 (--max-restarts); 2 attempt(s) ran"
