@@ -176,11 +176,11 @@ def _step(
 
 def _summary(result: PrepareResult) -> str:
     m = result.manifest
-    what = f"{m.tokens:,} tokens ({m.documents:,} documents, {len(m.shards)} shards, {m.dtype}, tokenizer {m.tokenizer['name']})"
+    what = f"{m.tokens:,} tokens ({m.documents:,} documents, {len(m.shards)} shard{'' if len(m.shards) == 1 else 's'}, {m.dtype}, tokenizer {m.tokenizer['name']})"
     if result.status == "already prepared":
         return f"already prepared: {result.folder} holds {what} from these sources"
     rate = m.tokens / max(result.seconds, 1e-9)
-    reused = f"; {result.shards_reused} shards were done by an earlier run" if result.status == "continued" else ""
+    reused = f"; {result.shards_reused} shard{' was' if result.shards_reused == 1 else 's were'} done by an earlier run" if result.status == "continued" else ""
     return f"{result.status} {what} in {result.folder}, {result.seconds:.1f} s ({rate:,.0f} tokens/s{reused})"
 
 

@@ -288,3 +288,11 @@ def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_pa
     raw = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "a.jsonl")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
     assert {s.name: s.value for s in raw.settings}["tokenizer"] != "offline"
 
+
+
+def test_the_summary_counts_one_shard_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offline: LoadedTokenizer) -> None:
+    jsonl = tmp_path / "few.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(5)))
+    result = run_cli(["prepare-data", str(jsonl), "-o", str(tmp_path / "o"), "--tokenizer", "offline"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert "(5 documents, 1 shard, uint16, tokenizer offline)" in result.stdout, result.stdout
