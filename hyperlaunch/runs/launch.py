@@ -184,10 +184,12 @@ def launch(
     check_trainer_command(spec)
     if not dry_run:
         from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
+        from hyperlaunch.runs.partition_fit import refuse_more_nodes_than_partition
         from hyperlaunch.runs.submission import forwarded_names
         from hyperlaunch.runs.waits import refuse_unmet
 
         forwarded_names(spec, env)  # a `--env NAME` not set here is refused before anything is printed
+        refuse_more_nodes_than_partition(spec, env=env)  # never a job Slurm would leave pending for good
         refuse_shared_checkpoints(spec, env=env)  # never two live jobs on one checkpoint folder and model
         refuse_unmet(dependencies(spec), env=env, resumed=resumed_from is not None)  # never one Slurm would drop unmet
     script = render_sbatch(spec)

@@ -95,10 +95,12 @@ def launch_sweep(
     if dry_run:
         return SweepLaunch(render_sweep(base, sweep), None)
     from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
+    from hyperlaunch.runs.partition_fit import refuse_more_nodes_than_partition
     from hyperlaunch.runs.submission import forwarded_names
     from hyperlaunch.runs.waits import refuse_unmet
 
     forwarded_names(base, env)
+    refuse_more_nodes_than_partition(base, env=env)
     running = {index: spec for index, spec in zip((e.index for e in sweep.elements), specs, strict=True) if index in sweep.runs}
     refuse_shared_checkpoints(base, env=env, names=[spec.checkpoint_name for spec in running.values()])
     refuse_unmet(dependencies(base), env=env, resumed=resumed_from is not None)

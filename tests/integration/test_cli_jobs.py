@@ -125,6 +125,8 @@ def test_a_model_directory_is_found_by_the_name_its_checkpoints_go_by(
         (["--model", "gpt5"], 2, "unknown model"),
         (["--nodes", "0"], 2, "--nodes must be between 1 and 2147483647"),
         (["--instance-type", "p9.huge"], 2, "p9.huge"),
+        # Slurm itself would queue it, PENDING (PartitionNodeLimit) for good.
+        (["--nodes", "6", "--spare-nodes", "40"], 2, "the job asks for 6 node(s) + 40 spare but the default partition has"),
     ],
 )
 def test_bad_submissions_are_one_line_and_leave_no_record(dev_cluster: DevCluster, tmp_path: Path, args: list[str], code: int, message: str) -> None:
