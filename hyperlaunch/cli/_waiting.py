@@ -1,5 +1,6 @@
-"""What `status` says of a job that waits for others (--after), a training's, a sweep's element's
-or a prepare-data or export job's alike: its state cell in a list, its lines in `status JOB`."""
+"""What `status` says of a job that waits, for others (--after) or for Slurm (squeue's reason): a
+training's, a sweep's element's or a prepare-data or export job's alike: its state cell in a
+list, its lines in `status JOB`."""
 
 from __future__ import annotations
 
@@ -29,3 +30,18 @@ def waiting_lines(status: WaitsFor) -> list[str]:
         waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
         return [f"  waits for:  {waited}"]
     return []
+
+
+def pending_reason_cell(reason: str, limit: int | None = 60) -> str:
+    """A state cell for a job Slurm holds, with squeue's reason cut to `limit` characters (None:
+    whole): `PENDING (Resources)`."""
+    from hyperlaunch.runs.job_status import cut
+
+    return f"PENDING ({cut(reason, limit)})"
+
+
+def pending_line(reasons: Sequence[str]) -> list[str]:
+    """`status JOB`'s line saying what Slurm's reasons for holding a job mean; none without."""
+    from hyperlaunch.core.slurm_states import pending_text
+
+    return [f"  pending:    {'; '.join(map(pending_text, reasons))}"] if reasons else []

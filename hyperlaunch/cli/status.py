@@ -16,7 +16,7 @@ import typer
 
 from hyperlaunch.cli._output import aligned, out
 from hyperlaunch.cli._output import elapsed as _elapsed
-from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, waiting_lines
+from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, pending_line, pending_reason_cell, waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
@@ -70,9 +70,7 @@ def _state_cell(status: JobStatus, limit: int | None = _CELL_DETAIL) -> str:
     if status.state == "PENDING" and status.waits_for:
         return pending_cell(status.waits_for)
     if status.state == "PENDING" and status.pending_reason:
-        from hyperlaunch.runs.job_status import cut
-
-        return f"PENDING ({cut(status.pending_reason, limit)})"
+        return pending_reason_cell(status.pending_reason, limit)
     return status.state
 
 
@@ -135,6 +133,8 @@ class SweepView:
             return "CANCELLED (before it started)"
         if m.state == "PENDING" and self.now.waits_for:
             return pending_cell(self.now.waits_for)
+        if m.pending_reason:
+            return pending_reason_cell(m.pending_reason, _CELL_DETAIL)
         return m.state
 
     def detail(self) -> list[str]:
@@ -152,6 +152,8 @@ class SweepView:
         elif self.now.waiting:
             waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in self.now.waits_for)
             lines.append(f"  waits for:  {waited}")
+        if not self.now.waiting:
+            lines += pending_line(sorted({m.pending_reason for m in self.now.members if m.pending_reason}))
         header = ("ELEMENT", "NAME", "STATE", "JOB", "STEP", "LOSS", "BEST VAL", "RESTARTS")
         rows = [header]
         for m in self.now.members:
@@ -287,10 +289,8 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     lines += waiting_lines(status)
-    if status.pending_reason and not status.waits_for:
-        from hyperlaunch.core.slurm_states import pending_text
-
-        lines.append(f"  pending:    {pending_text(status.pending_reason)}")
+    if not status.waits_for:
+        lines += pending_line([status.pending_reason] if status.pending_reason else [])
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     from hyperlaunch.runs.attempts import restart_count

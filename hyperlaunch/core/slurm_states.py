@@ -12,6 +12,7 @@ ACTIVE_STATES: frozenset[str] = frozenset(
 
 _PENDING_REASONS: dict[str, str] = {
     "Resources": "waiting for enough idle nodes",
+    "JobArrayTaskLimit": "a sweep's element waits for a slot: --max-parallel elements run at once",
     "Priority": "jobs ahead of it in the queue go first",
     "PartitionNodeLimit": "it asks more nodes than the partition has or allows: --nodes plus --spare-nodes",
     "ReqNodeNotAvail": "nodes it needs are down or drained, or all others are excluded: see sinfo -R",

@@ -43,6 +43,9 @@ class ElementStatus:
     state: str
     status: JobStatus | None
     """Its job's status once its task started (it has a job id of its own); None before."""
+    pending_reason: str = ""
+    """Before it started: squeue's reason the array's waiting tasks wait (JobArrayTaskLimit,
+    Resources, ...)."""
 
     @property
     def task(self) -> str:
@@ -68,6 +71,7 @@ class ElementStatus:
             "state": self.state,
             "job_id": self.status.record.job_id if self.status is not None else None,
             "best_val_loss": self.best_val_loss,
+            **({} if self.status is not None else {"pending_reason": self.pending_reason or None}),
         }
 
 
@@ -171,6 +175,7 @@ def sweep_status(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None
     # The array job itself, last: its waits (the states of --after's jobs) are the sweep's.
     collected = collect([*element_records, dataclasses.replace(record, sweep=None)], env=env)
     statuses = dict(zip(started, collected[:-1], strict=True))
+    waiting_reason = collected[-1].pending_reason  # the array's tasks not started, as one
     shown = []
     for index in record.sweep.runs:
         element = record.sweep.element(index)
@@ -183,7 +188,8 @@ def sweep_status(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None
             known = "CANCELLED"
         state = status.state if status is not None and status.state != "UNKNOWN" else known
         name = rules.element_name(record.spec, element)
-        shown.append(ElementStatus(record.job_id, index, name, element.values, state, status))
+        reason = waiting_reason if status is None and state == "PENDING" else ""
+        shown.append(ElementStatus(record.job_id, index, name, element.values, state, status, reason))
     waits = collected[-1].waits_for
     attempts = [a for s in statuses.values() for a in s.attempts]
     return SweepStatus(record, tuple(shown), waits, blocker_of(waits, attempts))

@@ -33,6 +33,8 @@ class ToolStatus(WaitsFor):
     written: str | None = None
     """For an export that completed: the folder it wrote, as its log says it (an export queued
     --after a training chose its checkpoint, and so its folder, when it started)."""
+    pending_reason: str = ""
+    """While PENDING: squeue's word for why (Resources, Priority, ...)."""
 
     @property
     def elapsed_s(self) -> int:
@@ -48,6 +50,7 @@ class ToolStatus(WaitsFor):
             "never_runs": self.never_runs,
             "error": self.error,
             "written": self.written,
+            "pending_reason": self.pending_reason or None,
         }
 
 
@@ -60,24 +63,28 @@ def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None
     found: dict[str, ToolStatus] = {}
     for conf, group in by_conf.items():
         slurm_env = env_with_conf(env, conf)
-        queued = slurm.my_queue_states(env=slurm_env)
+        queued = slurm.my_queue(env=slurm_env)
         attempts = slurm.job_attempts([job.job_id for job in group], env=slurm_env)
         waited = slurm.job_states(list(dict.fromkeys(w for job in group for w, _ in job.waits)), env=slurm_env)
         for job in group:
-            found[job.job_id] = summarize_tool(job, attempts.get(job.job_id, []), queued.get(job.job_id), waited)
+            now = queued.get(job.job_id)
+            found[job.job_id] = summarize_tool(
+                job, attempts.get(job.job_id, []), now.state if now else None, waited, pending_reason=now.reason if now else "",
+            )
     return [found[job.job_id] for job in tool_jobs]
 
 
 def summarize_tool(
-    job: ToolJob, attempts: Sequence[slurm.Attempt], queue_state: str | None, waited: Mapping[str, str],
+    job: ToolJob, attempts: Sequence[slurm.Attempt], queue_state: str | None, waited: Mapping[str, str], *, pending_reason: str = "",
 ) -> ToolStatus:
-    """Pure but for the log: where the job is (job_status.current_state), what it waits for,
-    its error or the folder it wrote."""
+    """Pure but for the log: where the job is (job_status.current_state), what it waits for
+    (and, pending, squeue's `pending_reason`), its error or the folder it wrote."""
     state = current_state(attempts[-1] if attempts else None, queue_state)
     waits = tuple(Dependency(w, kind, waited.get(w, "UNKNOWN")) for w, kind in job.waits)
     ended_badly = state not in ACTIVE_STATES and state not in ("COMPLETED", "UNKNOWN")
     written = exported_folder(Path(job.log)) if job.kind == "export" and state == "COMPLETED" else None
-    return ToolStatus(job, state, tuple(attempts), waits, error_line(Path(job.log)) if ended_badly else None, written)
+    reason = pending_reason if state == "PENDING" else ""
+    return ToolStatus(job, state, tuple(attempts), waits, error_line(Path(job.log)) if ended_badly else None, written, reason)
 
 
 def exported_folder(path: Path) -> str | None:

@@ -270,6 +270,17 @@ def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: 
     one_error_line(again, 11, "job 70 (PENDING) already trains qwen3_tiny-lr1e-3-seed1")
 
 
+def test_elements_not_started_say_why_they_wait(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "squeue_r").write_text("70_2|70|PENDING\n70_3|70|PENDING\n70_0|71|RUNNING\n70_1|72|RUNNING\n")
+    (stub / "queue").write_text("70_[2-3%2]|70|PENDING|JobArrayTaskLimit\n70_0|71|RUNNING|None\n70_1|72|RUNNING|None\n")
+    shown = run_cli(["status", "70"], monkeypatch).stdout
+    assert shown.count("PENDING (JobArrayTaskLimit)") == 2, shown
+    assert "  pending:    JobArrayTaskLimit (a sweep's element waits for a slot: --max-parallel elements run at once)" in shown
+    doc = json.loads(run_cli(["status", "70", "--json"], monkeypatch).stdout)
+    assert [e.get("pending_reason") for e in doc["elements"]] == [None, None, "JobArrayTaskLimit", "JobArrayTaskLimit"]
+
+
 def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70_3", "RUNNING")

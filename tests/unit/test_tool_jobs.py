@@ -80,6 +80,17 @@ def test_a_prepare_job_is_listed_and_shown_with_its_error(stub: Path, tmp_path: 
     one_error_line(run_cli(["logs", "90", "--err"], monkeypatch), 2, "prepare-data job 90 has one log")
 
 
+def test_a_pending_tool_job_says_why_slurm_holds_it(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _prepare(monkeypatch)
+    assert run_cli(["prepare-data", "raw.jsonl", "-m", "qwen3_tiny", "-o", "more", "--slurm"], monkeypatch).exit_code == 0
+    (stub / "queue").write_text("91|91|PENDING|Resources\n")
+    lines = run_cli(["status"], monkeypatch).stdout.splitlines()
+    assert lines[2].split()[:4] == ["91", "prepare-data", "PENDING", "(Resources)"], lines
+    shown = run_cli(["status", "91"], monkeypatch).stdout
+    assert "PENDING (Resources)" in shown.splitlines()[0] and "  pending:    Resources (waiting for enough idle nodes)" in shown, shown
+    assert json.loads(run_cli(["status", "91", "--json"], monkeypatch).stdout)["pending_reason"] == "Resources"
+
+
 def test_a_job_behind_a_failed_one_says_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "states" / "41").write_text("RUNNING\n")
     _prepare(monkeypatch, "--after", "41")
