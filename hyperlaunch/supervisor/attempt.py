@@ -34,7 +34,15 @@ from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOU
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
 from hyperlaunch.supervisor import ports, script_job, slurm_calls, sweep_element
-from hyperlaunch.supervisor.decisions import RoundEnd, after_round, exclusions, job_port, rendezvous_port, replace_lost
+from hyperlaunch.supervisor.decisions import (
+    RoundEnd,
+    after_round,
+    exclusions,
+    job_port,
+    rendezvous_port,
+    replace_lost,
+    slurm_job,
+)
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
 from hyperlaunch.supervisor.options import Settings, parse
 from hyperlaunch.supervisor.output import Markers, err, out
@@ -84,6 +92,8 @@ class Attempt:
         self.environ = dict(environ)
         self.step_script = step_script
         self.job_id = environ.get("SLURM_JOB_ID", "")
+        self.slurm_job = slurm_job(environ)
+        """The job as Slurm commands must name it (a sweep's element: `12_3`)."""
         job = self.job_id or "0"
         count = environ.get("SLURM_RESTART_COUNT", "")
         self.restart = int(count) if count.isdigit() else 0
@@ -293,10 +303,10 @@ class Attempt:
                     err(f"hyperlaunch: could not give back node(s) {','.join(lost)}; the requeue waits until Slurm marks them down")
                 excluded = self._exclusions(lost)
             self.ending = True
-            if slurm_calls.requeue(self.job_id):
+            if slurm_calls.requeue(self.slurm_job):
                 self.lock.keep = True
                 # Only now: a running job's excluded nodes cannot change.
-                if lost and not slurm_calls.exclude_nodes(self.job_id, excluded):
+                if lost and not slurm_calls.exclude_nodes(self.slurm_job, excluded):
                     err(f"hyperlaunch: could not exclude node(s) {','.join(lost)} from the next start")
                 return 0
             self.ending = False
@@ -312,13 +322,13 @@ class Attempt:
         """Give the allocation's lost nodes back: Slurm then never waits on them to end the job
         or a requeue, nor ends the job when it marks them down."""
         self.allocation = [node for node in self.allocation if node not in lost]
-        return slurm_calls.shrink_to(self.job_id, self.allocation)
+        return slurm_calls.shrink_to(self.slurm_job, self.allocation)
 
     def _exclusions(self, lost: Sequence[str]) -> list[str]:
         partition = self.environ.get("SLURM_JOB_PARTITION", "")
         total = slurm_calls.partition_size(partition)
         needs = self.nodes_needed + self.settings.spare_nodes
-        chosen = exclusions(slurm_calls.excluded_nodes(self.job_id), lost, self.settings.exclude, total, needs)
+        chosen = exclusions(slurm_calls.excluded_nodes(self.slurm_job), lost, self.settings.exclude, total, needs)
         if chosen.dropped:
             err(
                 f"hyperlaunch: excluding at most {chosen.room} node(s) (partition {partition or '?'} has {total},"
@@ -411,7 +421,7 @@ class Attempt:
         spares), srun goes half a second later: each live node's slurmstepd reports its tasks'
         end to srun, and retries for about 2 s while srun is gone; until then the job stays
         COMPLETING, and a requeued job's hold only starts after that."""
-        for step_id in slurm_calls.job_steps(self.job_id):
+        for step_id in slurm_calls.job_steps(self.slurm_job):
             slurm_calls.kill_step_in_background(step_id)
         if len(self.spares) < len(lost):
             time.sleep(0.5)

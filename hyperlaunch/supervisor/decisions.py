@@ -5,7 +5,7 @@ budget arithmetic and the vocabulary (causes, actions, verdicts) are the protoco
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, RestartCause
@@ -162,3 +162,14 @@ def rendezvous_port(job_id: str, round_: int, in_use: Callable[[int], bool]) -> 
         if not in_use(port):
             return port
     return first
+
+
+def slurm_job(environ: Mapping[str, str]) -> str:
+    """How the supervisor's Slurm commands name its job: `12_3` for a sweep's element (a job
+    array's task), else SLURM_JOB_ID. The task that starts last runs under the array's own job
+    id, and `scontrol requeue 12` or `update JobId=12` would act on every task of the array,
+    the other elements' running trainings too."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
+    if array.isdigit() and task.isdigit():
+        return f"{array}_{task}"
+    return environ.get("SLURM_JOB_ID", "")

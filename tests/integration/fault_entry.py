@@ -19,7 +19,8 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
   PermissionError, as a folder whose permissions changed under the job would.
 - HYPERLAUNCH_TEST_CRASH_AT_STEP=N (HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank raises
   before step N - a crashed rank on a healthy node - only in the Slurm attempt given by
-  HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), and once (keyed).
+  HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), and once (keyed); with HYPERLAUNCH_TEST_CRASH_TASK=I,
+  only in a sweep's element I (SLURM_ARRAY_TASK_ID).
 - HYPERLAUNCH_TEST_HANG_AT_STEP=N (HYPERLAUNCH_TEST_HANG_RANK, default 1): that rank sleeps
   forever before step N, once (keyed): a hung rank, the others blocked in its collective.
 - HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
@@ -92,6 +93,7 @@ class FaultHooks(TrainerHooks):
         self.crash_at_step = _int("HYPERLAUNCH_TEST_CRASH_AT_STEP")
         self.crash_rank = _int("HYPERLAUNCH_TEST_CRASH_RANK", 1)
         self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
+        self.crash_task = _int("HYPERLAUNCH_TEST_CRASH_TASK")
         self.hang_at_step = _int("HYPERLAUNCH_TEST_HANG_AT_STEP")
         self.hang_rank = _int("HYPERLAUNCH_TEST_HANG_RANK", 1)
         self.fault_keys = os.environ.get("HYPERLAUNCH_TEST_FAULT_KEYS") or None
@@ -115,6 +117,7 @@ class FaultHooks(TrainerHooks):
         attempt = _int("SLURM_RESTART_COUNT", 0)
         if (
             step == self.crash_at_step and rank == self.crash_rank and attempt == self.crash_attempt
+            and self.crash_task in (None, _int("SLURM_ARRAY_TASK_ID"))
             and self._fire_once(f"crash-at-step-{step}-rank-{rank}")
         ):
             raise RuntimeError(f"injected failure at step {step} on rank {rank}")

@@ -182,3 +182,27 @@ def test_resume_after_two_elements_were_cancelled_submits_exactly_those_two(dev_
     assert one.returncode == 2 and f"element {doc['job_id']}_3 completed; nothing to resume" in one.stderr, one.stderr
     further = dev_cluster.hyperlaunch("resume", f"{doc['job_id']}_3", "--max-steps", "25", "--dry-run", "--json", cwd=tmp_path)
     assert further.returncode == 0 and json.loads(further.stdout)["array"] == "3%2", further.stderr
+
+
+def test_a_requeue_asked_by_the_element_holding_the_arrays_own_job_id_requeues_that_element_only(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    # The last task of an array to start runs under the array's own job id; `scontrol requeue`
+    # of that id requeues every task of the array, the others' running trainings too.
+    workdir = tmp_path / "sweep"
+    workdir.mkdir()
+    result = dev_cluster.hyperlaunch(
+        "sweep", "--model", MODEL, "--nodes", "1", "--max-steps", "20", "--grid", "lr=1e-3,3e-3", "--max-parallel", "2",
+        "--restarts-in-allocation", "0", "--json",
+        "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3", "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=6", "--env", "HYPERLAUNCH_TEST_CRASH_RANK=0",
+        "--env", "HYPERLAUNCH_TEST_CRASH_TASK=1", "--", *TRAINER_ARGS, "--checkpoint-every", "5",
+        cwd=workdir, extra_env=importable_tests_env(), module=FAULTY_CLI,
+    )
+    assert result.returncode == 0, result.stderr
+    sweep = Sweep(dev_cluster, workdir, json.loads(result.stdout)["job_id"])
+    names = [f"{MODEL}-lr{lr}" for lr in ("1e-3", "3e-3")]
+    final = sweep.wait_final()
+    jobs = {e["task"]: e["job_id"] for e in final["elements"]}
+    assert jobs[f"{sweep.job_id}_1"] == sweep.job_id, jobs  # element 1 started last: it holds the array's id
+    assert [e["state"] for e in final["elements"]] == ["COMPLETED", "COMPLETED"], final["elements"]
+    assert [[a["restart"] for a in e["attempts"]] for e in final["elements"]] == [[0], [0, 1]], final["elements"]
+    runs = {name: [e["event"] for e in sweep.metrics(name, "event") if e.get("event") in ("started", "resumed")] for name in names}
+    assert runs == {names[0]: ["started"], names[1]: ["started", "resumed"]}, runs

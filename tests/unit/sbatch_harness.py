@@ -63,7 +63,7 @@ if kill -0 "$(cat "$HL_TEST_DIR/srun.pid" 2>/dev/null)" 2>/dev/null; then echo r
 sleep "${HL_TEST_SCANCEL_SECONDS:-0}"
 """
 _SQUEUE = """#!/bin/bash
-# squeue -h -j JOB --states=all -o %T
+# squeue -h -j JOB --states=all -o %A|%T
 echo "$*" >> "$HL_TEST_DIR/squeue.calls"
 steps=0
 if [[ " $* " == *" -s "* ]]; then steps=1; fi  # squeue -h -s -j JOB -o %i: the job's steps
@@ -78,7 +78,7 @@ if [ ! -s "$states" ]; then
   echo "slurm_load_jobs error: Invalid job id specified" >&2
   exit 1
 fi
-head -n 1 "$states"
+printf '%s|%s\n' "$job" "$(head -n 1 "$states")"
 # One state per call; the last one stays.
 if [ "$(wc -l < "$states")" -gt 1 ]; then sed -i 1d "$states"; fi
 """

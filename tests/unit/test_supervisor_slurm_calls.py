@@ -28,3 +28,23 @@ def test_the_users_squeue_sinfo_and_scancel_variables_do_not_reach_the_superviso
     for name, dropped in (("sinfo", "SINFO_PARTITION"), ("scancel", "SCANCEL_STATE"), ("squeue", "SQUEUE_STATES")):
         env = (tmp_path / f"{name}.env").read_text()
         assert f"{dropped}=" not in env and "SLURM_TIME_FORMAT=standard" in env and "SBATCH_ACCOUNT=team" in env, name
+
+
+def test_a_sweeps_element_names_itself_as_its_task_so_a_requeue_never_reaches_the_others() -> None:
+    from hyperlaunch.supervisor.decisions import slurm_job
+
+    # The last task to start runs under the array's own id (45): `scontrol requeue 45` would
+    # requeue every element.
+    assert slurm_job({"SLURM_JOB_ID": "45", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "1"}) == "45_1"
+    assert slurm_job({"SLURM_JOB_ID": "46", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "0"}) == "45_0"
+    assert slurm_job({"SLURM_JOB_ID": "12"}) == "12"
+
+
+def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    program = tmp_path / "squeue"
+    # squeue -j 45 lists every task of array 45: 45_0 runs as job 46, 45_1 (job 45) has ended.
+    program.write_text('#!/bin/sh\nprintf "46|RUNNING\\n45|COMPLETING\\n"\n')
+    program.chmod(program.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert slurm_calls.job_state("45") == "COMPLETING"
+    assert slurm_calls.job_state("47") == "RUNNING"  # no row of its own: the first, as before
