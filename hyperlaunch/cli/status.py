@@ -45,7 +45,9 @@ def _restarts_cell(status: JobStatus) -> str:
     every = ordered_restarts(status)
     if not every:
         return "0"
-    return f"{len(every)}: " + "; ".join(r.describe(limit=_CELL_DETAIL) for r in every)
+    # How many and the last cause: every cause is in `status JOB`, and a job restarted a dozen
+    # times would stretch the row past any terminal.
+    return f"{len(every)}{': ' if len(every) == 1 else ', last: '}{every[-1].describe(limit=_CELL_DETAIL)}"
 
 
 def _budget_cell(status: JobStatus) -> str:

@@ -188,6 +188,12 @@ def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
     assert "1: node failure (node2)" in first and second.startswith("1234 ")
     for column in ("MODEL", "STATE", "RESTARTS"):
         assert first[header.index(column) - 1] == " " and second[header.index(column) - 1] == " "
+    # Many restarts: how many and the last cause, not every cause (`status JOB` lists them).
+    import dataclasses
+
+    from hyperlaunch.cli.status import _restarts_cell
+
+    assert _restarts_cell(dataclasses.replace(failed, restarts=failed.restarts * 14)) == "14, last: node failure (node2)"
 
 
 def test_a_node_two_attempts_ran_on_fails_in_the_second_and_counts_for_it_alone(record: JobRecord) -> None:
