@@ -165,6 +165,26 @@ def check_trainer_command(spec: JobSpec) -> None:
         raise InvalidInput(f"trainer arguments: {err}") from None
 
 
+def continues_from(spec: JobSpec) -> str | None:
+    """For a new bundled-trainer job whose checkpoint folder already holds its model's
+    `-latest` pointer: what it will continue from, said at submit (the trainer follows the
+    pointer by itself, and a new experiment under the same name would otherwise go on from
+    another job's weights unnoticed). None when it starts fresh or is told where to start."""
+    if spec.is_script_job or any(flag in arg.split("=", 1)[0] for arg in spec.trainer_args for flag in targs.RESUME_OVERRIDES):
+        return None
+    try:
+        pointed = checkpoints.read_pointer(Path(spec.checkpoint_dir), spec.checkpoint_name)
+    except (CheckpointError, OSError):
+        return None  # the trainer refuses a broken pointer with its own error
+    if pointed is None:
+        return None
+    step = checkpoints.parse_step(pointed, spec.checkpoint_name)
+    return (
+        f"{spec.checkpoint_dir}/{spec.checkpoint_name}-latest names {pointed}: this job continues from "
+        f"{f'step {step}' if step is not None else 'it'} (start over with '-- --from-scratch'; a training of its own: another --checkpoint-dir)"
+    )
+
+
 def launch(
     spec: JobSpec,
     *,

@@ -165,3 +165,16 @@ def test_a_chain_of_resumes_each_waits_for_the_one_before(
     chained = run_cli(["resume", "42", "--after-end"], monkeypatch)
     assert chained.exit_code == 0, chained.output
     assert "#SBATCH --dependency=afterany:42\n" in (stub / "submitted.sbatch").read_text()
+
+
+def test_submit_beside_an_ended_jobs_checkpoints_says_it_continues_from_them(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperlaunch.core.checkpoints import write_pointer
+
+    _record(tmp_path, "41", checkpoint=30)  # no longer in the queue; its pointer names step 30
+    write_pointer(tmp_path / "ck", "qwen3_tiny", "qwen3_tiny-30steps")
+    result = _submit(tmp_path, monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    assert f"hyperlaunch: {tmp_path / 'ck'}/qwen3_tiny-latest names qwen3_tiny-30steps: this job continues from step 30" in result.stderr
+    assert "continues from" not in _submit(tmp_path, monkeypatch, "--", "--from-scratch").stderr

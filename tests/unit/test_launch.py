@@ -102,3 +102,18 @@ def test_resume_of_a_job_that_trained_all_its_steps_and_exported_is_refused(tmp_
     # -final is an older step's (the export of step 40 failed and left it): the resume writes it.
     (final / hf_exports.EXPORT_MARKER).write_text('{"checkpoint": "/elsewhere/qwen3_tiny-20steps"}')
     assert plan_resume(record).max_steps == 40
+
+
+def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_path: Path) -> None:
+    from hyperlaunch.core.checkpoints import write_pointer
+    from hyperlaunch.runs.launch import continues_from
+
+    fresh = _record(tmp_path, trainer_args=("--lr", "1")).spec
+    assert continues_from(fresh) is None  # nothing there yet
+    _complete_checkpoint(_record(tmp_path), 30)
+    write_pointer(Path(fresh.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-30steps")
+    said = continues_from(fresh)
+    assert said is not None and said.startswith(f"{tmp_path / 'ckpt'}/qwen3_tiny-latest names qwen3_tiny-30steps: this job continues from step 30")
+    assert "--from-scratch" in said
+    for told in (("--from-scratch",), ("--resume-from=/c/x-5steps",), ("--resume-from", "/c/x-5steps")):
+        assert continues_from(_record(tmp_path, trainer_args=told).spec) is None, told
