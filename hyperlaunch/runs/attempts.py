@@ -23,7 +23,7 @@ _CLOCK_SLACK = timedelta(seconds=5)
 # A start marker this long before the job first started is an earlier job's with its id (a
 # cluster whose job ids began again); the run's own is written after it started.
 _EARLIER_JOB = timedelta(minutes=1)
-_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault)\b[: ]")
+_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault|No module named)\b[: ]")
 
 
 def failed_nodes(
@@ -190,6 +190,8 @@ def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
 _SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
 _RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
 _EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
+_SLURM_TOOLS = ("srun:", "slurmstepd:", "sbatch:")
+"""Lines Slurm's own programs write into a job's error log."""
 _TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
 
 
@@ -209,7 +211,11 @@ def root_error_line(lines: Sequence[str]) -> str:
             if pattern.search(line) and usable(line):
                 return line.strip()[:200]
     fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
-    return fallback[-1][:200] if fallback else ""
+    # srun's "task 0: Exited with exit code 1" only tells that a task ended: the program's own
+    # last error (argparse's `train.py: error: unrecognized arguments`) says why.
+    own = [line for line in fallback if not line.startswith(_SLURM_TOOLS)]
+    chosen = own or fallback
+    return chosen[-1][:200] if chosen else ""
 
 
 def task_exit_code(lines: Sequence[str]) -> str | None:

@@ -523,3 +523,13 @@ def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
     run_dir.mkdir(parents=True)
     progress_path(run_dir, "7", 1).write_text("")
     assert budget_line() == "  restarts:   budget left 3 of 3 (--max-restarts); 2 attempt(s) ran"
+
+
+def test_a_script_that_stops_at_its_own_error_shows_that_line_not_sruns(record: JobRecord) -> None:
+    from hyperlaunch.runs.attempts import root_error_line
+
+    srun = "srun: error: node1: task 0: Exited with exit code 2"
+    usage = ["usage: train.py [-h] [--steps STEPS]", "train.py: error: unrecognized arguments: --stepz 10", srun]
+    assert root_error_line(usage) == "train.py: error: unrecognized arguments: --stepz 10"
+    assert root_error_line(["/usr/bin/python3: No module named mypkg.trian", srun]) == "/usr/bin/python3: No module named mypkg.trian"
+    assert root_error_line(["step 1", srun]) == srun  # nothing of its own: srun's line still says it ended
