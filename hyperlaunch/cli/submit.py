@@ -72,7 +72,7 @@ def submit(
     import functools
 
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.runs.launch import continues_from, launch
+    from hyperlaunch.runs.launch import continues_from, data_unseen, launch
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
@@ -80,9 +80,11 @@ def submit(
     decided = tuple((d.name, d.source) for d in plan.decided)
     launched = launch(plan.spec, env=env, dry_run=dry_run, decided=decided, notify=out.note)
     show_settings(plan)  # once submitted: a refusal stays one line
-    continued = continues_from(plan.spec)
+    continued, unseen = continues_from(plan.spec), data_unseen(plan.spec)
     if continued:
         out.note(continued)
+    if unseen:
+        out.warn(unseen)
     _report(launched, as_json, "submitted")
 
 

@@ -185,6 +185,15 @@ def continues_from(spec: JobSpec) -> str | None:
     )
 
 
+def data_unseen(spec: JobSpec) -> str | None:
+    """A warning for a --data path that does not exist here, unless the job waits for another
+    (--after: a prepare-data job may write it first). The nodes may see paths this machine does
+    not, so it is said, not refused; the trainer refuses for good a --data it cannot read."""
+    if spec.data is None or spec.after or not os.path.isabs(spec.data) or os.path.lexists(spec.data):
+        return None
+    return f"--data {spec.data}: nothing is there on this machine; the job fails at its start unless its nodes see it"
+
+
 def launch(
     spec: JobSpec,
     *,

@@ -178,3 +178,14 @@ def test_submit_beside_an_ended_jobs_checkpoints_says_it_continues_from_them(
     assert result.exit_code == 0, result.stderr
     assert f"hyperlaunch: {tmp_path / 'ck'}/qwen3_tiny-latest names qwen3_tiny-30steps: this job continues from step 30" in result.stderr
     assert "continues from" not in _submit(tmp_path, monkeypatch, "--", "--from-scratch").stderr
+
+
+def test_submit_warns_of_a_data_path_missing_here_unless_it_waits_for_another_job(
+    tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "data" / "nothere"
+    result = _submit(tmp_path, monkeypatch, "--data", str(missing))
+    assert result.exit_code == 0, result.stderr
+    assert f"hyperlaunch: warning: --data {missing}: nothing is there on this machine" in result.stderr
+    (tmp_path / "data").mkdir()
+    assert "--data" not in _submit(tmp_path, monkeypatch, "--data", str(tmp_path / "data")).stderr

@@ -117,3 +117,12 @@ def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_pat
     assert "--from-scratch" in said
     for told in (("--from-scratch",), ("--resume-from=/c/x-5steps",), ("--resume-from", "/c/x-5steps")):
         assert continues_from(_record(tmp_path, trainer_args=told).spec) is None, told
+
+
+def test_a_missing_data_path_is_said_unless_a_job_it_waits_for_may_write_it(tmp_path: Path) -> None:
+    from hyperlaunch.runs.launch import data_unseen
+
+    missing = str(tmp_path / "corpus")
+    assert data_unseen(_record(tmp_path, data=missing).spec) is not None
+    assert data_unseen(_record(tmp_path, data=missing, after=("5:ok",)).spec) is None  # prepare-data --slurm writes it
+    assert data_unseen(_record(tmp_path, data="allenai/c4").spec) is None  # a dataset's name, not a path
