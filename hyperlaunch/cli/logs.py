@@ -14,9 +14,11 @@ from hyperlaunch.cli._output import out
 
 
 def _attempt_header(marker: dict[str, str]) -> str:
+    """The line before an attempt's output, numbered by restart count as `status JOB`'s `#`
+    column and `logs --attempt` are (0: the first run)."""
     restart = int(marker.get("restart", "0") or 0)
     where = marker.get("nodes", "")
-    return f"===== attempt {restart + 1} (restart {restart}) on {where} at {marker.get('time', '?')} ====="
+    return f"===== attempt {restart} on {where} at {marker.get('time', '?')} ====="
 
 
 def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
@@ -28,7 +30,7 @@ def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
     if exit_code == "0" or not restart.isdigit():
         return None
     cause = cause_text(marker.get("cause", "")) + (f", {marker['kind']}" if marker.get("kind") else "")
-    return f"===== attempt {int(restart) + 1} ended: {cause} (exit {exit_code}); its errors: hyperlaunch logs {job_id} --err --attempt {restart} ====="
+    return f"===== attempt {restart} ended: {cause} (exit {exit_code}); its errors: hyperlaunch logs {job_id} --err --attempt {restart} ====="
 
 
 class Attempts:

@@ -41,7 +41,7 @@ def test_submit_runs_to_the_end_and_status_tells_it(dev_cluster: DevCluster, tmp
     assert ckpts.returncode == 0, ckpts.stderr
     assert "qwen3_tiny-6steps" in ckpts.stdout
     log = dev_cluster.hyperlaunch("logs", job, cwd=tmp_path)
-    assert "===== attempt 1 (restart 0)" in log.stdout and "step 6" in log.stdout
+    assert "===== attempt 0 on " in log.stdout and "step 6" in log.stdout
 
 
 def test_cancel_stops_a_job_and_resume_continues_from_its_checkpoint(dev_cluster: DevCluster, tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ def test_logs_split_into_attempts() -> None:
         "step 2",
     ]
     shown = annotate(lines)
-    assert shown[0].startswith("===== attempt 1 (restart 0) on node[1-2]")
-    assert "===== attempt 2 (restart 1) on node[1,3] at T2 =====" in shown
-    assert annotate(lines, attempt=1) == ["===== attempt 2 (restart 1) on node[1,3] at T2 =====", "step 2"]
+    assert shown[0].startswith("===== attempt 0 on node[1-2]")
+    assert "===== attempt 1 on node[1,3] at T2 =====" in shown
+    assert annotate(lines, attempt=1) == ["===== attempt 1 on node[1,3] at T2 =====", "step 2"]
 
 
 def test_an_attempt_that_failed_says_how_and_where_its_errors_are() -> None:
@@ -30,7 +30,7 @@ def test_an_attempt_that_failed_says_how_and_where_its_errors_are() -> None:
         "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=invalid-data action=exit time=T1",
     ]
     footer = annotate(lines, job_id="7")[-1]
-    assert footer.startswith("===== attempt 1 ended: trainer error, invalid-data (exit 1)")
+    assert footer.startswith("===== attempt 0 ended: trainer error, invalid-data (exit 1)")
     assert "hyperlaunch logs 7 --err --attempt 0" in footer
     done = ["### hyperlaunch attempt-end restart=0 job=7 exit=0 cause=completed action=exit time=T1"]
     assert annotate(done) == done
@@ -75,7 +75,7 @@ def test_following_one_attempt_keeps_its_lines_across_chunks() -> None:
 
     follow = Attempts(1, "22")
     assert follow.feed(["### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0", "step 1"]) == []
-    assert follow.feed(["### hyperlaunch attempt-start restart=1 job=22 nodes=n2 host=h time=T1"]) == ["===== attempt 2 (restart 1) on n2 at T1 ====="]
+    assert follow.feed(["### hyperlaunch attempt-start restart=1 job=22 nodes=n2 host=h time=T1"]) == ["===== attempt 1 on n2 at T1 ====="]
     assert follow.feed(["step 2"]) == ["step 2"]  # a later chunk of the same attempt
 
 
@@ -114,7 +114,7 @@ def test_following_reads_whole_lines_so_a_marker_written_in_two_pieces_still_sta
     result = run_cli(["logs", "22", "-f", "--attempt", "1"], monkeypatch)
     assert result.exit_code == 0, result.output
     # The last line, never ended by a newline, is printed once the job has ended.
-    assert result.stdout.splitlines() == ["===== attempt 2 (restart 1) on n2 at T1 =====", "step 2", "step 3 é"]
+    assert result.stdout.splitlines() == ["===== attempt 1 on n2 at T1 =====", "step 2", "step 3 é"]
 
 
 def test_following_an_attempt_the_log_never_had_ends_in_the_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
