@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 import sys
 import types
 import typing
@@ -287,7 +288,8 @@ def _coerce(key: str, value: object, where: str, *, error: type[Exception] = Con
             return _hyperpod_mode(value)
         if _is_tuple_of_str(kind):
             if isinstance(value, str):
-                return tuple(item for item in value.split(",") if item) if key != "trainer_args" else (value,)
+                # `trainer_args = "--lr 3e-4"` means what it would after `--` on a command line.
+                return tuple(item for item in value.split(",") if item) if key != "trainer_args" else _shell_words(value)
             if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                 return tuple(value)
             raise ValueError("expected a list of strings")
@@ -303,8 +305,25 @@ def _coerce(key: str, value: object, where: str, *, error: type[Exception] = Con
                 raise ValueError("must not be empty" + (" (it would mean the current folder)" if key in PATH_FIELDS else ""))
             return str(value)
     except ValueError as err:
-        raise error(f"{key} = {value!r} in {where}: {err}") from None
+        raise error(f"{key} = {_as_written(value)} in {where}: {err}") from None
     return value
+
+
+def _as_written(value: object) -> str:
+    """A value as the user wrote it in TOML (`true`, `"x"`, `[1, 2]`), not as Python shows it."""
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # a TOML date or time
+        return str(value)
+
+
+def _shell_words(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as err:  # an unclosed quote
+        raise ValueError(f"cannot split it as a command line ({err}); write a list: [\"--lr\", \"3e-4\"]") from None
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")

@@ -61,7 +61,7 @@ def test_unknown_keys_name_the_key_and_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="hyperlaunch.toml"):
         build(tmp_path)
     config.write_text('nodes = "two"\n')
-    with pytest.raises(ConfigError, match="nodes = 'two'"):
+    with pytest.raises(ConfigError, match='nodes = "two"'):
         build(tmp_path, {"model": "qwen3_tiny"})
 
 
@@ -106,3 +106,12 @@ def test_an_empty_profile_name_is_refused_not_ignored(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="--profile must name a profile"):
         build(tmp_path, profile="")
     assert build(tmp_path, environ={"HYPERLAUNCH_PROFILE": ""}).nodes == 1
+
+
+def test_trainer_args_written_as_one_string_split_as_a_command_line_and_values_are_shown_as_written(tmp_path: Path) -> None:
+    config = tmp_path / "hyperlaunch.toml"
+    config.write_text('model = "qwen3_tiny"\ntrainer_args = "--lr 3e-4 --note \'a b\'"\n')
+    assert build(tmp_path).trainer_args[-4:] == ("--lr", "3e-4", "--note", "a b")
+    config.write_text('model = "qwen3_tiny"\nspare_nodes = true\n')
+    with pytest.raises(ConfigError, match=r"spare_nodes = true in .*hyperlaunch.toml: expected an integer"):
+        build(tmp_path)
