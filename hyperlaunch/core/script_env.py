@@ -21,6 +21,7 @@ TORCHRUN_SHUTDOWN_TIMEOUT_ENV = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 """Seconds torchrun waits for its workers after a stop signal (the script sets the warning window)."""
 
 SLURM_NAMES_READ = (
+    "SLURM_ARRAY_JOB_ID",
     "SLURM_ARRAY_TASK_ID",
     "SLURM_JOB_ID",
     "SLURM_JOB_NODELIST",
