@@ -108,6 +108,8 @@ def show_settings(plan: Plan, trainings: int = 1) -> None:
         out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", _rows(plan.settings))
     if plan.decided:
         out.note_block(f"the job on {spec.instance_type} nodes:", _rows(plan.decided))
+    if plan.configured:
+        out.note_block("from your configuration:", _rows(plan.configured))
     for decision in plan.decided:
         if decision.warning:
             out.warn(decision.warning)
@@ -118,9 +120,13 @@ def show_settings(plan: Plan, trainings: int = 1) -> None:
 
 def _rows(items: Sequence[Setting | Decision]) -> list[str]:
     """`--flag  value  source`, aligned (values up to an instance type's length)."""
-    width = max(len(item.flag) for item in items)
+    width = max(len(_label(item)) for item in items)
     values = min(max(8, *(len(_shown(item.value)) for item in items)), 16)
-    return [f"{item.flag:<{width}}  {_shown(item.value):<{values}}  {item.source}" for item in items]
+    return [f"{_label(item):<{width}}  {_shown(item.value):<{values}}  {item.source}" for item in items]
+
+
+def _label(item: Setting | Decision) -> str:
+    return "after --" if item.name == "trainer_args" else item.flag
 
 
 def _shown(value: object) -> str:

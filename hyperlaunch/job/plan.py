@@ -54,6 +54,8 @@ class Plan:
     settings: tuple[Setting, ...]
     decided: tuple[detect.Decision, ...] = ()
     """Job settings decided for the cluster (instance type, GPUs as GRES, whole nodes), with their sources."""
+    configured: tuple[Setting, ...] = ()
+    """The other job settings a config file or a HYPERLAUNCH_* variable gave, with which one."""
 
 
 def build_spec(
@@ -104,7 +106,26 @@ def plan_job(
     settings = {**settings, **filled}
     settings = {**settings, **_tracker_settings(settings, environ)}
     decided = instance + gpus + exclusive + hyperpod
-    return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided)
+    configured = _configured(layers, shown={s.name for s in training} | {d.name for d in decided})
+    return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided, configured=configured)
+
+
+def _configured(layers: list[Layer], shown: set[str]) -> tuple[Setting, ...]:
+    """Each setting the command line left to a config file or a HYPERLAUNCH_* variable, with
+    the layer that gave it (those `shown` already come with their source). `env` shows its
+    names only: its values may be secrets."""
+    rows = []
+    for key in sorted({key for name, values in layers if name != FLAGS_LAYER for key in values} - shown):
+        given = source(layers, key)
+        if given is None or given.startswith("you ("):
+            continue
+        value = next(values[key] for _, values in reversed(layers) if key in values)
+        if key == "env":
+            value = " ".join(str(pair[0]) for pair in typing.cast("tuple[tuple[str, object], ...]", value))
+        elif isinstance(value, (tuple, list)):
+            value = " ".join(map(str, value))
+        rows.append(Setting(key, typing.cast("int | bool | str", value), given))
+    return tuple(rows)
 
 
 def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:
