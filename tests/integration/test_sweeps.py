@@ -171,6 +171,9 @@ def test_resume_after_two_elements_were_cancelled_submits_exactly_those_two(dev_
     again = sweep.wait_final(doc["job_id"])
     assert [(e["task"], e["state"]) for e in again["elements"]] == [(f"{doc['job_id']}_1", "COMPLETED"), (f"{doc['job_id']}_3", "COMPLETED")]
     assert again["resumed_from_job"] == sweep.job_id
+    # An element's own job id (sacct: JobID S_2, JobIDRaw J) names the element.
+    own = first["elements"][0]["job_id"]  # started first: split off the array under a new id
+    assert own != sweep.job_id and sweep.status(own)["job_id"] == own and sweep.status(own)["name"] == NAMES[0]
     # Element 1 went on from its own checkpoint, element 3 started; 0 and 2 never ran again.
     runs = {name: [e["event"] for e in sweep.metrics(name, "event") if e.get("event") in ("started", "resumed")] for name in NAMES}
     assert [runs[name] for name in NAMES] == [["started"], ["started", "resumed"], ["started"], ["started"]], runs

@@ -372,3 +372,33 @@ def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Monke
     assert drawn.exit_code == 0, drawn.stderr
     assert [p["value"] for p in json.loads(drawn.stdout)["loss"]] == [2.9, 2.8]
     one_error_line(run_cli(["plot", "70"], monkeypatch), 2, "job 70 is a sweep", "hyperlaunch plot 70_0")
+
+
+def test_an_elements_own_job_id_names_the_element(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `status 70` lists element 70_1 as job 72, and its log is <name>_72.out: `status 72` is it.
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|COMPLETED\n70_1|72|RUNNING\n60_0|75|COMPLETED\n")
+    as_task = run_cli(["status", "70_1", "--json"], monkeypatch)
+    as_job = run_cli(["status", "72", "--json"], monkeypatch)
+    assert as_job.exit_code == 0, as_job.stderr
+    assert json.loads(as_job.stdout) == json.loads(as_task.stdout) and json.loads(as_job.stdout)["job_id"] == "72"
+    log = jobs.load("70").element(1, "72").log_paths[0]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("step 1 loss 3.0\n")
+    assert run_cli(["logs", "72"], monkeypatch).stdout == "step 1 loss 3.0\n"
+    _known(stub, "70_1", "RUNNING")
+    assert "cancelled element 70_1 of sweep 70; resume it with: hyperlaunch resume 70_1" in run_cli(["cancel", "72"], monkeypatch).stdout
+    assert (stub / "scancel.calls").read_text().split() == ["70_1"]
+    one_error_line(run_cli(["status", "99"], monkeypatch), 7, "no recorded job 99")
+    one_error_line(run_cli(["status", "75"], monkeypatch), 7, "no recorded job 75: Slurm ran it as task 60_0 of job array 60")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "gone.conf"))  # Slurm unreachable: the old answer
+    one_error_line(run_cli(["status", "72"], monkeypatch), 7, "no recorded job 72")
+
+
+def test_an_array_task_is_found_by_its_own_job_id_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # sacct -j 70 lists the array's tasks, one of which may have run under the array's own id.
+    answers = {"72": "70_1|72\n", "70": "70_3|70\n70_0|71\n", "5": "5|5\n"}
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, answers[args[args.index("-j") + 1]], ""))
+    assert [slurm.array_task_of(job) for job in ("72", "70", "5")] == [("70", 1), None, None]
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 1, "", "sacct: error: no accounting"))
+    assert slurm.array_task_of("72") is None
