@@ -261,6 +261,17 @@ def split_task(text: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int | None]:
     return record, index
 
 
+def trainings(record: jobs.JobRecord, index: int | None) -> list[JobSpec]:
+    """The spec of each training a job (from split_task) names: a job's own; element `index`
+    of a sweep; else each element the sweep job runs. Never a sweep's own spec for what
+    belongs to a training: its checkpoint name, the base model's, is no element's (another
+    job's checkpoints may go by it)."""
+    if record.sweep is None:
+        return [record.spec]
+    indices = record.sweep.runs if index is None else (index,)
+    return [rules.element_spec(record.spec, record.sweep.element(i)) for i in indices]
+
+
 def _job_or_element(job_id: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int | None]:
     """Job `job_id`'s record; where there is none, the recorded sweep and element whose array
     task ran as `job_id`. Slurm is asked only then, once; when it cannot tell, the job is not

@@ -179,6 +179,10 @@ def test_resume_after_two_elements_were_cancelled_submits_exactly_those_two(dev_
     assert [runs[name] for name in NAMES] == [["started"], ["started", "resumed"], ["started"], ["started"]], runs
     assert [e["step"] for e in sweep.metrics(NAMES[1], "event") if e.get("event") == "resumed"][0] >= 5
     assert all(sweep.pointer_step(name) == 20 for name in NAMES)
+    # Pruning the sweep keeps each element's newest checkpoint, by its own name.
+    pruned = dev_cluster.hyperlaunch("checkpoints", sweep.job_id, "--prune", "1", "--yes", "--json", cwd=tmp_path)
+    assert pruned.returncode == 0, pruned.stderr
+    assert [m["kept"] for m in json.loads(pruned.stdout)["models"]] == [[f"{name}-20steps"] for name in NAMES]
     nothing = dev_cluster.hyperlaunch("resume", doc["job_id"], cwd=tmp_path)
     assert nothing.returncode == 2 and "every element of sweep" in nothing.stderr and "nothing to resume" in nothing.stderr
     one = dev_cluster.hyperlaunch("resume", f"{doc['job_id']}_3", cwd=tmp_path)
