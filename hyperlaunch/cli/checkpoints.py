@@ -33,7 +33,13 @@ class ModelCheckpoints:
 
 
 def checkpoints(
-    job_id: Annotated[str | None, typer.Argument(help="A recorded job: its checkpoint folder and model.", show_default=False)] = None,
+    job_id: Annotated[
+        str | None,
+        typer.Argument(
+            help="A recorded job: its checkpoint folder and model. A sweep: each element's (12), or one element's (12_3, or its own job id).",
+            show_default=False,
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", "--name", metavar="MODEL", help="Only this model's (or script job's --name) checkpoints [default: every model found].")
     ] = None,
@@ -61,8 +67,8 @@ def checkpoints(
         int | None,
         typer.Option(
             "--prune", min=1, metavar="N",
-            help="Keep one model's newest N complete checkpoints and remove the others (never the one -latest names, "
-            "never a save under way); says what would go unless --yes.",
+            help="Keep one model's newest N complete checkpoints (a sweep: each element's) and remove the others (never "
+            "the one -latest names, never a save under way); says what would go unless --yes.",
         ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="With --prune: remove them.")] = False,
@@ -80,31 +86,35 @@ def checkpoints(
       hyperlaunch checkpoints 42 --copy-to s3://my-bucket/ckpt --step 2000
       hyperlaunch checkpoints 42 --prune 2            # what keeping the newest 2 would remove
       hyperlaunch checkpoints 42 --prune 2 --yes      # remove them
+      hyperlaunch checkpoints 70                      # a sweep: each element's checkpoints
+      hyperlaunch checkpoints 70_3 --prune 2          # one element's
     """
     from hyperlaunch.core.checkpoints import list_models
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.job.settings import resolve_checkpoint_dir
 
+    names: list[str] | None = [_checkpoint_name(model)] if model else None
+    sweep = False
     if job_id is not None:
-        from hyperlaunch.runs import jobs
-
         if checkpoint_dir is not None or model is not None:
             raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --model, or the job id")
-        spec = jobs.load(job_id).spec
-        checkpoint_dir, model = spec.checkpoint_dir, str(spec.checkpoint_name)
+        checkpoint_dir, names, sweep = _job_checkpoints(job_id)
     if prune is not None and (copy_to is not None or step is not None):
         raise InvalidInput("--prune removes checkpoints and --copy-to/--step copy one: run them one at a time")
     if yes and prune is None:
         raise InvalidInput("--yes confirms --prune N: pass both")
     if copy_to is not None:
-        _copy_to(copy_to, resolve_checkpoint_dir(checkpoint_dir, profile=profile), model, step, as_json)
+        if sweep:
+            raise InvalidInput(f"job {job_id} is a sweep: --copy-to copies one element's checkpoint; name one, {job_id}_N ('hyperlaunch checkpoints {job_id}' lists them)")
+        _copy_to(copy_to, resolve_checkpoint_dir(checkpoint_dir, profile=profile), names[0] if names else None, step, as_json)
         return
     if prune is not None:
         from hyperlaunch.cli import checkpoints_prune
 
         root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
-        name = checkpoints_prune.one_model(root, _checkpoint_name(model) if model else None)
-        checkpoints_prune.prune(root, name, prune, yes=yes, as_json=as_json)
+        # A sweep's elements, each by its own name; otherwise the one model named, or the folder's only one.
+        chosen = checkpoints_prune.some_models(root, names) if sweep and names else [checkpoints_prune.one_model(root, names[0] if names else None)]
+        checkpoints_prune.prune(root, chosen, prune, yes=yes, as_json=as_json, sweep=sweep)
         return
     if step is not None:
         raise InvalidInput("--step chooses the checkpoint --copy-to copies; without --copy-to every step is listed")
@@ -113,24 +123,47 @@ def checkpoints(
     # is a mistyped path, and listing "no checkpoints" there would hide it.
     if root.exists() and not root.is_dir():
         raise InvalidInput(f"checkpoint folder {root} is not a folder", hint="pass the folder the checkpoints are in to --checkpoint-dir")
-    if model is not None:
-        model = _checkpoint_name(model)
-    names = [model] if model else list_models(root)
-    found = [collect(root, name) for name in names]
+    found = [collect(root, name) for name in (names if names is not None else list_models(root))]
     for entry in found:
         for message in entry.warnings:
             out.warn(message)
     if not root.is_dir():
         out.warn(f"checkpoint folder {root} does not exist")
-    elif model and not found[0].checkpoints and found[0].pointer is None:
-        others = list_models(root)
-        out.warn(f"no checkpoints of {model} in {root}" + (f"; models there: {', '.join(others)}" if others else ""))
-    elif not names:
+    elif names is not None:
+        _warn_none_of(root, [entry.model for entry in found if not entry.checkpoints and entry.pointer is None], sweep=sweep)
+    elif not found:
         out.warn(f"no checkpoints in {root}")
     if as_json:
         out.json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
     elif any(entry.checkpoints for entry in found):
         out.table(_table(root, found))
+
+
+def _job_checkpoints(job_id: str) -> tuple[str, list[str], bool]:
+    """A recorded job's checkpoint folder, the names its trainings' checkpoints go by (a sweep
+    element's own, `12_3` or its job id; each element's of a sweep), and whether it is a whole
+    sweep. A sweep's own name is the base model's, which other jobs' checkpoints go by."""
+    from hyperlaunch.cli._cluster import slurm_env
+    from hyperlaunch.runs import sweeps
+
+    record, index = sweeps.split_task(job_id, slurm_env)
+    specs = sweeps.trainings(record, index)
+    return specs[0].checkpoint_dir, [str(spec.checkpoint_name) for spec in specs], record.sweep is not None and index is None
+
+
+def _warn_none_of(root: Path, missing: list[str], *, sweep: bool) -> None:
+    """Warn about the names asked for that have no checkpoints in `root`: one model, with the
+    models there; a sweep's elements, in one line."""
+    from hyperlaunch.core.checkpoints import list_models
+
+    if not missing:
+        return
+    if sweep:
+        shown = ", ".join(missing if len(missing) <= 4 else [*missing[:2], "...", *missing[-1:]])
+        out.warn(f"no checkpoints in {root} of {len(missing)} of the sweep's elements: {shown}")
+        return
+    others = list_models(root)
+    out.warn(f"no checkpoints of {missing[0]} in {root}" + (f"; models there: {', '.join(others)}" if others else ""))
 
 
 def _copy_to(uri: str, root: Path, model: str | None, step: int | None, as_json: bool) -> None:
@@ -147,7 +180,7 @@ def _copy_to(uri: str, root: Path, model: str | None, step: int | None, as_json:
         if len(models) != 1:
             raise InvalidInput(f"--copy-to copies one model's checkpoint: pass --model ({', '.join(models) or 'none'} in {root})")
         model = models[0]
-    checkpoint = choose(root, _checkpoint_name(model), step=step, output=None).checkpoint
+    checkpoint = choose(root, model, step=step, output=None).checkpoint
     assert checkpoint is not None  # chosen now, not deferred
     destination = s3_copy.S3Place(place.bucket, place.key(checkpoint.name))
     bar = byte_bar(f"{checkpoint.name} -> {destination}", as_json)

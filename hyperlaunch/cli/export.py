@@ -191,11 +191,12 @@ def _copy(target: Any, place: Any, *, dtype: str, quiet: bool) -> dict[str, obje
 
 def _job_spec(text: str) -> Any:
     """The JobSpec of a recorded job, or of one element of a sweep (`12_3`)."""
+    from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.job.sweep import element_spec
     from hyperlaunch.runs.sweeps import split_task
 
-    record, index = split_task(text)
+    record, index = split_task(text, slurm_env)
     if record.sweep is None:
         return record.spec
     if index is None:

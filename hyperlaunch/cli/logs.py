@@ -178,10 +178,11 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
         if _cancelled(job_id, f"{tool.kind} job {job_id}", slurm_env(tool.slurm_conf)):
             out.text(f"cancelled {tool.kind} job {job_id}: {tool.what}")
         return
-    record, index = split_task(job_id)
-    what = f"element {job_id} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"
-    if _cancelled(job_id, what, slurm_env(record.slurm_conf)):
-        out.text(f"cancelled {what}; resume it with: hyperlaunch resume {job_id}")
+    record, index = split_task(job_id, slurm_env)
+    task = f"{record.job_id}_{index}" if index is not None else job_id  # 12_3 also when named by its own job id
+    what = f"element {task} of sweep {record.job_id}" if index is not None else f"{'sweep' if record.sweep else 'job'} {job_id}"
+    if _cancelled(task, what, slurm_env(record.slurm_conf)):
+        out.text(f"cancelled {what}; resume it with: hyperlaunch resume {task}")
 
 
 def _cancelled(job_id: str, what: str, env: dict[str, str]) -> bool:

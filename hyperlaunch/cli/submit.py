@@ -131,7 +131,7 @@ def resume(
     from hyperlaunch.runs.launch import launch, newest_record, plan_resume
     from hyperlaunch.runs.sweeps import split_task
 
-    record, element = split_task(job_id) if job_id is not None else (newest_record(model), None)
+    record, element = split_task(job_id, slurm_env) if job_id is not None else (newest_record(model), None)
     env = slurm_env(record.slurm_conf)
     if record.sweep is not None:
         _resume_sweep(record, env, element, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)

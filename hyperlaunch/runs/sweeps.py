@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hyperlaunch.core.errors import InvalidInput, JobConflict
+from hyperlaunch.core.errors import InvalidInput, JobConflict, JobNotFound, RecordUnreadable, SlurmError
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.job import sweep as rules
@@ -243,14 +243,63 @@ def plan_resume(record: jobs.JobRecord, indices: Sequence[int]) -> tuple[JobSpec
     return spec, rules.Sweep(record.sweep.elements, tuple(indices), record.sweep.max_parallel)
 
 
-def split_task(text: str) -> tuple[jobs.JobRecord, int | None]:
-    """`12` or `12_3`: the recorded job, and the element named, checked against the sweep."""
+EnvFor = Callable[[str | None], Mapping[str, str]]
+"""`env_for(slurm_conf)`: the Slurm environment to ask in, for a record's SLURM_CONF (None:
+no record's)."""
+
+
+def split_task(text: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int | None]:
+    """`12` or `12_3`: the recorded job, and the element named, checked against the sweep. An
+    element's own job id (`13`, as `status 12` and its log name it) is that element."""
     job_id, index = rules.parse_element_id(jobs.check_job_id(text))
+    if index is None:
+        return _job_or_element(job_id, env_for)
     record = jobs.load(job_id)
-    if index is not None:
-        if record.sweep is None:
-            raise InvalidInput(f"job {job_id} is not a sweep; {text} names no element of it")
-        record.sweep.element(index)
+    if record.sweep is None:
+        raise InvalidInput(f"job {job_id} is not a sweep; {text} names no element of it")
+    record.sweep.element(index)
+    return record, index
+
+
+def trainings(record: jobs.JobRecord, index: int | None) -> list[JobSpec]:
+    """The spec of each training a job (from split_task) names: a job's own; element `index`
+    of a sweep; else each element the sweep job runs. Never a sweep's own spec for what
+    belongs to a training: its checkpoint name, the base model's, is no element's (another
+    job's checkpoints may go by it)."""
+    if record.sweep is None:
+        return [record.spec]
+    indices = record.sweep.runs if index is None else (index,)
+    return [rules.element_spec(record.spec, record.sweep.element(i)) for i in indices]
+
+
+def _job_or_element(job_id: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int | None]:
+    """Job `job_id`'s record; where there is none, the recorded sweep and element whose array
+    task ran as `job_id`. Slurm is asked only then, once; when it cannot tell, the job is not
+    found as before."""
+    try:
+        return jobs.load(job_id), None
+    except RecordUnreadable:
+        raise
+    except JobNotFound as err:
+        not_found = err
+    try:
+        task = slurm.array_task_of(job_id, env=env_for(None))
+    except SlurmError:
+        task = None  # no Slurm to ask here: the id is just not recorded
+    if task is None:
+        raise not_found
+    array_id, index = task
+    try:
+        record = jobs.load(array_id)
+    except RecordUnreadable:
+        raise
+    except (JobNotFound, InvalidInput):
+        raise JobNotFound(
+            f"no recorded job {job_id}: Slurm ran it as task {array_id}_{index} of job array {array_id}, which hyperlaunch has no record of",
+            hint="'hyperlaunch status' lists recorded jobs",
+        ) from None
+    if record.sweep is None or index not in {element.index for element in record.sweep.elements}:
+        raise not_found
     return record, index
 
 
@@ -270,10 +319,10 @@ def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str]
     return record.element(index, task.job_id)
 
 
-def load_job(text: str, env_for: Callable[[str | None], Mapping[str, str]]) -> jobs.JobRecord:
+def load_job(text: str, env_for: EnvFor) -> jobs.JobRecord:
     """The job `logs` and `status` show for `12` or `12_3` (an element, as the job its task
     became); `env_for(slurm_conf)` is the Slurm environment to ask in."""
-    record, index = split_task(text)
+    record, index = split_task(text, env_for)
     if index is None:
         return record
     return element_record(record, index, env=env_for(record.slurm_conf))

@@ -537,6 +537,22 @@ def array_tasks(job_id: str, *, env: Mapping[str, str] | None = None) -> dict[in
     return tasks
 
 
+def array_task_of(job_id: str, *, env: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """The job array and index whose task runs or ran as job `job_id`, its own (raw) id: sacct
+    lists JobID 6_1 with JobIDRaw 8 for task 1 of array 6 started as job 8. None when `job_id`
+    is no array task's own id, or sacct cannot answer (no accounting)."""
+    result = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,JobIDRaw"], env=env, timeout=15, check=False)
+    if result.returncode != 0:
+        return None
+    for line in result.stdout.splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        match = _ARRAY_ID.fullmatch(parts[0]) if len(parts) >= 2 and parts[1] == job_id else None
+        # The array's own id is also one of its tasks' raw ids: that job is the array itself.
+        if match is not None and match["index"] is not None and match["array"] != job_id:
+            return match["array"], int(match["index"])
+    return None
+
+
 def expand_indices(text: str) -> list[int]:
     """Slurm's array index list `0-3,7%2` as [0, 1, 2, 3, 7]."""
     indices: list[int] = []

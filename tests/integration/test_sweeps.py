@@ -171,11 +171,18 @@ def test_resume_after_two_elements_were_cancelled_submits_exactly_those_two(dev_
     again = sweep.wait_final(doc["job_id"])
     assert [(e["task"], e["state"]) for e in again["elements"]] == [(f"{doc['job_id']}_1", "COMPLETED"), (f"{doc['job_id']}_3", "COMPLETED")]
     assert again["resumed_from_job"] == sweep.job_id
+    # An element's own job id (sacct: JobID S_2, JobIDRaw J) names the element.
+    own = first["elements"][0]["job_id"]  # started first: split off the array under a new id
+    assert own != sweep.job_id and sweep.status(own)["job_id"] == own and sweep.status(own)["name"] == NAMES[0]
     # Element 1 went on from its own checkpoint, element 3 started; 0 and 2 never ran again.
     runs = {name: [e["event"] for e in sweep.metrics(name, "event") if e.get("event") in ("started", "resumed")] for name in NAMES}
     assert [runs[name] for name in NAMES] == [["started"], ["started", "resumed"], ["started"], ["started"]], runs
     assert [e["step"] for e in sweep.metrics(NAMES[1], "event") if e.get("event") == "resumed"][0] >= 5
     assert all(sweep.pointer_step(name) == 20 for name in NAMES)
+    # Pruning the sweep keeps each element's newest checkpoint, by its own name.
+    pruned = dev_cluster.hyperlaunch("checkpoints", sweep.job_id, "--prune", "1", "--yes", "--json", cwd=tmp_path)
+    assert pruned.returncode == 0, pruned.stderr
+    assert [m["kept"] for m in json.loads(pruned.stdout)["models"]] == [[f"{name}-20steps"] for name in NAMES]
     nothing = dev_cluster.hyperlaunch("resume", doc["job_id"], cwd=tmp_path)
     assert nothing.returncode == 2 and "every element of sweep" in nothing.stderr and "nothing to resume" in nothing.stderr
     one = dev_cluster.hyperlaunch("resume", f"{doc['job_id']}_3", cwd=tmp_path)

@@ -372,3 +372,93 @@ def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Monke
     assert drawn.exit_code == 0, drawn.stderr
     assert [p["value"] for p in json.loads(drawn.stdout)["loss"]] == [2.9, 2.8]
     one_error_line(run_cli(["plot", "70"], monkeypatch), 2, "job 70 is a sweep", "hyperlaunch plot 70_0")
+
+
+def _checkpoints(root: Path, name: str, *steps: int) -> None:
+    from tests.unit.test_cli_checkpoints import make_checkpoint, point
+
+    for step in steps:
+        make_checkpoint(root, name, step)
+    point(root, name, f"{name}-{steps[-1]}steps")
+
+
+def _left(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def test_checkpoints_of_a_sweep_are_its_elements_never_the_base_models(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new user's `checkpoints 70 --prune 2 --yes` removed qwen3_tiny-10steps (another job's,
+    # named as the sweep's base model) and none of the sweep's own.
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    root = Path(jobs.load("70").spec.checkpoint_dir)
+    _checkpoints(root, "qwen3_tiny", 10, 20, 30)
+    _checkpoints(root, "qwen3_tiny-lr1e-3-seed1", 10, 20, 30)
+    _checkpoints(root, "qwen3_tiny-lr3e-3-seed2", 10, 20)
+    pruned = run_cli(["checkpoints", "70", "--prune", "2", "--yes", "--json"], monkeypatch)
+    assert pruned.exit_code == 0, pruned.stderr
+    assert _left(root) == [
+        "qwen3_tiny-10steps", "qwen3_tiny-20steps", "qwen3_tiny-30steps",  # another job's: untouched
+        "qwen3_tiny-lr1e-3-seed1-20steps", "qwen3_tiny-lr1e-3-seed1-30steps", "qwen3_tiny-lr3e-3-seed2-10steps", "qwen3_tiny-lr3e-3-seed2-20steps",
+    ]
+    assert [(m["model"], m["checkpoints"]) for m in json.loads(pruned.stdout)["models"]] == [
+        ("qwen3_tiny-lr1e-3-seed1", ["qwen3_tiny-lr1e-3-seed1-10steps"]), ("qwen3_tiny-lr3e-3-seed2", []),
+    ]
+    listed = json.loads(run_cli(["checkpoints", "70", "--json"], monkeypatch).stdout)
+    assert [m["model"] for m in listed["models"]] == [f"qwen3_tiny-lr{lr}-seed{seed}" for lr in ("1e-3", "3e-3") for seed in (1, 2)]
+    assert [len(m["checkpoints"]) for m in listed["models"]] == [2, 0, 0, 2]
+    shown = run_cli(["checkpoints", "70"], monkeypatch)
+    assert "of 2 of the sweep's elements: qwen3_tiny-lr1e-3-seed2, qwen3_tiny-lr3e-3-seed1" in shown.stderr
+    assert "qwen3_tiny-lr1e-3-seed1-30steps" in shown.stdout and "qwen3_tiny-30steps" not in shown.stdout
+    said = run_cli(["checkpoints", "70", "--prune", "1"], monkeypatch).stdout.splitlines()
+    assert [line.split(" (")[0] for line in said] == [
+        "qwen3_tiny-lr1e-3-seed1: would remove 1 checkpoint", "qwen3_tiny-lr3e-3-seed2: would remove 1 checkpoint", "pass --yes as well to remove them",
+    ]
+    assert len(_left(root)) == 7
+    one_error_line(run_cli(["checkpoints", "70", "--copy-to", "s3://b/p"], monkeypatch), 2, "job 70 is a sweep", "70_N")
+
+
+def test_checkpoints_of_one_element_by_its_task_or_its_own_job_id(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    root = Path(jobs.load("70").spec.checkpoint_dir)
+    _checkpoints(root, "qwen3_tiny", 10, 20)
+    _checkpoints(root, "qwen3_tiny-lr1e-3-seed1", 10, 20)
+    _checkpoints(root, "qwen3_tiny-lr1e-3-seed2", 10, 20, 30)
+    listed = json.loads(run_cli(["checkpoints", "70_0", "--json"], monkeypatch).stdout)
+    assert [m["model"] for m in listed["models"]] == ["qwen3_tiny-lr1e-3-seed1"] and len(listed["models"][0]["checkpoints"]) == 2
+    pruned = run_cli(["checkpoints", "70_0", "--prune", "1", "--yes", "--json"], monkeypatch)
+    assert pruned.exit_code == 0, pruned.stderr
+    assert json.loads(pruned.stdout)["checkpoints"] == ["qwen3_tiny-lr1e-3-seed1-10steps"]
+    (stub / "sacct.out").write_text("70_0|71|COMPLETED\n70_1|72|COMPLETED\n")
+    text = run_cli(["checkpoints", "72", "--prune", "1", "--yes"], monkeypatch).stdout
+    assert text.startswith("qwen3_tiny-lr1e-3-seed2: removed 2 checkpoints"), text
+    assert _left(root) == ["qwen3_tiny-10steps", "qwen3_tiny-20steps", "qwen3_tiny-lr1e-3-seed1-20steps", "qwen3_tiny-lr1e-3-seed2-30steps"]
+
+
+def test_an_elements_own_job_id_names_the_element(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `status 70` lists element 70_1 as job 72, and its log is <name>_72.out: `status 72` is it.
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|COMPLETED\n70_1|72|RUNNING\n60_0|75|COMPLETED\n")
+    as_task = run_cli(["status", "70_1", "--json"], monkeypatch)
+    as_job = run_cli(["status", "72", "--json"], monkeypatch)
+    assert as_job.exit_code == 0, as_job.stderr
+    assert json.loads(as_job.stdout) == json.loads(as_task.stdout) and json.loads(as_job.stdout)["job_id"] == "72"
+    log = jobs.load("70").element(1, "72").log_paths[0]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("step 1 loss 3.0\n")
+    assert run_cli(["logs", "72"], monkeypatch).stdout == "step 1 loss 3.0\n"
+    _known(stub, "70_1", "RUNNING")
+    assert "cancelled element 70_1 of sweep 70; resume it with: hyperlaunch resume 70_1" in run_cli(["cancel", "72"], monkeypatch).stdout
+    assert (stub / "scancel.calls").read_text().split() == ["70_1"]
+    one_error_line(run_cli(["status", "99"], monkeypatch), 7, "no recorded job 99")
+    one_error_line(run_cli(["status", "75"], monkeypatch), 7, "no recorded job 75: Slurm ran it as task 60_0 of job array 60")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "gone.conf"))  # Slurm unreachable: the old answer
+    one_error_line(run_cli(["status", "72"], monkeypatch), 7, "no recorded job 72")
+
+
+def test_an_array_task_is_found_by_its_own_job_id_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # sacct -j 70 lists the array's tasks, one of which may have run under the array's own id.
+    answers = {"72": "70_1|72\n", "70": "70_3|70\n70_0|71\n", "5": "5|5\n"}
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, answers[args[args.index("-j") + 1]], ""))
+    assert [slurm.array_task_of(job) for job in ("72", "70", "5")] == [("70", 1), None, None]
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 1, "", "sacct: error: no accounting"))
+    assert slurm.array_task_of("72") is None
