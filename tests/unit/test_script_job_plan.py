@@ -178,6 +178,23 @@ def test_submit_dry_run_and_json_name_the_run_and_its_snapshot(tmp_path: Path, m
     assert "--lr 3e-4" in result.stdout
 
 
+def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `sweep --dry-run --json`: submit's --json keys, job_id and logs null (sbatch names
+    them), the script under `script`; nothing written."""
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    text = run_cli(["submit", "--script", "proj/src/train.py", "--dry-run", "--", "--lr", "3e-4"], monkeypatch)
+    result = run_cli(["submit", "--script", "proj/src/train.py", "--dry-run", "--json", "--", "--lr", "3e-4"], monkeypatch)
+
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["script"] == text.stdout and doc["script"].startswith("#!/bin/bash")
+    assert (doc["job_id"], doc["log"], doc["err"], doc["resumed_from"]) == (None, None, None, None)
+    assert doc["name"] == "train" and doc["run_dir"] == str(tmp_path / "runs" / "train")
+    assert doc["code_dir"] is not None and f"--srun-flag=--chdir={doc['code_dir']}" in doc["script"]
+    assert not (tmp_path / "runs").exists()
+
+
 def test_each_round_of_scripts_is_told_where_things_are_and_gets_the_library_on_its_path(tmp_path: Path) -> None:
     ckpt = tmp_path / "ck"
     assert script_job.resume_from(str(ckpt), "exp") == ("", None)
