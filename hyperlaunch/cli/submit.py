@@ -10,6 +10,7 @@ from hyperlaunch.cli._job_flags import JobFlags, show_settings, with_job_flags
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
+    from hyperlaunch.job.spec import JobSpec
     from hyperlaunch.runs.jobs import JobRecord
     from hyperlaunch.runs.launch import Launch
 
@@ -17,30 +18,16 @@ _JSON = typer.Option("--json", help="Print one JSON document (job id, paths) ins
 _DRY = typer.Option("--dry-run", help="Print the sbatch script and submit nothing.")
 
 
-def _report(launched: Launch, as_json: bool, verb: str) -> None:
+def _report(launched: Launch, planned: JobSpec, as_json: bool, verb: str, *, resumed_from: str | None = None) -> None:
+    """What `submit` and `resume` print: the job submitted, or (--dry-run) its script."""
     record = launched.record
+    if as_json:
+        out.json(_json_doc(launched, planned, resumed_from))
+        return
     if record is None:  # --dry-run
         out.raw(launched.script)
         return
-    log, err = record.log_paths
-    if as_json:
-        doc = {
-            "job_id": record.job_id,
-            "model": record.spec.model,
-            "name": record.spec.checkpoint_name,
-            "code_dir": record.spec.code_dir,
-            "nodes": record.spec.nodes,
-            "log": str(log),
-            "err": str(err),
-            "checkpoint_dir": record.spec.checkpoint_dir,
-            "run_dir": record.spec.run_dir,
-            "resumed_from": record.resumed_from,
-            "trackers": list(record.spec.tracker),
-            "tracker_run_id": record.spec.tracker_run_id,
-            "mlflow_run_id": record.spec.mlflow_run_id,
-        }
-        out.json(doc)
-        return
+    log, _ = record.log_paths
     out.text(f"{verb} job {record.job_id}: {record.spec.what} on {record.spec.nodes_text}")
     out.text(f"  log:         {log}")
     out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
@@ -52,6 +39,33 @@ def _report(launched: Launch, as_json: bool, verb: str) -> None:
     out.text(f"  follow it:   hyperlaunch status {record.job_id}")
     out.text(f"               hyperlaunch logs {record.job_id} -f")
     out.text(f"               hyperlaunch plot {record.job_id}")
+
+
+def _json_doc(launched: Launch, planned: JobSpec, resumed_from: str | None) -> dict[str, object]:
+    """--json's one document: the job as submitted (its tracker run ids chosen then) or, with
+    --dry-run, the `planned` one with its script, and null for what only sbatch gives (the job
+    id, the logs named after it), as `sweep --dry-run --json` does."""
+    record = launched.record
+    spec = record.spec if record is not None else planned
+    log, err = record.log_paths if record is not None else (None, None)
+    doc: dict[str, object] = {
+        "job_id": record.job_id if record is not None else None,
+        "model": spec.model,
+        "name": spec.checkpoint_name,
+        "code_dir": spec.code_dir,
+        "nodes": spec.nodes,
+        "log": str(log) if log is not None else None,
+        "err": str(err) if err is not None else None,
+        "checkpoint_dir": spec.checkpoint_dir,
+        "run_dir": spec.run_dir,
+        "resumed_from": resumed_from,
+        "trackers": list(spec.tracker),
+        "tracker_run_id": spec.tracker_run_id,
+        "mlflow_run_id": spec.mlflow_run_id,
+    }
+    if record is None:
+        doc["script"] = launched.script
+    return doc
 
 
 @with_job_flags
@@ -85,7 +99,7 @@ def submit(
         out.note(continued)
     if unseen:
         out.warn(unseen)
-    _report(launched, as_json, "submitted")
+    _report(launched, plan.spec, as_json, "submitted")
 
 
 def resume(
@@ -147,7 +161,7 @@ def resume(
     if added:
         out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")
     launched = launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run, decided=record.decided, notify=out.note)
-    _report(launched, as_json, f"resuming job {record.job_id} as")
+    _report(launched, spec, as_json, f"resuming job {record.job_id} as", resumed_from=record.job_id)
 
 
 def _resume_sweep(

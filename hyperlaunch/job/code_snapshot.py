@@ -3,7 +3,10 @@ script cds into), written at submit to storage every node sees. Editing the code
 waits, or between requeues, then changes nothing: the job runs what was submitted.
 
 Inside git the copy is what git would commit now (tracked files as they are, untracked ones not
-ignored), so .gitignore keeps data and checkpoints out; elsewhere it is the folder's files."""
+ignored), so .gitignore keeps data and checkpoints out; elsewhere it is the folder's files. Either
+way the job's own output folders (its checkpoints, logs and run folder, ./checkpoints, ./logs and
+./runs/<job> by default) are left out where they lie inside the project: what a job wrote there is
+not code, and would make each submit's snapshot bigger than the last."""
 
 from __future__ import annotations
 
@@ -20,11 +23,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from hyperlaunch.core.bounded_read import read_regular
 from hyperlaunch.core.errors import CodeSnapshotTooLarge, InvalidInput
 from hyperlaunch.core.paths import JOB_FILES_FOLDER, job_files_dir
+
+if TYPE_CHECKING:
+    from hyperlaunch.job.spec import JobSpec
 
 DEFAULT_LIMIT_MB = 100
 INFO_FILE = ".hyperlaunch-snapshot.json"
@@ -110,18 +116,28 @@ def snapshot_dir(run_dir: str, snapshot: Snapshot) -> str:
     return os.path.join(job_files_dir(run_dir), snapshot.name)
 
 
-def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:
+def take_for(spec: JobSpec, folder: Path) -> Snapshot:
+    """The snapshot a script job runs from `folder` (its code_root, once planned): less the
+    job's own output folders, within its --code-limit-mb. Planning, submit and
+    `resume --refresh-code` all take it so, and come to the same digest for the same code."""
+    return take(folder, limit_mb=spec.code_limit_mb, outputs=spec.output_dirs)
+
+
+def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB, outputs: Iterable[str] = ()) -> Snapshot:
     """What a job submitted from `folder` would run: the files listed, sized and hashed (it
-    reads them all). InvalidInput when there are none or they cannot be read,
-    CodeSnapshotTooLarge over `limit_mb` (checked on sizes before anything is read)."""
+    reads them all), less those in `outputs` (the job's output folders, JobSpec.output_dirs),
+    which do not make a work tree dirty either. InvalidInput when there are none or they
+    cannot be read, CodeSnapshotTooLarge over `limit_mb` (checked on sizes before anything is
+    read)."""
     if limit_mb < 1:
         raise InvalidInput(f"--code-limit-mb must be at least 1, not {limit_mb}")
     if not folder.is_dir():
         raise InvalidInput(f"code snapshot: {folder} is not a folder")
     top = _git_toplevel(folder)
     root = Path(os.path.realpath(top or folder))
+    left_out = _inside(root, outputs)
     try:
-        listed = _git_files(root) if top else list(itertools.islice(_walk(root), MAX_FILES + 1))
+        listed = _git_files(root, left_out) if top else list(itertools.islice(_walk(root, left_out), MAX_FILES + 1))
         listed = [rel for rel in listed if JOB_FILES_FOLDER not in rel.split("/")[:-1]]  # git lists untracked ones too
         if len(listed) > MAX_FILES:
             raise CodeSnapshotTooLarge(
@@ -135,7 +151,7 @@ def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB) -> Snapshot:
         digest = _digest((f, _hash_file(root / f.path)) for f in files)
     except OSError as err:
         raise InvalidInput(f"code snapshot of {root}: cannot read {err.filename or root}: {err.strerror or err}") from None
-    commit, dirty = _git_state(root) if top else (None, None)
+    commit, dirty = _git_state(root, left_out) if top else (None, None)
     return Snapshot(root, files, commit, dirty, digest)
 
 
@@ -223,10 +239,21 @@ def _regular_files(root: Path, rels: Iterable[str]) -> tuple[SnapshotFile, ...]:
     return tuple(found)
 
 
-def _walk(root: Path) -> Iterator[str]:
+def _inside(root: Path, folders: Iterable[str]) -> frozenset[str]:
+    """Those of `folders` that lie inside `root` (but are not root itself: then nothing would
+    be left), '/'-separated relative to it; links resolved, as root's are."""
+    found = set()
+    for folder in folders:
+        real = Path(os.path.realpath(folder))
+        if real != root and real.is_relative_to(root):
+            found.add(real.relative_to(root).as_posix())
+    return frozenset(found)
+
+
+def _walk(root: Path, left_out: frozenset[str]) -> Iterator[str]:
     for folder, dirs, names in os.walk(root):  # never follows a linked folder: no loops
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS]
         base = Path(folder).relative_to(root)
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and (base / d).as_posix() not in left_out]
         yield from ((base / n).as_posix() for n in names if not n.endswith(".pyc"))
 
 
@@ -291,18 +318,24 @@ def _git_toplevel(folder: Path) -> Path | None:
     return Path(os.fsdecode(done.stdout.removesuffix(b"\n")))
 
 
-def _git_files(top: Path) -> list[str]:
-    done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+def _pathspecs(left_out: frozenset[str]) -> list[str]:
+    """git's arguments for the whole work tree less the folders `left_out` (names taken as they
+    are, not as patterns)."""
+    return ["--", ".", *(f":(exclude,literal){rel}" for rel in sorted(left_out))]
+
+
+def _git_files(top: Path, left_out: frozenset[str]) -> list[str]:
+    done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", *_pathspecs(left_out))
     if done is None or done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip() if done else "git not found"
         raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
     return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
 
 
-def _git_state(top: Path) -> tuple[str | None, bool]:
-    """HEAD's sha (None before the first commit) and whether anything is uncommitted, untracked
-    files included; a status that fails counts as dirty."""
+def _git_state(top: Path, left_out: frozenset[str]) -> tuple[str | None, bool]:
+    """HEAD's sha (None before the first commit) and whether anything outside `left_out` is
+    uncommitted, untracked files included; a status that fails counts as dirty."""
     head = _git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-    status = _git(top, "status", "--porcelain", "--untracked-files=normal")
+    status = _git(top, "status", "--porcelain", "--untracked-files=normal", *_pathspecs(left_out))
     commit = head.stdout.decode().strip() if head and head.returncode == 0 else None
     return commit, status is None or status.returncode != 0 or bool(status.stdout.strip())

@@ -9,6 +9,7 @@ type drives whole nodes, the preset's nodes and GPUs, and the recommendations.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import typing
@@ -394,23 +395,22 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
         settings["container_image"] = absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = layered.default_torchrun()
-    if script is not None or module is not None:
-        settings.update(_snapshot_place(settings, cwd))
-    return JobSpec(**settings).settled()  # type: ignore[arg-type]
+    spec = JobSpec(**settings)  # type: ignore[arg-type]
+    if spec.is_script_job:  # validated first: the snapshot reads the whole project
+        spec = _with_snapshot(spec, cwd)
+    return spec.settled()
 
 
-def _snapshot_place(settings: Settings, cwd: Path) -> Settings:
-    """Where a script job's code comes from and the snapshot it will run from: the project
-    of the script (or, for --module, of the current folder), hashed now, so that the script
-    names the copy `submit` writes (hyperlaunch.job.code_snapshot)."""
-    script = settings.get("script")
-    folder = Path(os.path.dirname(str(script))) if isinstance(script, str) else cwd
-    limit = settings.get("code_limit_mb", code_snapshot.DEFAULT_LIMIT_MB)
-    snapshot = code_snapshot.take(folder, limit_mb=int(typing.cast(int, limit)))
-    placed: Settings = {"code_root": str(snapshot.root), "code_dir": code_snapshot.snapshot_dir(str(settings["run_dir"]), snapshot)}
-    if isinstance(script, str):
+def _with_snapshot(spec: JobSpec, cwd: Path) -> JobSpec:
+    """The script job with where its code comes from and the snapshot it will run from: the
+    project of the script (or, for --module, of the current folder), less the job's output
+    folders, hashed now, so that the script names the copy `submit` writes
+    (hyperlaunch.job.code_snapshot)."""
+    script = spec.script
+    snapshot = code_snapshot.take_for(spec, Path(os.path.dirname(script)) if script is not None else cwd)
+    if script is not None:
         inside = os.path.relpath(os.path.realpath(script), os.path.realpath(snapshot.root)).replace(os.sep, "/")
         if inside not in {file.path for file in snapshot.files}:
             raise InvalidInput(f"--script {script} is not part of its project's snapshot ({snapshot.root}): is it ignored by .gitignore?")
-        placed["script"] = os.path.join(str(snapshot.root), inside)
-    return placed
+        script = os.path.join(str(snapshot.root), inside)
+    return dataclasses.replace(spec, script=script, code_root=str(snapshot.root), code_dir=code_snapshot.snapshot_dir(spec.run_dir, snapshot))

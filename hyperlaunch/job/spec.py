@@ -313,12 +313,17 @@ class JobSpec:
         )
 
     @property
+    def output_dirs(self) -> tuple[str, ...]:
+        """The folders the job writes: checkpoints, logs, its run folder, TensorBoard's."""
+        return tuple(p for p in (self.checkpoint_dir, self.log_dir, self.run_dir, self.tensorboard_dir) if p is not None)
+
+    @property
     def mounted_paths(self) -> list[tuple[str, bool]]:
         """(path, read only) for what the trainer reads or writes outside a container image."""
         from hyperlaunch.job import containers
 
         return containers.job_paths(
-            writable=tuple(p for p in (self.checkpoint_dir, self.log_dir, self.run_dir, self.tensorboard_dir) if p is not None),
+            writable=self.output_dirs,
             model=self.model,
             tokenizer=targs.value_of(self.trainer_args, targs.TOKENIZER),
             data=self.data,

@@ -75,7 +75,7 @@ def plan_resume(
     if not spec.is_script_job:  # a script's own arguments are kept as they are
         changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)
     if refresh_code and spec.code_root is not None:
-        snapshot = code_snapshot.take(Path(spec.code_root), limit_mb=spec.code_limit_mb)
+        snapshot = code_snapshot.take_for(spec, Path(spec.code_root))
         changes["code_dir"] = code_snapshot.snapshot_dir(spec.run_dir, snapshot)
     if nodes is not None:
         changes["nodes"] = nodes

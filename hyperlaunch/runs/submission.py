@@ -127,7 +127,7 @@ def _code_written(spec: JobSpec) -> Iterator[None]:
     planned = Path(spec.code_dir)
     created = False
     if code_snapshot.read_info(planned) is None:
-        snapshot = code_snapshot.take(Path(spec.code_root), limit_mb=spec.code_limit_mb)
+        snapshot = code_snapshot.take_for(spec, Path(spec.code_root))
         if snapshot.name != planned.name:
             raise InvalidInput(
                 f"code snapshot {planned} is not there, and {spec.code_root} no longer holds that code (it is {snapshot.name} now)",

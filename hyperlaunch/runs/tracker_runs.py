@@ -53,21 +53,41 @@ def chosen(spec: JobSpec) -> Iterator[JobSpec]:
 def _create_mlflow_run(uri: str, experiment: str, what: str, run_id: str) -> tuple[str, str]:
     """(experiment id, run id) of a new run in `experiment` (created if needed) on `uri`."""
     with _quick_mlflow():
-        client = _client(uri)
-        try:
+        client_class = _client_class()
+        try:  # the client opens its store at once: a URI MLflow refuses fails here already
+            client = client_class(tracking_uri=uri)
             found = client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
             run = client.create_run(experiment_id, run_name=f"{experiment}-{run_id}", tags={"hyperlaunch.run_id": run_id, "hyperlaunch.trains": what})
-        except Exception as error:  # MlflowException, a refused connection: any of them ends the same way
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise InvalidInput(
-                f"--tracker mlflow: the tracking server {uri} did not create the run: {first[:300]}",
-                hint=f"check --mlflow-uri (or MLFLOW_TRACKING_URI) and that the server answers from here: curl {uri}/health",
-            ) from None
+        except Exception as error:  # MlflowException, a refused connection, a database's: any of them ends the same way
+            raise _not_created(uri, error) from None
     return str(experiment_id), str(run.info.run_id)
 
 
-def _client(uri: str) -> Any:  # mlflow is an optional dependency
+def _not_created(uri: str, error: Exception) -> InvalidInput:
+    """MLflow's refusal as one line: the URI, the first sentence MLflow said, and what to do
+    about that kind of URI (a server that does not answer, a file store MLflow no longer opens
+    unasked, a URI it does not take)."""
+    said = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
+    if uri.lower().startswith(("http://", "https://")):
+        return InvalidInput(
+            f"--tracker mlflow: the tracking server {uri} did not create the run: {said[:300]}",
+            hint=f"check --mlflow-uri (or MLFLOW_TRACKING_URI) and that the server answers from here: curl {uri}/health",
+        )
+    server = "--mlflow-uri http://HOST:5000 names a tracking server (`mlflow server`), which the job's nodes reach"
+    if trackers.MLFLOW_ALLOW_FILE_STORE_ENV in str(error):
+        allow = trackers.MLFLOW_ALLOW_FILE_STORE_ENV
+        server += f"; to use a file store all the same, set {allow}=true here and pass --env {allow} for the job"
+    return InvalidInput(f"--tracker mlflow: MLflow did not create the run at {uri}: {said[:300]}", hint=server)
+
+
+def _client(uri: str) -> Any:
+    """An MlflowClient of `uri`: it opens the store there, and raises when MLflow refuses it."""
+    return _client_class()(tracking_uri=uri)
+
+
+def _client_class() -> Any:  # mlflow is an optional dependency
+    """MlflowClient, or InvalidInput saying how to install it where the user submits."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -75,7 +95,7 @@ def _client(uri: str) -> Any:  # mlflow is an optional dependency
             f"--tracker mlflow needs the mlflow client where you submit, to create the training's run: pip install {trackers.PACKAGES[trackers.MLFLOW]}",
             hint='or pip install "hyperlaunch[trackers]"',
         ) from None
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient
 
 
 @contextlib.contextmanager

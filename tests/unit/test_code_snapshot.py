@@ -115,6 +115,53 @@ def test_a_jobs_own_files_in_a_run_folder_inside_the_project_are_not_code(tmp_pa
         assert after.name == before.name and not any(".hyperlaunch" in path for path in paths(after)), paths(after)
 
 
+def _job_output(root: Path, checkpoints: str = "checkpoints", logs: str = "logs", run: str = "runs/train") -> list[str]:
+    """What a job leaves in its output folders inside the project: a 120 MB checkpoint (sparse),
+    its lock and pointer, a log, metrics. The folders, absolute, as the JobSpec holds them."""
+    files_of({f"{checkpoints}/.hyperlaunch-lock-train": "1", f"{checkpoints}/train-latest": "train-100steps\n",
+              f"{logs}/train_7.out": "step 1\n", f"{run}/metrics.jsonl": "{}\n"}, root)
+    (root / checkpoints / "train-100steps").mkdir()
+    with open(root / checkpoints / "train-100steps" / "__0_0.distcp", "wb") as out:
+        out.truncate(120_000_000)
+    return [str(root / checkpoints), str(root / logs), str(root / run)]
+
+
+def test_the_jobs_output_folders_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
+    """./checkpoints, ./logs and ./runs/<job> (the defaults) hold what earlier jobs wrote: left
+    out, the next submit's snapshot is the same, under the size limit, and the tree not dirty."""
+    for root in (files_of({"train.py": "1\n"}, tmp_path / "plain"), repo):
+        before = cs.take(root)
+        outputs = _job_output(root)
+
+        after = cs.take(root, outputs=outputs)
+
+        assert after == before, paths(after)
+        assert after.dirty is (False if root == repo else None)
+
+
+def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: Path) -> None:
+    """The spec's folders, not the default names: and only those, so a ./logs of the user's own
+    stays code when the job logs elsewhere."""
+    files_of({"logs/parse_logs.py": "2\n"}, repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "logs")
+    outputs = _job_output(repo, checkpoints="store/ckpt", logs="slurm-out", run="exp/a")
+    outputs.append(str(tmp_path / "elsewhere"))  # outside the project: nothing to leave out
+
+    snapshot = cs.take(repo, outputs=outputs)
+
+    assert paths(snapshot) == [".gitignore", "logs/parse_logs.py", "pkg/model.py", "train.py"]
+    assert snapshot.dirty is False
+    files_of({"exp/notes.py": "3\n"}, repo)  # beside the run folder, not in it: code
+    assert "exp/notes.py" in paths(cs.take(repo, outputs=outputs)) and cs.take(repo, outputs=outputs).dirty
+
+
+def test_an_output_folder_that_is_the_project_itself_leaves_it_whole(tmp_path: Path) -> None:
+    root = files_of({"train.py": "1\n"}, tmp_path / "code")
+
+    assert paths(cs.take(root, outputs=[str(root), str(tmp_path)])) == ["train.py"]
+
+
 def test_links_inside_the_root_are_copied_as_files_others_left_out(tmp_path: Path) -> None:
     outside = files_of({"secret.txt": "s\n", "dir/a.py": "a\n"}, tmp_path / "outside")
     root = files_of({"train.py": "1\n", "lib/real.py": "2\n"}, tmp_path / "code")

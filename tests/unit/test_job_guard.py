@@ -5,6 +5,7 @@ squeue that answer for a test's jobs."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -100,6 +101,16 @@ def test_resume_after_end_queues_the_new_job_behind_the_live_one(
     record = jobs.load("5151")
     assert record.spec.after_job == "41" and record.resumed_from == "41"
     assert "starts once it ends" in result.stderr
+
+
+def test_resume_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _record(tmp_path, "41")
+    result = run_cli(["resume", "41", "--dry-run", "--json"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["job_id"], doc["log"], doc["resumed_from"], doc["model"]) == (None, None, "41", "qwen3_tiny")
+    assert doc["script"].startswith("#!/bin/bash") and doc["checkpoint_dir"] == str(tmp_path / "ck")
+    assert not (stub / "submitted.sbatch").exists(), "nothing reached sbatch"
 
 
 def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:

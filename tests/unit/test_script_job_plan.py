@@ -80,7 +80,7 @@ def test_a_module_job_snapshots_the_current_folder_and_runs_python_m(tmp_path: P
         ({"script": "proj/src/train.py", "name": ".hidden"}, "--name '.hidden': use letters"),
         ({"module": "not a module"}, "is not a Python module name"),
         ({"model": "qwen3_tiny", "name": "x"}, "--name names a --script or --module job's run"),
-        ({"script": "proj/src/train.py", "code_limit_mb": 0}, "--code-limit-mb must be at least 1"),
+        ({"script": "proj/src/train.py", "code_limit_mb": 0}, "--code-limit-mb must be between 1 and 1000000"),
     ],
 )
 def test_what_a_script_job_refuses_is_one_line(tmp_path: Path, flags: dict[str, object], expected: str) -> None:
@@ -103,6 +103,28 @@ def test_a_script_that_gitignore_leaves_out_is_refused(tmp_path: Path) -> None:
     (project / ".gitignore").write_text("src/\n")
     with pytest.raises(InvalidInput, match="is not part of its project's snapshot"):
         build_spec({"script": str(project / "src" / "train.py")}, cwd=tmp_path, environ={})
+
+
+@pytest.mark.parametrize("flags", [{}, {"checkpoint_dir": "out/ck", "log_dir": "out/logs", "run_dir": "out/run"}])
+def test_what_a_job_wrote_into_the_project_leaves_the_next_snapshot_as_it_was(tmp_path: Path, flags: dict[str, str]) -> None:
+    """Submitted from its project, a job's checkpoints, logs and run folder (defaults, or named
+    by flags) land inside it: the next submit of the same code plans the same snapshot, under
+    the size limit, its clean work tree not dirty."""
+    project = _project(tmp_path)
+    git_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "a"]):
+        subprocess.run(["git", "-C", str(project), *args], check=True, env=git_env)
+    first = build_spec({"script": "src/train.py", **flags}, cwd=project, environ={})
+    for folder in (first.checkpoint_dir, first.log_dir, first.run_dir):
+        (Path(folder) / "step").mkdir(parents=True)
+    with open(Path(first.checkpoint_dir) / "step" / "__0_0.distcp", "wb") as out:
+        out.truncate(120_000_000)
+    (Path(first.run_dir) / "metrics.jsonl").write_text("{}\n")
+
+    second = build_spec({"script": "src/train.py", **flags}, cwd=project, environ={})
+
+    assert second.code_dir == first.code_dir and second.code_root == str(project)
+    assert code_snapshot.take_for(second, project).dirty is False
 
 
 def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_refuses(
@@ -154,6 +176,23 @@ def test_submit_dry_run_and_json_name_the_run_and_its_snapshot(tmp_path: Path, m
     assert result.exit_code == 0, result.stderr
     assert "for script train.py on 2 x cpu" in result.stdout and "/.hyperlaunch/code-" in result.stdout
     assert "--lr 3e-4" in result.stdout
+
+
+def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `sweep --dry-run --json`: submit's --json keys, job_id and logs null (sbatch names
+    them), the script under `script`; nothing written."""
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    text = run_cli(["submit", "--script", "proj/src/train.py", "--dry-run", "--", "--lr", "3e-4"], monkeypatch)
+    result = run_cli(["submit", "--script", "proj/src/train.py", "--dry-run", "--json", "--", "--lr", "3e-4"], monkeypatch)
+
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["script"] == text.stdout and doc["script"].startswith("#!/bin/bash")
+    assert (doc["job_id"], doc["log"], doc["err"], doc["resumed_from"]) == (None, None, None, None)
+    assert doc["name"] == "train" and doc["run_dir"] == str(tmp_path / "runs" / "train")
+    assert doc["code_dir"] is not None and f"--srun-flag=--chdir={doc['code_dir']}" in doc["script"]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_each_round_of_scripts_is_told_where_things_are_and_gets_the_library_on_its_path(tmp_path: Path) -> None:

@@ -90,6 +90,56 @@ def test_an_mlflow_server_that_does_not_answer_is_one_line_at_submit(tmp_path: P
     assert time.monotonic() - started < 60, "no minutes of retries"
 
 
+def _submit_mlflow(uri: str, tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> CliResult:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    (tmp_path / "slurm.conf").touch()
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    return run_cli(["submit", "-m", "qwen3_tiny", "--tracker", "mlflow", "--mlflow-uri", uri, "--json"], monkeypatch)
+
+
+def test_an_mlflow_file_store_mlflow_refuses_is_one_line_and_nothing_is_submitted(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow 3 refuses a file: store unless MLFLOW_ALLOW_FILE_STORE=true (real mlflow, no server)."""
+    pytest.importorskip("mlflow")
+    stub = _fake_sbatch(tmp_path_factory.mktemp("stub"))
+    uri = (tmp_path / "mlruns").as_uri()
+    result = _submit_mlflow(uri, tmp_path, stub, monkeypatch)
+    assert result.exit_code == InvalidInput.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"hyperlaunch: error: --tracker mlflow: MLflow did not create the run at {uri}: The filesystem tracking backend"), line
+    assert "maintenance mode" in line and "MLFLOW_ALLOW_FILE_STORE=true" in line and "--env MLFLOW_ALLOW_FILE_STORE" in line
+    assert "http://HOST:5000" in line and "internal error" not in line
+    assert result.stdout == "" and not (stub / "argv").exists(), "nothing submitted"
+
+
+def test_an_mlflow_uri_mlflow_does_not_take_is_one_line_and_nothing_is_submitted(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sqlite: where MLflow has no SQLAlchemy (mlflow-skinny, what the trackers extra installs):
+    MLflow then knows no sqlite store (real mlflow, its store registry as skinny's is)."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking._tracking_service import utils as mlflow_stores
+
+    stub = _fake_sbatch(tmp_path_factory.mktemp("stub"))
+    stores = mlflow_stores._tracking_store_registry._registry
+    monkeypatch.setattr(mlflow_stores._tracking_store_registry, "_registry", {k: v for k, v in stores.items() if k != "sqlite"})
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = _submit_mlflow(uri, tmp_path, stub, monkeypatch)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert f"--tracker mlflow: MLflow did not create the run at {uri}: " in line and f"unsupported URI '{uri}'" in line, line
+    assert "http://HOST:5000" in line and "MLFLOW_ALLOW_FILE_STORE" not in line
+    assert result.stdout == "" and not (stub / "argv").exists(), "nothing submitted"
+
+    monkeypatch.setattr(mlflow_stores._tracking_store_registry, "_registry", stores)  # with SQLAlchemy, as `pip install mlflow`
+    result = _submit_mlflow(uri, tmp_path, stub, monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["mlflow_run_id"] and (tmp_path / "mlflow.db").is_file()
+
+
 def _fake_sbatch(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "sbatch"
