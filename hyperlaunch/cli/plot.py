@@ -137,9 +137,16 @@ def _write_image(found: Curves, path: Path, image_format: str, title: str) -> No
     for axes in (loss_step, tps_step):
         axes.set_xlabel("step")
         _image_markers(axes, found.markers, by_time=False, labelled=axes is loss_step)
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
     for axes in (loss_time, tps_time):
         axes.set_xlabel("wall time")
         _image_markers(axes, found.markers, by_time=True, labelled=axes is loss_time)
+        # Short labels at any span, the date once at the axis end: the default writes
+        # `20:00.400000` under every tick of a run shorter than a second.
+        locator = AutoDateLocator()
+        axes.xaxis.set_major_locator(locator)
+        axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     for axes in (loss_step, tps_step, loss_time, tps_time):
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:

@@ -160,3 +160,19 @@ def test_status_shows_where_each_trackers_run_is(tmp_path: Path, monkeypatch: py
     assert document["trackers"]["wandb"] == {"where": "https://wandb.ai/me/proj/runs/abc123", "run_id": "abc123"}
     assert document["trackers"]["tensorboard"]["command"] == f"tensorboard --logdir {folder}"
     assert document["trackers"]["mlflow"]["where"] == "http://mlflow:5000/#/experiments/4/runs/r9"
+
+
+def test_the_wall_time_axes_read_short_even_for_a_run_under_a_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.figure import Figure
+
+    spec = _spec(tmp_path)
+    jobs.save(jobs.JobRecord(job_id="12", spec=spec, submitted_at=1.0), "#!/bin/bash\n")
+    Path(spec.run_dir).mkdir()
+    steps = [{**_step(step, 4.0 - step / 10, "12"), "time": 1.7e9 + 0.08 * step} for step in range(1, 11)]
+    (Path(spec.run_dir) / METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in steps))
+    drawn: list[Figure] = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    assert run_cli(["plot", "12", "-o", str(tmp_path / "loss.png")], monkeypatch).exit_code == 0
+    labels = [tick.get_text() for axes in drawn[0].axes if axes.get_xlabel() == "wall time" for tick in axes.get_xticklabels()]
+    assert labels and all(len(label) <= 5 for label in labels), labels  # not `20:00.400000`
