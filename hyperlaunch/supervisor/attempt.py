@@ -87,12 +87,12 @@ def _remove(path: Path) -> None:
 
 
 class Attempt:
-    def __init__(self, settings: Settings, environ: Mapping[str, str], step_script: str) -> None:
+    def __init__(self, settings: Settings, environ: Mapping[str, str], step_script: str, *, sweep_element: bool = False) -> None:
         self.settings = settings
         self.environ = dict(environ)
         self.step_script = step_script
         self.job_id = environ.get("SLURM_JOB_ID", "")
-        self.slurm_job = slurm_job(environ)
+        self.slurm_job = slurm_job(environ, sweep_element=sweep_element)
         """The job as Slurm commands must name it (a sweep's element: `12_3`)."""
         job = self.job_id or "0"
         count = environ.get("SLURM_RESTART_COUNT", "")
@@ -451,9 +451,10 @@ def step_script() -> str:
 
 def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     environ = os.environ if environ is None else environ
+    in_sweep = bool(argv) and argv[0] == sweep_element.ELEMENTS_FLAG
     argv, element_env = sweep_element.resolve(argv, environ)  # an array task of a sweep: its element's
     settings = parse(argv)
-    attempt = Attempt(settings, {**environ, **element_env}, step_script())
+    attempt = Attempt(settings, {**environ, **element_env}, step_script(), sweep_element=in_sweep)
     attempt.install_signal_handlers()
     try:
         return attempt.run()

@@ -164,12 +164,13 @@ def rendezvous_port(job_id: str, round_: int, in_use: Callable[[int], bool]) -> 
     return first
 
 
-def slurm_job(environ: Mapping[str, str]) -> str:
+def slurm_job(environ: Mapping[str, str], *, sweep_element: bool) -> str:
     """How the supervisor's Slurm commands name its job: `12_3` for a sweep's element (a job
     array's task), else SLURM_JOB_ID. The task that starts last runs under the array's own job
     id, and `scontrol requeue 12` or `update JobId=12` would act on every task of the array,
-    the other elements' running trainings too."""
+    the other elements' running trainings too. Only a sweep's element reads SLURM_ARRAY_*: a
+    job submitted from inside another array's task inherits that task's."""
     array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
-    if array.isdigit() and task.isdigit():
+    if sweep_element and array.isdigit() and task.isdigit():
         return f"{array}_{task}"
     return environ.get("SLURM_JOB_ID", "")

@@ -108,14 +108,13 @@ def shrink_to(job_id: str, nodes: list[str]) -> bool:
 def job_state(job_id: str) -> str:
     """Slurm's state of a job: what squeue names, ENDED once Slurm no longer knows it, UNKNOWN
     when squeue cannot tell. A job array's own id lists every task: the state is that of the
-    one whose job id it is (%A), not another element's."""
+    one whose job id it is (%A), never another element's (none listed: it ended)."""
     status, out = _run(["squeue", "-h", "-j", job_id, "--states=all", "-o", "%A|%T"])
     if status != 0:
         return "ENDED" if "Invalid job id" in out else "UNKNOWN"
     rows = [line.strip().split("|", 1) for line in out.splitlines() if "|" in line]
-    own = [state for listed, state in rows if listed == job_id]
-    states = own or [state for _, state in rows]
-    return states[0].strip() if states and states[0].strip() else "ENDED"
+    own = [state.strip() for listed, state in rows if listed == job_id and state.strip()]
+    return own[0] if own else "ENDED"
 
 
 def job_steps(job_id: str) -> list[str]:

@@ -35,9 +35,11 @@ def test_a_sweeps_element_names_itself_as_its_task_so_a_requeue_never_reaches_th
 
     # The last task to start runs under the array's own id (45): `scontrol requeue 45` would
     # requeue every element.
-    assert slurm_job({"SLURM_JOB_ID": "45", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "1"}) == "45_1"
-    assert slurm_job({"SLURM_JOB_ID": "46", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "0"}) == "45_0"
-    assert slurm_job({"SLURM_JOB_ID": "12"}) == "12"
+    assert slurm_job({"SLURM_JOB_ID": "45", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "1"}, sweep_element=True) == "45_1"
+    assert slurm_job({"SLURM_JOB_ID": "46", "SLURM_ARRAY_JOB_ID": "45", "SLURM_ARRAY_TASK_ID": "0"}, sweep_element=True) == "45_0"
+    assert slurm_job({"SLURM_JOB_ID": "12"}, sweep_element=False) == "12"
+    # A job submitted from inside another array's task inherits its SLURM_ARRAY_*: not its own.
+    assert slurm_job({"SLURM_JOB_ID": "91", "SLURM_ARRAY_JOB_ID": "90", "SLURM_ARRAY_TASK_ID": "2"}, sweep_element=False) == "91"
 
 
 def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,4 +49,5 @@ def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp
     program.chmod(program.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     assert slurm_calls.job_state("45") == "COMPLETING"
-    assert slurm_calls.job_state("47") == "RUNNING"  # no row of its own: the first, as before
+    # 47 no longer listed (it ended): the others' rows say nothing of it.
+    assert slurm_calls.job_state("47") == "ENDED"
