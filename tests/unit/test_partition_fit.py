@@ -17,11 +17,11 @@ from hyperlaunch.slurm import commands as slurm
 SINFO = "node1|idle|dev*|(null)|\nnode2|idle|dev*|(null)|\nnode3|drained|dev*|(null)|\ng1|idle|gpu|gpu:8|\n"
 
 
-def _answering(monkeypatch: pytest.MonkeyPatch, sinfo: str | None) -> None:
+def _answering(monkeypatch: pytest.MonkeyPatch, sinfo: str | None, config: str = "ResumeProgram = (null)\n") -> None:
     def run(args: Sequence[str], **_: object) -> slurm.Result:
         if sinfo is None:
             raise SlurmError("sinfo: error: Unable to contact slurm controller")
-        return slurm.Result(tuple(args), 0, sinfo, "")
+        return slurm.Result(tuple(args), 0, config if args[0] == "scontrol" else sinfo, "")
 
     monkeypatch.setattr(slurm, "run", run)
 
@@ -60,3 +60,22 @@ def test_no_answer_or_an_unknown_partition_is_left_to_sbatch(tmp_path: Path, mon
     refuse_more_nodes_than_partition(_spec(tmp_path, nodes=64), env={})
     _answering(monkeypatch, SINFO)
     refuse_more_nodes_than_partition(_spec(tmp_path, nodes=64, partition="nope"), env={})
+
+
+def test_sbatchs_own_default_partition_is_the_one_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _answering(monkeypatch, SINFO + "b1|idle|big|(null)|\nb2|idle|big|(null)|\nb3|idle|big|(null)|\nb4|idle|big|(null)|\n")
+    refuse_more_nodes_than_partition(_spec(tmp_path, nodes=4), env={"SBATCH_PARTITION": "big"})
+    with pytest.raises(InvalidInput, match="partition big has 4 node"):
+        refuse_more_nodes_than_partition(_spec(tmp_path, nodes=5), env={"SBATCH_PARTITION": "big"})
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "config"),
+    [
+        (SINFO.replace("node3|drained", "node3|idle~"), "ResumeProgram = (null)\n"),  # a node powered down
+        (SINFO, "ResumeProgram = /opt/slurm/resume.sh\n"),  # cloud nodes sinfo may not list while down
+    ],
+)
+def test_a_cluster_that_starts_nodes_on_demand_is_left_to_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sinfo: str, config: str) -> None:
+    _answering(monkeypatch, sinfo, config)
+    refuse_more_nodes_than_partition(_spec(tmp_path, nodes=16), env={})
