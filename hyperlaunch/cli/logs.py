@@ -128,8 +128,8 @@ def logs(
 
     data = content or b""
     # Followed, only whole lines are read: a line still being written (a marker cut in two, a
-    # UTF-8 character split) waits for its end.
-    position = data.rfind(b"\n") + 1 if follow else len(data)
+    # UTF-8 character split) waits for its end; a progress bar's `\r` ends one too.
+    position = _whole_lines_end(data) if follow else len(data)
     for line in shown(_lines(data[:position])):
         out.text(line)
     if not follow:
@@ -139,20 +139,26 @@ def logs(
     try:
         while True:
             content = read_regular_file(path)
-            if content is not None and content.rfind(b"\n") + 1 > position:
-                end = content.rfind(b"\n") + 1
+            if content is not None and _whole_lines_end(content) > position:
+                end = _whole_lines_end(content)
                 chunk, position = content[position:end], end
                 for line in shown(_lines(chunk)):
                     out.text(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):
-                for line in shown(_lines((content or b"")[position:])):  # a last line without its newline
+                content = read_regular_file(path)  # what it wrote before it ended, this last time
+                for line in shown(_lines((content or b"")[position:])):  # the rest, a last line without its newline too
                     out.text(line)
                 refuse_missing_attempt()
                 return
             time.sleep(1)
     except KeyboardInterrupt:
         return
+
+
+def _whole_lines_end(data: bytes) -> int:
+    """Where the last whole line of `data` ends: after its last `\n` or `\r`."""
+    return max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
 
 
 def _lines(data: bytes) -> list[str]:

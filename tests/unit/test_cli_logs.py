@@ -122,3 +122,17 @@ def test_following_an_attempt_the_log_never_had_ends_in_the_one_line_error(tmp_p
     result = run_cli(["logs", "22", "-f", "--attempt", "5"], monkeypatch)
     assert result.exit_code == 2 and result.stdout == "", result.output
     assert "job 22 has no attempt 5: its log has attempt(s) 0, 1" in result.stderr
+
+
+def test_following_shows_a_progress_bar_as_it_redraws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _follow(tmp_path, monkeypatch, ["art restart=1 job=22 nodes=n2 host=h time=T1\n 10%|#", " |\r 50%|#####"])
+    result = run_cli(["logs", "22", "-f"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-2:] == [" 10%|# |", " 50%|#####"], result.stdout
+
+
+def test_a_carriage_return_ends_a_followed_line_as_a_newline_does() -> None:
+    from hyperlaunch.cli.logs import _whole_lines_end
+
+    assert _whole_lines_end(b"step 1\n 10%|#\r 50%|##") == len(b"step 1\n 10%|#\r")  # the bar's update shows now
+    assert _whole_lines_end(b"step 1\nstep 2 half") == len(b"step 1\n") and _whole_lines_end(b"no end") == 0
