@@ -170,7 +170,7 @@ def continues_from(spec: JobSpec) -> str | None:
     `-latest` pointer: what it will continue from, said at submit (the trainer follows the
     pointer by itself, and a new experiment under the same name would otherwise go on from
     another job's weights unnoticed). None when it starts fresh or is told where to start."""
-    if spec.is_script_job or any(flag in arg.split("=", 1)[0] for arg in spec.trainer_args for flag in targs.RESUME_OVERRIDES):
+    if spec.is_script_job or any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.trainer_args):
         return None
     try:
         pointed = checkpoints.read_pointer(Path(spec.checkpoint_dir), spec.checkpoint_name)

@@ -218,7 +218,12 @@ def to_resume(record: jobs.JobRecord, members: Sequence[ElementStatus], *, only:
     `only` alone; with `further` (a new --max-steps), the completed ones too. Refused while one
     of them is still in the queue (it would train beside its own resumed copy) or when none is
     left to train."""
+    assert record.sweep is not None
     chosen = [m for m in members if only is None or m.index == only]
+    if only is not None and not chosen:
+        ran = ", ".join(f"{record.job_id}_{i}" for i in record.sweep.runs)
+        source = f" (resume {record.resumed_from}_{only} goes on from the sweep it came from)" if record.resumed_from else ""
+        raise InvalidInput(f"sweep {record.job_id} did not run element {only}: it ran {ran}{source}")
     live = [m.task for m in chosen if m.state in ACTIVE_STATES]
     if live:
         what = f"element {live[0]} is still in the queue" if only is not None else (
@@ -229,7 +234,7 @@ def to_resume(record: jobs.JobRecord, members: Sequence[ElementStatus], *, only:
     indices = tuple(m.index for m in chosen if further or m.state != "COMPLETED")
     if not indices:
         what = f"element {record.job_id}_{only}" if only is not None else f"every element of sweep {record.job_id}"
-        raise InvalidInput(f"{what} completed; nothing to resume", hint="--max-steps N trains further")
+        raise InvalidInput(f"{what} completed; nothing to resume", hint=None if record.spec.is_script_job else "--max-steps N trains further")
     return indices
 
 

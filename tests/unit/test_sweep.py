@@ -259,6 +259,9 @@ def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
     (stub / "squeue_r").write_text("70_2|73|RUNNING\n")
     one_error_line(run_cli(["resume", "70_2", "--max-steps", "30"], monkeypatch), 11, "element 70_2 is still in the queue", "cancel 70_2")
     assert json.loads(run_cli(["resume", "70_1", "--json"], monkeypatch).stdout)["array"] == "1%2"  # another element still runs
+    # Sweep 80 (resumed from 70) ran element 1 alone: element 0 is 70's.
+    (stub / "squeue_r").write_text("")
+    one_error_line(run_cli(["resume", "80_0"], monkeypatch), 2, "sweep 80 did not run element 0: it ran 80_1", "resume 70_0")
 
 
 def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
