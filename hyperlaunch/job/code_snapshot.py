@@ -318,24 +318,36 @@ def _git_toplevel(folder: Path) -> Path | None:
     return Path(os.fsdecode(done.stdout.removesuffix(b"\n")))
 
 
-def _pathspecs(left_out: frozenset[str]) -> list[str]:
-    """git's arguments for the whole work tree less the folders `left_out` (names taken as they
-    are, not as patterns)."""
-    return ["--", ".", *(f":(exclude,literal){rel}" for rel in sorted(left_out))]
+def _left_out(rel: str, left_out: frozenset[str]) -> bool:
+    """Whether work-tree path `rel` ('/'-separated; a folder may end in '/') lies in `left_out`."""
+    rel = rel.rstrip("/")
+    return any(rel == folder or rel.startswith(folder + "/") for folder in left_out)
 
 
 def _git_files(top: Path, left_out: frozenset[str]) -> list[str]:
-    done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", *_pathspecs(left_out))
-    if done is None or done.returncode != 0:
-        why = done.stderr.decode(errors="replace").strip() if done else "git not found"
-        raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
-    return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+    """Every tracked file, and the untracked ones git would not ignore but for those in the
+    job's output folders `left_out`: a tracked file there is code (`logs/parse_logs.py`)."""
+    done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard")
+    for answer in (done, untracked):
+        if answer is None or answer.returncode != 0:
+            why = answer.stderr.decode(errors="replace").strip() if answer else "git not found"
+            raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
+    assert done is not None and untracked is not None
+    outputs = {rel for rel in (os.fsdecode(p) for p in untracked.stdout.split(b"\0") if p) if _left_out(rel, left_out)}
+    return [rel for rel in (os.fsdecode(p) for p in done.stdout.split(b"\0") if p) if rel not in outputs]
 
 
 def _git_state(top: Path, left_out: frozenset[str]) -> tuple[str | None, bool]:
-    """HEAD's sha (None before the first commit) and whether anything outside `left_out` is
-    uncommitted, untracked files included; a status that fails counts as dirty."""
+    """HEAD's sha (None before the first commit) and whether anything is uncommitted, untracked
+    files included but those in the job's output folders `left_out`; a status that fails
+    counts as dirty."""
     head = _git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-    status = _git(top, "status", "--porcelain", "--untracked-files=normal", *_pathspecs(left_out))
+    status = _git(top, "status", "--porcelain", "-z", "--untracked-files=all")  # each file: a parent folder may hold code too
     commit = head.stdout.decode().strip() if head and head.returncode == 0 else None
-    return commit, status is None or status.returncode != 0 or bool(status.stdout.strip())
+    if status is None or status.returncode != 0:
+        return commit, True
+    entries = [os.fsdecode(entry) for entry in status.stdout.split(b"\0") if entry]
+    return commit, any(not (entry.startswith("?? ") and _left_out(entry[3:], left_out)) for entry in entries)
+
+

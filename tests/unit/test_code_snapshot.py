@@ -156,6 +156,22 @@ def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: 
     assert "exp/notes.py" in paths(cs.take(repo, outputs=outputs)) and cs.take(repo, outputs=outputs).dirty
 
 
+def test_tracked_code_in_an_output_folder_stays_in_the_snapshot(repo: Path) -> None:
+    """git tracks `logs/parse_logs.py`: code the job may import, though the job logs to ./logs
+    too. What the job wrote there beside it (untracked) is left out."""
+    files_of({"logs/parse_logs.py": "2\n"}, repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "logs")
+    outputs = _job_output(repo)
+
+    snapshot = cs.take(repo, outputs=outputs)
+
+    assert paths(snapshot) == [".gitignore", "logs/parse_logs.py", "pkg/model.py", "train.py"]
+    assert snapshot.dirty is False
+    files_of({"logs/parse_logs.py": "3\n"}, repo)  # a tracked file changed there is a change
+    assert cs.take(repo, outputs=outputs).dirty is True
+
+
 def test_an_output_folder_that_is_the_project_itself_leaves_it_whole(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n"}, tmp_path / "code")
 
