@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -113,20 +114,29 @@ def plan_job(
 
 def _configured(layers: list[Layer], shown: set[str]) -> tuple[Setting, ...]:
     """Each setting the command line left to a config file or a HYPERLAUNCH_* variable, with
-    the layer that gave it (those `shown` already come with their source). `env` shows its
-    names only: its values may be secrets."""
+    the layer that gave it (those `shown` already come with their source). `env` merges across
+    layers: each layer's names, never a value (it may be a secret); a URI's user and password
+    are hidden too."""
     rows = []
     for key in sorted({key for name, values in layers if name != FLAGS_LAYER for key in values} - shown):
+        if key == "env":
+            for name, values in layers:
+                pairs = typing.cast("tuple[tuple[str, object], ...]", values.get("env", ()))
+                if name != FLAGS_LAYER and pairs:
+                    rows.append(Setting("env", " ".join(str(pair[0]) for pair in pairs), source([(name, values)], "env") or name))
+            continue
         given = source(layers, key)
         if given is None or given.startswith("you ("):
             continue
         value = next(values[key] for _, values in reversed(layers) if key in values)
-        if key == "env":
-            value = " ".join(str(pair[0]) for pair in typing.cast("tuple[tuple[str, object], ...]", value))
-        elif isinstance(value, (tuple, list)):
-            value = " ".join(map(str, value))
-        rows.append(Setting(key, typing.cast("int | bool | str", value), given))
+        text = " ".join(map(str, value)) if isinstance(value, (tuple, list)) else value
+        shown_value = _URI_USER.sub("://***@", text) if isinstance(text, str) else typing.cast("int | bool | str", text)
+        rows.append(Setting(key, shown_value, given))
     return tuple(rows)
+
+
+_URI_USER = re.compile(r"://[^/@\s]+@")
+"""The `user:password@` of a URI (`postgresql://u:p@host/db`), hidden where settings are shown."""
 
 
 def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:

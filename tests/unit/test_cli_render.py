@@ -100,14 +100,16 @@ def test_a_file_where_a_folder_goes_is_refused_by_render_as_by_submit(tmp_path: 
 
 def test_render_lists_what_the_configuration_set_and_where_never_an_env_value(tmp_path: Path) -> None:
     (tmp_path / "hyperlaunch.toml").write_text(
-        'partition = "debug"\ntime = "2h"\nenv = ["SECRET=abc"]\ntrainer_args = "--lr 3e-4"\n[profile.p]\nnodes = 2\n'
+        'partition = "debug"\ntime = "2h"\nenv = ["SECRET=abc"]\ntrainer_args = "--lr 3e-4"\n'
+        'tracker = ["mlflow"]\nmlflow_uri = "http://me:pw@127.0.0.1:5000"\n[profile.p]\nnodes = 2\n'
     )
-    result = _run_cli("render", "-m", "qwen3_tiny", "--profile", "p", "--time", "1h", cwd=tmp_path)
+    result = _run_cli("render", "-m", "qwen3_tiny", "--profile", "p", "--time", "1h", "--env", "MINE=1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     block = result.stderr.split("hyperlaunch: from your configuration:\n", 1)[1].splitlines()
     config = str(tmp_path / "hyperlaunch.toml")
-    assert [line.split() for line in block[:4]] == [
-        ["--env", "SECRET", config], ["--nodes", "2", config, "[profile.p]"], ["--partition", "debug", config],
-        ["after", "--", "--lr", "3e-4", config],
+    assert [line.split() for line in block[:6]] == [
+        ["--env", "SECRET", config], ["--mlflow-uri", "http://***@127.0.0.1:5000", config], ["--nodes", "2", config, "[profile.p]"],
+        ["--partition", "debug", config], ["--tracker", "mlflow", config], ["after", "--", "--lr", "3e-4", config],
     ], result.stderr
-    assert "abc" not in result.stderr and "--time" not in "\n".join(block[:4])  # the command line's own stays unlisted
+    # The command line's own settings stay unlisted; no env value, no URI password.
+    assert "abc" not in result.stderr and "pw@" not in result.stderr and "--time" not in "\n".join(block[:6]) and "MINE" not in "\n".join(block)
