@@ -72,7 +72,7 @@ def annotate(lines: list[str], attempt: int | None = None, job_id: str = "JOB") 
 
 
 def logs(
-    job_id: Annotated[str, typer.Argument(help="The job id.")],
+    job_id: Annotated[str, typer.Argument(help="The job id; a sweep's element: 12_3, or the job id its task ran as.")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing as the log grows, until the job ends.")] = False,
     attempt: Annotated[int | None, typer.Option("--attempt", "-a", min=0, help="Only this attempt, by restart count as `status JOB` numbers it (0 = first run); with --err too.")] = None,
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
@@ -165,7 +165,7 @@ def _lines(data: bytes) -> list[str]:
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (JOB_N).")]) -> None:
+def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (JOB_N, or the job id its task ran as).")]) -> None:
     """Cancel a job (scancel): a sweep's every element, or one (42_3). Its checkpoints stay:
     'hyperlaunch resume JOB' continues it (a sweep: the elements that did not complete). A job
     that already ended is said to have, and left as it is.

@@ -28,7 +28,7 @@ _MARKER_STYLE = {"restart": ("tab:red", "--"), "restart in allocation": ("tab:or
 
 
 def plot(
-    job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (42_3); the jobs it resumes are drawn with it.")],
+    job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's element (42_3, or the job id its task ran as); the jobs it resumes are drawn with it.")],
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write the chart to this image (.png, or .svg/.pdf) instead of drawing it in the terminal."),

@@ -328,7 +328,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
 
 
 def status(
-    job_id: Annotated[str | None, typer.Argument(help="One job: show its attempts and step history.")] = None,
+    job_id: Annotated[str | None, typer.Argument(help="One job: show its attempts and step history. A sweep: its elements; one element: 12_3, or the job id its task ran as.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many recent jobs to list (trainings, and prepare-data and export jobs, each).")] = 20,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Only jobs of this model.")] = None,
     as_json: Annotated[
