@@ -109,7 +109,8 @@ def main() -> None:
             print(f"step {step} loss {mean_loss.item():.6f}", flush=True)
             if step % args.save_every == 0 or step == args.steps:
                 save(step, model, optimizer)
-    # A barrier last: gloo aborts a process that frees a collective's tensors at exit (1 run in 15 here).
+    # Free DDP while its group lives, then a barrier: else gloo may abort a process at exit.
+    del ddp
     dist.barrier()
     dist.destroy_process_group()
 

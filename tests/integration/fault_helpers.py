@@ -70,10 +70,13 @@ class Job:
         return checkpoints.parse_step(name, MODEL) if name else None
 
     def running_nodes(self) -> list[str]:
-        """The nodes of the current attempt once it is RUNNING, else []."""
-        if self.cluster.job_field(self.job_id, "%T") != "RUNNING":
+        """The nodes of the current attempt once it is RUNNING, else []: state and nodes in one
+        squeue answer (asked apart, a requeue in between gave the last attempt's nodes, which
+        another test's job may hold by then)."""
+        state, _, nodes = self.cluster.job_field(self.job_id, "%T|%N").partition("|")
+        if state != "RUNNING" or not nodes:
             return []
-        return self.cluster.run("scontrol", "show", "hostnames", self.cluster.job_field(self.job_id, "%N")).split()
+        return self.cluster.run("scontrol", "show", "hostnames", nodes).split()
 
     def wait_step(self, step: int, timeout: float = 240) -> None:
         wait_until(lambda: self.last_step() >= step, timeout, f"job {self.job_id} to reach step {step}", interval=0.2)
@@ -105,9 +108,17 @@ def submit(
 
 
 def kill_a_node_of(job: Job) -> str:
-    """Kill the second node of the job's running attempt (the first hosts the batch script)."""
+    """Kill the second node of the job's running attempt (the first hosts the batch script),
+    once Slurm has that node running this job alone: the tests that run at once share the
+    cluster, and a node another test's job holds must never be the one killed."""
     nodes: list[str] = []
-    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+
+    def only_this_job() -> bool:
+        nodes[:] = job.running_nodes()
+        held = job.cluster.run("squeue", "-h", "-w", nodes[-1], "-o", "%A", check=False).split() if nodes else []
+        return bool(nodes) and set(held) == {job.job_id}
+
+    wait_until(only_this_job, 60, "the job to run")
     victim = nodes[-1]
     kill_node(job.cluster, victim)
     return victim
