@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperlaunch.cli._output import aligned
 from hyperlaunch.cli._output import elapsed as _elapsed
-from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, pending_line, pending_reason_cell, waiting_lines
+from hyperlaunch.cli._waiting import held_cell, never_runs_cell, waiting_lines
 
 if TYPE_CHECKING:
     from hyperlaunch.runs.tool_status import ToolStatus
@@ -19,11 +19,7 @@ _COLUMNS = ("JOB", "KIND", "STATE", "ELAPSED", "WHAT")
 def state_cell(status: ToolStatus) -> str:
     if status.blocker is not None:
         return never_runs_cell(status.state, status.blocker)
-    if status.state == "PENDING" and status.waits_for:
-        return pending_cell(status.waits_for)
-    if status.pending_reason:
-        return pending_reason_cell(status.pending_reason)
-    return status.state
+    return held_cell(status) or status.state
 
 
 def what(status: ToolStatus) -> str:
@@ -51,8 +47,6 @@ def detail(status: ToolStatus) -> list[Any]:
     if status.error:
         lines.append(f"  error:      {status.error}")
     lines += waiting_lines(status)
-    if not status.waits_for:
-        lines += pending_line([status.pending_reason] if status.pending_reason else [])
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")
     for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED"):
         attempts.add_column(column, overflow="fold")

@@ -22,14 +22,25 @@ def pending_cell(waits_for: Sequence[Dependency]) -> str:
     return f"PENDING (after {', '.join(d.job for d in waits_for)})"
 
 
+def held_cell(status: WaitsFor, limit: int | None = 60) -> str | None:
+    """A pending job's state cell: the jobs it waits for, else squeue's reason; None when
+    neither holds it."""
+    if status.state == "PENDING" and status.waits_for:
+        return pending_cell(status.waits_for)
+    if status.pending_reason:
+        return pending_reason_cell(status.pending_reason, limit)
+    return None
+
+
 def waiting_lines(status: WaitsFor) -> list[str]:
-    """Why a job never runs, or while it is pending, what it waits for and where those are."""
+    """Why a job never runs, or while it is pending, what it waits for and where those are, or
+    else what squeue's reason for holding it means."""
     if status.never_runs:
         return [f"  never runs: {status.never_runs}"]
     if status.waits_for and status.state == "PENDING":
         waited = ", ".join(f"job {d.job} ({'to complete' if d.kind == 'ok' else 'to end'}; {d.state})" for d in status.waits_for)
         return [f"  waits for:  {waited}"]
-    return []
+    return pending_line([status.pending_reason] if status.pending_reason else [])
 
 
 def pending_reason_cell(reason: str, limit: int | None = 60) -> str:

@@ -138,16 +138,16 @@ def logs(
     env = slurm_env(slurm_conf)
     try:
         while True:
-            content = read_regular_file(path)
-            if content is not None and _whole_lines_end(content) > position:
-                end = _whole_lines_end(content)
-                chunk, position = content[position:end], end
+            data = read_regular_file(path) or b""
+            end = _whole_lines_end(data)
+            if end > position:
+                chunk, position = data[position:end], end
                 for line in shown(_lines(chunk)):
                     out.text(line)
                 sys.stdout.flush()
             elif not slurm.queue_state(job_id, env=env):
-                content = read_regular_file(path)  # what it wrote before it ended, this last time
-                for line in shown(_lines((content or b"")[position:])):  # the rest, a last line without its newline too
+                data = read_regular_file(path) or b""  # what it wrote before it ended, this last time
+                for line in shown(_lines(data[position:])):  # the rest, a last line without its newline too
                     out.text(line)
                 refuse_missing_attempt()
                 return

@@ -16,7 +16,14 @@ import typer
 
 from hyperlaunch.cli._output import aligned, out
 from hyperlaunch.cli._output import elapsed as _elapsed
-from hyperlaunch.cli._waiting import never_runs_cell, pending_cell, pending_line, pending_reason_cell, waiting_lines
+from hyperlaunch.cli._waiting import (
+    held_cell,
+    never_runs_cell,
+    pending_cell,
+    pending_line,
+    pending_reason_cell,
+    waiting_lines,
+)
 
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
@@ -69,11 +76,7 @@ def _state_cell(status: JobStatus, limit: int | None = _CELL_DETAIL) -> str:
         return never_runs_cell(status.state, status.blocker)
     if status.failure is not None and status.state != "COMPLETED":
         return f"{status.state} ({status.failure.describe(limit=limit)})"
-    if status.state == "PENDING" and status.waits_for:
-        return pending_cell(status.waits_for)
-    if status.state == "PENDING" and status.pending_reason:
-        return pending_reason_cell(status.pending_reason, limit)
-    return status.state
+    return held_cell(status, limit) or status.state
 
 
 _COLUMNS = ("JOB", "MODEL", "NODES", "STATE", "RESTARTS", "BUDGET", "NODELIST", "CKPT", "STEP", "LOSS", "TOK/S", "ELAPSED")
@@ -291,8 +294,6 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     lines += waiting_lines(status)
-    if not status.waits_for:
-        lines += pending_line([status.pending_reason] if status.pending_reason else [])
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     from hyperlaunch.runs.attempts import restart_count

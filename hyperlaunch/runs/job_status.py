@@ -177,6 +177,8 @@ class WaitsFor:
     state: str
     waits_for: tuple[Dependency, ...]
     attempts: tuple[slurm.Attempt, ...]
+    pending_reason: str
+    """While PENDING: squeue's word for why (Resources, Priority, ...); "" otherwise."""
 
     @property
     def blocker(self) -> Dependency | None:
