@@ -123,7 +123,7 @@ def _configured(layers: list[Layer], shown: set[str]) -> tuple[Setting, ...]:
             for name, values in layers:
                 pairs = typing.cast("tuple[tuple[str, object], ...]", values.get("env", ()))
                 if name != FLAGS_LAYER and pairs:
-                    rows.append(Setting("env", " ".join(str(pair[0]) for pair in pairs), source([(name, values)], "env") or name))
+                    rows.append(Setting("env", " ".join(str(pair[0]) for pair in pairs), name))  # env is never a HYPERLAUNCH_* variable
             continue
         given = source(layers, key)
         if given is None or given.startswith("you ("):
