@@ -62,6 +62,10 @@ class FailureKind(str, enum.Enum):
     attempt can fix it."""
     SCRIPT_RETRY = "script-retry"
     """A user's script called fail(message, final=False): retried like a crash."""
+    SCRIPT_BROKEN = "script-broken"
+    """The step's output names an error no restart fixes and no rank recorded one: Python cannot
+    parse the code or find a module, argparse refuses the arguments, the script file is not
+    there (written by the supervisor, hyperlaunch.supervisor.step_errors)."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -72,6 +76,7 @@ FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
         FailureKind.CHECKPOINT_UNUSABLE,
         FailureKind.DISK_FULL,
         FailureKind.SCRIPT_ERROR,
+        FailureKind.SCRIPT_BROKEN,
         FailureKind.EFA_PLUGIN_MISSING,
     }
 )
@@ -138,10 +143,12 @@ def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_:
     return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
 
-def format_trainer_failure(kind: FailureKind, message: str, rank: int) -> str:
+def format_trainer_failure(kind: FailureKind, message: str, rank: int | None) -> str:
+    """The record's text; `rank` None where no rank wrote it (the supervisor)."""
     verdict = FailureVerdict.FINAL if kind in FINAL_FAILURE_KINDS else FailureVerdict.RETRY
     one_line = " ".join(message.split())[:_FAILURE_MESSAGE_MAX]
-    return f"{verdict.value} {kind.value} rank={rank}\n{one_line}\n"
+    by = f" rank={rank}" if rank is not None else ""
+    return f"{verdict.value} {kind.value}{by}\n{one_line}\n"
 
 
 def parse_trainer_failure(text: str) -> TrainerFailure | None:
@@ -154,7 +161,7 @@ def parse_trainer_failure(text: str) -> TrainerFailure | None:
     return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip())
 
 
-def write_trainer_failure(kind: FailureKind, message: str, rank: int, environ: Mapping[str, str] | None = None) -> Path | None:
+def write_trainer_failure(kind: FailureKind, message: str, rank: int | None, environ: Mapping[str, str] | None = None) -> Path | None:
     """Record why this rank stops, unless another rank did first; the file named by
     TRAINER_FAILURE_FILE_ENV, None when unset or when another rank's record is there. Never
     raises: a failure to record must not hide the failure itself."""

@@ -56,6 +56,7 @@ BUNDLED_MODULES = (
     "supervisor/probe.py",
     "supervisor/script_job.py",
     "supervisor/slurm_calls.py",
+    "supervisor/step_errors.py",
     "supervisor/sweep_element.py",
     "trackers/__init__.py",
     "trackers/lineage.py",

@@ -32,8 +32,15 @@ from hyperlaunch.core.protocol import (
 )
 from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOUS_PORT_ENV, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
-from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure, trainer_failure_path
-from hyperlaunch.supervisor import ports, script_job, slurm_calls, sweep_element
+from hyperlaunch.core.trainer_failures import (
+    TRAINER_FAILURE_FILE_ENV,
+    FailureKind,
+    TrainerFailure,
+    read_trainer_failure,
+    trainer_failure_path,
+    write_trainer_failure,
+)
+from hyperlaunch.supervisor import ports, script_job, slurm_calls, step_errors, sweep_element
 from hyperlaunch.supervisor.decisions import (
     RoundEnd,
     after_round,
@@ -120,6 +127,9 @@ class Attempt:
         self.srun_flags = list(settings.srun_flags)
         self.fast_node_check = False
         self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
+        self.round_output = step_errors.RoundOutput()
+        """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
+        self.broken_line = ""
         # Why the next round of trainers starts again (the trackers log it with the restart).
         self.restart_cause = previous_attempt_cause(run_dir, job, self.restart)
 
@@ -234,7 +244,7 @@ class Attempt:
                 self.in_row = 0
             kind, final = "", False
             if status != 0:
-                record = read_trainer_failure(self.trainer_failure)
+                record = read_trainer_failure(self.trainer_failure) or self._unfixable_error(lost)
                 if record is not None:
                     kind, final = record.kind, record.final
             end = RoundEnd(
@@ -249,7 +259,9 @@ class Attempt:
             )
             decision = after_round(end, self._down_nodes)
             if decision.action == "exit":
-                if decision.cause is RestartCause.TRAINER_ERROR:
+                if decision.cause is RestartCause.TRAINER_ERROR and kind == FailureKind.SCRIPT_BROKEN.value:
+                    err(f"hyperlaunch: the step failed in a way no restart can fix ({self.broken_line}): not requeued")
+                elif decision.cause is RestartCause.TRAINER_ERROR:
                     err(
                         f"hyperlaunch: the trainer failed ({kind}) in a way no restart can fix: not requeued;"
                         f" its reason is in {self.trainer_failure}"
@@ -264,6 +276,18 @@ class Attempt:
                 return self._requeue_within_budget(decision.cause, status, decision.fields, decision.nodes)
             self.in_row += 1
             self._next_round(decision.cause, status, decision.fields)
+
+    def _unfixable_error(self, lost: Sequence[str]) -> TrainerFailure | None:
+        """The round's failure record from its output, where no rank wrote one and the output
+        names an error no restart fixes (hyperlaunch.supervisor.step_errors); None otherwise."""
+        if lost:
+            return None
+        line = step_errors.unfixable_error(self.round_output.lines())
+        if not line:
+            return None
+        self.broken_line = line
+        write_trainer_failure(FailureKind.SCRIPT_BROKEN, line, None, {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)})
+        return TrainerFailure(kind=FailureKind.SCRIPT_BROKEN.value, final=True, rank=None, message=line)
 
     def _replace_with_spares(self, lost: Sequence[str], status: int) -> bool:
         """A spare takes each lost node's place and the trainers start again from -latest."""
@@ -375,6 +399,7 @@ class Attempt:
                 err(warning)
             env.update(script_job.script_environment(self.settings.run_dir, self.settings.checkpoint_dir, self.settings.script_name, env, resume))
         _remove(self.trainer_failure)
+        self.round_output.mark()
         argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.settings.launch_command]
         try:
             # Its own process group: a stopped supervisor stops whatever srun started here too.

@@ -178,6 +178,34 @@ def test_runtime_fail_ends_the_job_on_that_attempt_with_the_scripts_line(dev_clu
     assert "script error (--lr must be > 0, got -1" in job.status_text()
 
 
+@pytest.mark.parametrize(
+    ("code", "args", "line"),
+    [
+        ("import mypkg.trian\n", (), "ModuleNotFoundError: No module named 'mypkg'"),
+        ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--steps')\nparser.parse_args()\n", ("--stepz", "10"),
+         "error: unrecognized arguments: --stepz 10"),
+    ],
+    ids=["missing-module", "refused-arguments"],
+)
+def test_a_script_that_cannot_start_ends_after_one_launch(
+    dev_cluster: DevCluster, tmp_path: Path, code: str, args: tuple[str, ...], line: str
+) -> None:
+    """No failure record (the script never imported hyperlaunch.runtime): the supervisor finds
+    the error in the round's output and ends the job, where it used to launch it twelve times
+    (--restarts-in-allocation 2 in each of --max-restarts 3 + 1 attempts)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    script = project / "broken.py"
+    script.write_text(code)
+    job = _submit(dev_cluster, tmp_path, script, "--max-restarts", "3", "--restarts-in-allocation", "2", args=args)
+    final = job.wait_final()
+    assert final["state"] == "FAILED", final
+    assert len(final["attempts"]) == 1, "never requeued"
+    assert "### hyperlaunch attempt-restart" not in job.log(), "no second round inside the allocation"
+    text = job.status_text()
+    assert f"script error ({line}" in text or f"script error (broken.py: {line}" in text, text
+
+
 def test_a_time_limited_script_saves_on_the_warning_and_is_requeued_without_using_the_budget(
     dev_cluster: DevCluster, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ job, and the torchrun stub records its argv and environment (what the trainer wo
 writes HL_TEST_FAILURE_RECORD, if set, where a failing trainer would write its failure record,
 and HL_TEST_PROGRESS, if set, where rank 0 records a completed checkpoint; it appends its
 round (HYPERLAUNCH_ROUND) to `rounds` and exits HL_TEST_EXIT, or HL_TEST_EXIT_ONCE in its
-first round only. srun's arguments go to `srun.argv`. With
+first round only, after writing HL_TEST_STDERR on stderr. srun's arguments go to `srun.argv`. With
 HL_TEST_WAIT_FOR_USR2 it starts a child, as torchrun starts the trainers, that waits for the
 save signal."""
 
@@ -120,6 +120,8 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   exit 1  # what torchrun returns after a worker exited 75
 fi
 echo "$HYPERLAUNCH_ROUND" >> "$HL_TEST_DIR/rounds"
+# HL_TEST_STDERR: what the trainers write on stderr before they exit (a traceback).
+[ -z "${HL_TEST_STDERR:-}" ] || printf '%s\n' "$HL_TEST_STDERR" >&2
 # HL_TEST_STEP_STUCK: the step does not end (its other node is gone: srun waits for Slurm).
 if [ -n "${HL_TEST_STEP_STUCK:-}" ] && [ "$HYPERLAUNCH_ROUND" = 0 ]; then
   exec sleep "$HL_TEST_STEP_STUCK" >/dev/null 2>&1
@@ -170,7 +172,11 @@ def install_supervisor(script: str) -> Path:
     return path
 
 
-def run_script(script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False) -> Run:
+def run_script(
+    script: str, directory: Path, *, env: dict[str, str] | None = None, send_usr2: bool = False, stderr_file: bool = False
+) -> Run:
+    """Run the script; with `stderr_file` its stderr is a file (job.err), as Slurm's --error
+    makes it, not a pipe."""
     bin_dir = make_stubs(directory)
     install_supervisor(script)
     script_path = directory / "job.sbatch"
@@ -186,8 +192,11 @@ def run_script(script: str, directory: Path, *, env: dict[str, str] | None = Non
     }
     if send_usr2:
         environ.update(HL_TEST_WAIT_FOR_USR2="1", HL_TEST_PYTHON=sys.executable, HL_TEST_TRAINER=_TRAINER)
+    err_path = directory / "job.err"
+    err_file = err_path.open("w") if stderr_file else None
     proc = subprocess.Popen(
-        ["bash", str(script_path)], cwd=directory, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ["bash", str(script_path)], cwd=directory, env=environ, stdout=subprocess.PIPE,
+        stderr=err_file or subprocess.PIPE, text=True,
     )
     if send_usr2:
         deadline = time.time() + 10
@@ -195,6 +204,9 @@ def run_script(script: str, directory: Path, *, env: dict[str, str] | None = Non
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGUSR2)  # what --signal=B:USR2@N does
     stdout, stderr = proc.communicate(timeout=30)
+    if err_file is not None:
+        err_file.close()
+        stderr = err_path.read_text()
     trainer = None
     if (directory / "trainer.argv").exists():
         argv = (directory / "trainer.argv").read_bytes().decode().split("\0")[:-1]

@@ -113,6 +113,7 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.SCRIPT_ERROR: ([], True),  # no exception: a script calls hyperlaunch.runtime.fail
     tf.FailureKind.SCRIPT_RETRY: ([], False),  # fail(..., final=False)
     tf.FailureKind.EFA_PLUGIN_MISSING: ([], True),  # no exception: the step script writes it (--require-efa)
+    tf.FailureKind.SCRIPT_BROKEN: ([], True),  # no exception: the supervisor reads it off the round's output
 }
 
 
