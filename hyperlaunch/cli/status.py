@@ -287,10 +287,15 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     lines.append(f"  instance:   {spec.instance_type}" + (f" ({source})" if source else ""))
     if status.budget is not None:
         b = status.budget
-        lines.append(
-            f"  restarts:   budget left {b.left} of {b.allowed} (--max-restarts); {b.windows} attempt(s) ran"
-            + (f", the last {b.failures} without a new checkpoint" if b.failures else "")
-        )
+        failure = status.failure
+        if failure is not None and failure.final:
+            # A failure no restart fixes ended it: the budget it had left was never the question.
+            lines.append(f"  restarts:   none: a {failure.label} ends the job whatever --max-restarts allows")
+        else:
+            lines.append(
+                f"  restarts:   budget left {b.left} of {b.allowed} (--max-restarts); {b.windows} attempt(s) ran"
+                + (f", the last {b.failures} without a new checkpoint" if b.failures else "")
+            )
     if status.record.resumed_from:
         lines.append(f"  resumes job {status.record.resumed_from}")
     lines += waiting_lines(status)

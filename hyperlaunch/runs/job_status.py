@@ -38,7 +38,13 @@ from hyperlaunch.core.protocol import (
     parse_attempt_marker,
 )
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.core.trainer_failures import FailureKind, TrainerFailure, read_trainer_failure, trainer_failure_path
+from hyperlaunch.core.trainer_failures import (
+    FINAL_FAILURE_KINDS,
+    FailureKind,
+    TrainerFailure,
+    read_trainer_failure,
+    trainer_failure_path,
+)
 from hyperlaunch.job.spec import dependencies
 from hyperlaunch.runs.attempts import (
     failed_nodes,
@@ -77,10 +83,23 @@ class Restart:
         """`cause (detail)`; with `limit`, a detail longer than that cut there with `…` (a
         table's cell: `status JOB` shows it whole)."""
         where = " in allocation" if self.round else ""
-        # A user's script stopped with runtime.fail: its error, not the bundled trainer's.
-        cause = "script error" if self.kind == FailureKind.SCRIPT_ERROR.value else self.cause
         detail = cut(self.detail, limit)
-        return f"{cause}{where} ({detail})" if detail else f"{cause}{where}"
+        return f"{self.label}{where} ({detail})" if detail else f"{self.label}{where}"
+
+    @property
+    def label(self) -> str:
+        """The cause in words: a user's script that stopped with runtime.fail, or on an error no
+        restart fixes, is a script error, not the bundled trainer's."""
+        return "script error" if self.kind in _SCRIPT_KINDS else self.cause
+
+    @property
+    def final(self) -> bool:
+        """A failure no restart fixes ended the attempt (its record's verdict)."""
+        return self.kind in _FINAL_KINDS
+
+
+_SCRIPT_KINDS = (FailureKind.SCRIPT_ERROR.value, FailureKind.SCRIPT_BROKEN.value)
+_FINAL_KINDS = frozenset(kind.value for kind in FINAL_FAILURE_KINDS)
 
 
 def cut(text: str, limit: int | None) -> str:

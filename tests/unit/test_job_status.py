@@ -525,6 +525,27 @@ def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
     assert budget_line() == "  restarts:   budget left 3 of 3 (--max-restarts); 2 attempt(s) ran"
 
 
+def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRecord) -> None:
+    """`budget left 2 of 3` under a script error read as if a restart were still to come."""
+    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.core.trainer_failures import FailureKind, format_trainer_failure, trainer_failure_path
+
+    t = _utc_marker_time
+    _log(record, out=(
+        f"### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time={t('2026-01-01T00:00:01')}\n"
+        f"### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=script-broken round=0 action=exit"
+        f" time={t('2026-01-01T00:00:04')}\n"
+    ))
+    run_dir = Path(record.spec.run_dir)
+    run_dir.mkdir(parents=True)
+    record_path = trainer_failure_path(run_dir, "7", 0)
+    record_path.write_text(format_trainer_failure(FailureKind.SCRIPT_BROKEN, "ModuleNotFoundError: No module named 'mypkg'", None))
+    status = summarize(record, [_attempt("FAILED", start="2026-01-01T00:00:00", end="2026-01-01T00:00:05")], [])
+    lines = [line for line in _detail(status) if isinstance(line, str)]
+    assert "  restarts:   none: a script error ends the job whatever --max-restarts allows" in lines, lines
+    assert status.failure is not None and status.failure.describe() == "script error (ModuleNotFoundError: No module named 'mypkg')"
+
+
 def test_a_script_that_stops_at_its_own_error_shows_that_line_not_sruns(record: JobRecord) -> None:
     from hyperlaunch.runs.attempts import root_error_line
 
