@@ -5,8 +5,9 @@ waits, or between requeues, then changes nothing: the job runs what was submitte
 Inside git the copy is what git would commit now (tracked files as they are, untracked ones not
 ignored), so .gitignore keeps data and checkpoints out; elsewhere it is the folder's files. Either
 way the job's own output folders (its checkpoints, logs and run folder, ./checkpoints, ./logs and
-./runs/<job> by default) are left out where they lie inside the project: what a job wrote there is
-not code, and would make each submit's snapshot bigger than the last."""
+./runs/<job> by default) are left out where they lie inside the project, and so are the run
+folders of other jobs submitted from it (any folder holding a job's `.hyperlaunch`): what a job
+wrote there is not code, and would make each submit's snapshot bigger than the last."""
 
 from __future__ import annotations
 
@@ -137,7 +138,10 @@ def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB, outputs: Iterable[st
     root = Path(os.path.realpath(top or folder))
     left_out = _inside(root, outputs)
     try:
-        listed = _git_files(root, left_out) if top else list(itertools.islice(_walk(root, left_out), MAX_FILES + 1))
+        if top:
+            listed, left_out = _git_files(root, left_out)
+        else:
+            listed = list(itertools.islice(_walk(root, left_out), MAX_FILES + 1))
         listed = [rel for rel in listed if JOB_FILES_FOLDER not in rel.split("/")[:-1]]  # git lists untracked ones too
         if len(listed) > MAX_FILES:
             raise CodeSnapshotTooLarge(
@@ -253,6 +257,9 @@ def _inside(root: Path, folders: Iterable[str]) -> frozenset[str]:
 def _walk(root: Path, left_out: frozenset[str]) -> Iterator[str]:
     for folder, dirs, names in os.walk(root):  # never follows a linked folder: no loops
         base = Path(folder).relative_to(root)
+        if JOB_FILES_FOLDER in dirs and base != Path("."):
+            dirs[:] = []  # another job's run folder (_run_folders): its output, not code
+            continue
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and (base / d).as_posix() not in left_out]
         yield from ((base / n).as_posix() for n in names if not n.endswith(".pyc"))
 
@@ -324,9 +331,22 @@ def _left_out(rel: str, left_out: frozenset[str]) -> bool:
     return any(rel == folder or rel.startswith(folder + "/") for folder in left_out)
 
 
-def _git_files(top: Path, left_out: frozenset[str]) -> list[str]:
+def _run_folders(rels: Iterable[str]) -> frozenset[str]:
+    """The folders of `rels` that hold a job's files (JOB_FILES_FOLDER): run folders of jobs
+    submitted from this project (`./runs/<job>` by default), whatever job this one is. What
+    they hold is those jobs' output (metrics, tracker files), never code for this one."""
+    found = set()
+    for rel in rels:
+        parts = rel.split("/")
+        if JOB_FILES_FOLDER in parts[1:-1]:
+            found.add("/".join(parts[: parts.index(JOB_FILES_FOLDER, 1)]))
+    return frozenset(found)
+
+
+def _git_files(top: Path, left_out: frozenset[str]) -> tuple[list[str], frozenset[str]]:
     """Every tracked file, and the untracked ones git would not ignore but for those in the
-    job's output folders `left_out`: a tracked file there is code (`logs/parse_logs.py`)."""
+    job's output folders `left_out` and in other jobs' run folders: a tracked file there is
+    code (`logs/parse_logs.py`). And the folders so left out."""
     done = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard")
     for answer in (done, untracked):
@@ -334,8 +354,10 @@ def _git_files(top: Path, left_out: frozenset[str]) -> list[str]:
             why = answer.stderr.decode(errors="replace").strip() if answer else "git not found"
             raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
     assert done is not None and untracked is not None
-    outputs = {rel for rel in (os.fsdecode(p) for p in untracked.stdout.split(b"\0") if p) if _left_out(rel, left_out)}
-    return [rel for rel in (os.fsdecode(p) for p in done.stdout.split(b"\0") if p) if rel not in outputs]
+    others = [os.fsdecode(p) for p in untracked.stdout.split(b"\0") if p]
+    left_out = left_out | _run_folders(others)
+    outputs = {rel for rel in others if _left_out(rel, left_out)}
+    return [rel for rel in (os.fsdecode(p) for p in done.stdout.split(b"\0") if p) if rel not in outputs], left_out
 
 
 def _git_state(top: Path, left_out: frozenset[str]) -> tuple[str | None, bool]:

@@ -139,6 +139,26 @@ def test_the_jobs_output_folders_inside_the_project_are_not_code(tmp_path: Path,
         assert after.dirty is (False if root == repo else None)
 
 
+def test_other_jobs_run_folders_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
+    """./runs/<other job> (a job of another name, or another --run-dir) holds that job's
+    metrics and tracker files: left out like this job's own, and the tree not dirty for them.
+    A tracked file there stays code."""
+    for root in (files_of({"train.py": "1\n"}, tmp_path / "plain"), repo):
+        before = cs.take(root)
+        files_of({"runs/other/.hyperlaunch/supervisor-1.pyz": "zip", "runs/other/metrics.jsonl": "{}\n",
+                  "runs/other/tb/events.out.tfevents.1": "x" * 1000, "exp/b/.hyperlaunch/code-1/train.py": "1\n",
+                  "exp/b/wandb/run-1/files/output.log": "log\n"}, root)
+        outputs = _job_output(root)
+        after = cs.take(root, outputs=outputs)
+        assert after == before, paths(after)
+        assert after.dirty is (False if root == repo else None)
+    files_of({"runs/notes.py": "2\n"}, repo)  # beside run folders, not in one: code
+    assert "runs/notes.py" in paths(cs.take(repo, outputs=outputs))
+    files_of({"runs/other/keep.py": "3\n"}, repo)
+    git(repo, "add", "runs/other/keep.py")
+    assert "runs/other/keep.py" in paths(cs.take(repo, outputs=outputs))
+
+
 def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: Path) -> None:
     """The spec's folders, not the default names: and only those, so a ./logs of the user's own
     stays code when the job logs elsewhere."""
