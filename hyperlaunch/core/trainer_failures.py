@@ -63,9 +63,12 @@ class FailureKind(str, enum.Enum):
     SCRIPT_RETRY = "script-retry"
     """A user's script called fail(message, final=False): retried like a crash."""
     SCRIPT_BROKEN = "script-broken"
-    """The step's output names an error no restart fixes and no rank recorded one: Python cannot
-    parse the code or find a module, argparse refuses the arguments, the script file is not
-    there (written by the supervisor, hyperlaunch.supervisor.step_errors)."""
+    """A script job's step output names an error no restart fixes and no rank recorded one:
+    Python cannot parse the code or find a module, argparse refuses the arguments, the script
+    file is not there (written by the supervisor, hyperlaunch.supervisor.step_errors)."""
+    TRAINER_BROKEN = "trainer-broken"
+    """The same for the bundled trainer, which records its own errors once it runs: it could not
+    start (a package missing from the image or the nodes' venv)."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
@@ -77,6 +80,7 @@ FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
         FailureKind.DISK_FULL,
         FailureKind.SCRIPT_ERROR,
         FailureKind.SCRIPT_BROKEN,
+        FailureKind.TRAINER_BROKEN,
         FailureKind.EFA_PLUGIN_MISSING,
     }
 )

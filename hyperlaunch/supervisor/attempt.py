@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hyperlaunch.core.protocol import (
+    REQUEUE_EXIT_CODE,
     SAVE_SIGNAL,
     AttemptAction,
     RestartCause,
@@ -129,7 +130,6 @@ class Attempt:
         self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
         self.round_output = step_errors.RoundOutput()
         """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
-        self.broken_line = ""
         # Why the next round of trainers starts again (the trackers log it with the restart).
         self.restart_cause = previous_attempt_cause(run_dir, job, self.restart)
 
@@ -243,8 +243,11 @@ class Attempt:
             if self._progress_step() > before:
                 self.in_row = 0
             kind, final = "", False
+            from_output: TrainerFailure | None = None
             if status != 0:
-                record = read_trainer_failure(self.trainer_failure) or self._unfixable_error(lost)
+                record = read_trainer_failure(self.trainer_failure)
+                if record is None:
+                    record = from_output = self._unfixable_error(status, lost)
                 if record is not None:
                     kind, final = record.kind, record.final
             end = RoundEnd(
@@ -259,8 +262,14 @@ class Attempt:
             )
             decision = after_round(end, self._down_nodes)
             if decision.action == "exit":
-                if decision.cause is RestartCause.TRAINER_ERROR and kind == FailureKind.SCRIPT_BROKEN.value:
-                    err(f"hyperlaunch: the step failed in a way no restart can fix ({self.broken_line}): not requeued")
+                if decision.cause is RestartCause.TRAINER_ERROR and from_output is not None:
+                    # Recorded once it ends the job: where a node is down, the round is a node failure.
+                    where = {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)}
+                    write_trainer_failure(FailureKind(from_output.kind), from_output.message, None, where)
+                    err(
+                        f"hyperlaunch: the step failed in a way no restart can fix ({from_output.message}): not requeued;"
+                        f" the whole output: hyperlaunch logs {self.slurm_job} --err"
+                    )
                 elif decision.cause is RestartCause.TRAINER_ERROR:
                     err(
                         f"hyperlaunch: the trainer failed ({kind}) in a way no restart can fix: not requeued;"
@@ -277,17 +286,19 @@ class Attempt:
             self.in_row += 1
             self._next_round(decision.cause, status, decision.fields)
 
-    def _unfixable_error(self, lost: Sequence[str]) -> TrainerFailure | None:
-        """The round's failure record from its output, where no rank wrote one and the output
-        names an error no restart fixes (hyperlaunch.supervisor.step_errors); None otherwise."""
-        if lost:
+    def _unfixable_error(self, status: int, lost: Sequence[str]) -> TrainerFailure | None:
+        """A failure record for the round from its output (not written yet), where no rank wrote
+        one and the output names an error no restart fixes (hyperlaunch.supervisor.step_errors):
+        never for a round that lost nodes or stopped to save."""
+        if lost or self.save_requested or status == REQUEUE_EXIT_CODE or os.path.lexists(self.requeue_request):
             return None
-        line = step_errors.unfixable_error(self.round_output.lines())
+        line, task = step_errors.unfixable_error(self.round_output.lines())
         if not line:
             return None
-        self.broken_line = line
-        write_trainer_failure(FailureKind.SCRIPT_BROKEN, line, None, {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)})
-        return TrainerFailure(kind=FailureKind.SCRIPT_BROKEN.value, final=True, rank=None, message=line)
+        if task is not None and task < len(self.round_nodes):
+            line += f" (on {self.round_nodes[task]})"
+        kind = FailureKind.SCRIPT_BROKEN if self.settings.script_name else FailureKind.TRAINER_BROKEN
+        return TrainerFailure(kind=kind.value, final=True, rank=None, message=line)
 
     def _replace_with_spares(self, lost: Sequence[str], status: int) -> bool:
         """A spare takes each lost node's place and the trainers start again from -latest."""

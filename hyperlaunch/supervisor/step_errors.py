@@ -1,14 +1,19 @@
-"""Errors in a training step's output that no restart can fix: a script Python cannot parse, a
-module that is not there, arguments argparse refuses, a script file that cannot be opened. A
-user's script records no failure for these (it never got that far, or does not use
-hyperlaunch.runtime), so the supervisor restarted it like any crash: --restarts-in-allocation
-rounds in each of --max-restarts + 1 attempts, twelve launches by default, each requeue waiting
-in the queue again. It now reads the round's own output (its stderr file, which srun writes the
-tasks' stderr into) and ends the job at the first such round, as a failure record would.
+"""Errors in a training step's output that no restart fixes: a script Python cannot parse, a
+module that is not there, a name the code never defined, arguments argparse refuses, a script
+file that cannot be opened. A user's script records no failure for these (it never got that
+far, or does not use hyperlaunch.runtime), so the supervisor restarted it like any crash:
+--restarts-in-allocation rounds in each of --max-restarts + 1 attempts, twelve launches by
+default, each requeue waiting in the queue again. It now reads the round's own output (its
+stderr file, which srun writes the tasks' stderr into) and ends the job at the first such round,
+as a failure record would.
 
-Only where every primary error of the round is one of these: a round that also failed some other
-way (an exception raised while handling a missing optional import, a rank that lost its peer)
-is a crash like any other."""
+Only where the output leaves no doubt: each task's output (srun --label's `N: ` prefix, torch's
+`[rankN]: `) is read on its own, and its last uncaught error decides for it. The round is
+unfixable when at least one task's last error is, and every other task's is too or only a
+reaction to another's end (a peer gone). Anything else is a crash like before: a task that ended
+on another error, a death by signal or the OOM killer (no exception to read), an import of a
+compiled library (`libcuda.so.1: cannot open shared object file`: the node's driver, or a
+build racing another rank), an exception Python reports while shutting down."""
 
 from __future__ import annotations
 
@@ -20,44 +25,93 @@ from collections.abc import Sequence
 UNFIXABLE_EXCEPTIONS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
 """Python's exceptions for code that cannot run as written, whatever node runs it."""
 
-# What launchers put before a task's line: srun --label (`0: `), torchrun --tee (`[default0]:`),
-# torch's own rank prefix (`[rank1]:`).
-_PREFIX = r"^(?:\d+:\s*)?(?:\[[\w.-]+\]:\s*)?"
-_LAUNCHER_PREFIX = re.compile(_PREFIX)
-_EXCEPTION = re.compile(_PREFIX + r"([A-Za-z_][\w.]*(?:Error|Exception))(?::\s.*)?$")
-_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError")
-"""torchrun's summary of a failed worker, and a rank's reaction to another's end: never a cause."""
-_ARGPARSE_USAGE = re.compile(_PREFIX + r"usage: ")
-_ARGPARSE_ERROR = re.compile(_PREFIX + r"\S+: error: .+")
-_PYTHON_REFUSED = re.compile(
-    _PREFIX + r"\S*python[\d.]*: (?:can't open file .*\[Errno 2\]|No module named \S+|Error while finding module specification for )"
+_LABEL = re.compile(r"^\s*(\d+): ?")
+"""srun --label's task number."""
+_RANK = re.compile(r"^\[[\w.-]+\]: ?")
+"""torch's `[rank1]: ` on an exception's lines, torchrun --tee's `[default0]:`."""
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::\s.*)?$")
+_SECONDARY = (
+    "ChildFailedError", "SignalException", "RendezvousConnectionError", "RendezvousClosedError",
+    "DistNetworkError", "DistBackendError", "DistStoreError",
 )
+"""torchrun's summary of a failed worker, and a rank's reaction to another's end: never a cause."""
+_NOT_CODE = re.compile(r"\.so\b|shared object|\bELF\b|undefined symbol|sys\.meta_path|file too short|DLL load")
+"""ImportErrors of compiled libraries, or of an interpreter shutting down: the node, not the code."""
+_DEATH = re.compile(
+    r"exitcode\s*:\s*-\d+|Signal \d+ \(SIG|\bKilled\b|Out Of Memory|oom[_-]kill|Segmentation fault|"
+    r"terminate called|Fatal Python error|core dumped|Bus error|\bAborted\b"
+)
+"""A process that died without an exception to read: the round is a crash."""
+_PYTHON_REFUSED = re.compile(r"^\S*python[\d.]*: (?:can't open file .*\[Errno 2\]|No module named \S+|Error while finding module specification for )")
 """The interpreter's own refusals: `python3: can't open file 'x.py': [Errno 2] ...` (the script is
 not where the job looks), `python3: No module named pkg.mod` (`-m` names no module)."""
+_USAGE = re.compile(r"^usage: (\S+)")
+_SLURM_TOOLS = ("srun:", "slurmstepd:", "sbatch:", "salloc:")
 
 TAIL_BYTES = 64 * 1024
 """How much of a round's output is read, from its end."""
 
 
-def unfixable_error(lines: Sequence[str]) -> str:
-    """The line naming an error no restart fixes, without the launcher's prefix; '' when the
-    round failed any other way."""
-    found = ""
+def unfixable_error(lines: Sequence[str]) -> tuple[str, int | None]:
+    """The line naming an error no restart fixes and the task (srun's label) that printed it,
+    None where unlabelled; ('', None) when the round failed any other way."""
+    if any(_DEATH.search(line) for line in lines):
+        return "", None
+    found: tuple[str, int | None] = ("", None)
+    for task, stream in _streams(lines).items():
+        last = _last_error(stream)
+        if not last or _is_secondary(last):
+            continue
+        if not _is_unfixable(last):
+            return "", None
+        if not found[0]:
+            found = (last[:300], task)
+    return found
+
+
+def _streams(lines: Sequence[str]) -> dict[int | None, list[str]]:
+    """Each task's lines, its labels taken off, in order."""
+    streams: dict[int | None, list[str]] = {}
     for raw in lines:
-        line = raw.strip()
-        match = _EXCEPTION.match(line)
-        if match:
-            name = match.group(1).rpartition(".")[2]
-            if name in _SECONDARY:
-                continue
-            if name not in UNFIXABLE_EXCEPTIONS:
-                return ""
-            found = found or line
+        label = _LABEL.match(raw)
+        text = raw[label.end():] if label else raw
+        text = _RANK.sub("", text, count=1).rstrip()
+        streams.setdefault(int(label.group(1)) if label else None, []).append(text)
+    return streams
+
+
+def _last_error(stream: list[str]) -> str:
+    """The task's last error: an uncaught exception (not one reported while Python shuts down,
+    `Exception ignored in:`), the interpreter's refusal, or argparse's `PROG: error:` after its
+    usage; '' for none."""
+    last, ignored, usage = "", False, ""
+    for line in stream:
+        if line.startswith("Exception ignored"):
+            ignored = True
+        elif _EXCEPTION.match(line):
+            if not ignored:
+                last = line
+            ignored = False
         elif _PYTHON_REFUSED.match(line):
-            found = found or line
-    if not found and any(_ARGPARSE_USAGE.match(line.strip()) for line in lines):
-        found = next((line.strip() for line in lines if _ARGPARSE_ERROR.match(line.strip())), "")
-    return _LAUNCHER_PREFIX.sub("", found, count=1)[:300]
+            last = line
+        elif _USAGE.match(line):
+            usage = _USAGE.match(line).group(1)  # type: ignore[union-attr]
+        elif usage and line.startswith(f"{usage}: error: ") and not line.startswith(_SLURM_TOOLS):
+            last = line
+    return last
+
+
+def _is_secondary(line: str) -> bool:
+    match = _EXCEPTION.match(line)
+    return bool(match) and match.group(1).rpartition(".")[2] in _SECONDARY  # type: ignore[union-attr]
+
+
+def _is_unfixable(line: str) -> bool:
+    match = _EXCEPTION.match(line)
+    if not match:
+        return True  # the interpreter's refusal, or argparse's
+    name = match.group(1).rpartition(".")[2]
+    return name in UNFIXABLE_EXCEPTIONS and not (name == "ImportError" and _NOT_CODE.search(line))
 
 
 class RoundOutput:

@@ -113,6 +113,8 @@ fi
 if [ -n "${HL_TEST_PROGRESS:-}" ]; then
   echo 10 > "$HL_TEST_PROGRESS/PROGRESS_PREFIX$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
 fi
+# HL_TEST_STDERR: what the trainers write on stderr before they exit (a traceback).
+[ -z "${HL_TEST_STDERR:-}" ] || printf '%s\n' "$HL_TEST_STDERR" >&2
 if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   "$HL_TEST_PYTHON" -c "$HL_TEST_TRAINER" &
   wait $!
@@ -120,8 +122,6 @@ if [ -n "${HL_TEST_WAIT_FOR_USR2:-}" ]; then
   exit 1  # what torchrun returns after a worker exited 75
 fi
 echo "$HYPERLAUNCH_ROUND" >> "$HL_TEST_DIR/rounds"
-# HL_TEST_STDERR: what the trainers write on stderr before they exit (a traceback).
-[ -z "${HL_TEST_STDERR:-}" ] || printf '%s\n' "$HL_TEST_STDERR" >&2
 # HL_TEST_STEP_STUCK: the step does not end (its other node is gone: srun waits for Slurm).
 if [ -n "${HL_TEST_STEP_STUCK:-}" ] && [ "$HYPERLAUNCH_ROUND" = 0 ]; then
   exec sleep "$HL_TEST_STEP_STUCK" >/dev/null 2>&1

@@ -114,6 +114,7 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.SCRIPT_RETRY: ([], False),  # fail(..., final=False)
     tf.FailureKind.EFA_PLUGIN_MISSING: ([], True),  # no exception: the step script writes it (--require-efa)
     tf.FailureKind.SCRIPT_BROKEN: ([], True),  # no exception: the supervisor reads it off the round's output
+    tf.FailureKind.TRAINER_BROKEN: ([], True),  # the same, for the bundled trainer
 }
 
 
