@@ -290,7 +290,9 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         failure = status.failure
         if failure is not None and failure.final:
             # A failure no restart fixes ended it: the budget it had left was never the question.
-            lines.append(f"  restarts:   none: a {failure.label} ends the job whatever --max-restarts allows")
+            lines.append(
+                f"  restarts:   none: a {failure.label} ends the job whatever --max-restarts allows; {b.windows} attempt(s) ran"
+            )
         else:
             lines.append(
                 f"  restarts:   budget left {b.left} of {b.allowed} (--max-restarts); {b.windows} attempt(s) ran"

@@ -542,7 +542,7 @@ def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRe
     record_path.write_text(format_trainer_failure(FailureKind.SCRIPT_BROKEN, "ModuleNotFoundError: No module named 'mypkg'", None))
     status = summarize(record, [_attempt("FAILED", start="2026-01-01T00:00:00", end="2026-01-01T00:00:05")], [])
     lines = [line for line in _detail(status) if isinstance(line, str)]
-    assert "  restarts:   none: a script error ends the job whatever --max-restarts allows" in lines, lines
+    assert "  restarts:   none: a script error ends the job whatever --max-restarts allows; 1 attempt(s) ran" in lines, lines
     assert status.failure is not None and status.failure.describe() == "script error (ModuleNotFoundError: No module named 'mypkg')"
 
 
