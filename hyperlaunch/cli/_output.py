@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,6 @@ if TYPE_CHECKING:
 # A pipe has no width; rich would assume 80 columns and squash wide tables, so output that
 # is captured or piped (`| less -S`, a log file) gets room for a whole row instead.
 _PIPED_WIDTH = 220
-
-
-def _piped_width() -> int:
-    """_PIPED_WIDTH, or the COLUMNS a user set for the pipe (`COLUMNS=100 hyperlaunch doctor | less`)."""
-    text = os.environ.get("COLUMNS", "")
-    return int(text) if text.isdigit() and 40 <= int(text) <= 1000 else _PIPED_WIDTH
 
 
 class Output:
@@ -70,7 +63,7 @@ class Output:
         plain = {"markup": False, "emoji": False, "highlight": False}
         console = Console(**plain)  # type: ignore[arg-type]
         if not console.is_terminal:
-            console = Console(width=_piped_width(), no_color=True, **plain)  # type: ignore[arg-type]
+            console = Console(width=_PIPED_WIDTH, no_color=True, **plain)  # type: ignore[arg-type]
         return console
 
     # -- stderr: about the result ------------------------------------------------------------

@@ -140,15 +140,3 @@ def test_help_imports_neither_rich_nor_the_command_internals() -> None:
     code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('LOADED', sorted(m for m in ('rich.table','rich.console','jinja2','hyperlaunch.devcluster.cluster','hyperlaunch.job.plan') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "LOADED []" in result.stdout
-
-
-def test_piped_tables_are_wide_unless_columns_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pipe has no width: tables get 220 columns, or the COLUMNS the user set for the pipe."""
-    from hyperlaunch.cli._output import out
-
-    monkeypatch.delenv("COLUMNS", raising=False)
-    assert out.console().width == 220
-    monkeypatch.setenv("COLUMNS", "100")
-    assert out.console().width == 100
-    monkeypatch.setenv("COLUMNS", "junk")
-    assert out.console().width == 220
