@@ -11,6 +11,7 @@ from pathlib import Path
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
 from hyperlaunch.core import checkpoints, hf_exports
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
+from hyperlaunch.core.script_env import RESUME_FROM_ENV
 from hyperlaunch.job import code_snapshot
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec, dependencies
@@ -166,11 +167,12 @@ def check_trainer_command(spec: JobSpec) -> None:
 
 
 def continues_from(spec: JobSpec) -> str | None:
-    """For a new bundled-trainer job whose checkpoint folder already holds its model's
-    `-latest` pointer: what it will continue from, said at submit (the trainer follows the
-    pointer by itself, and a new experiment under the same name would otherwise go on from
-    another job's weights unnoticed). None when it starts fresh or is told where to start."""
-    if spec.is_script_job or any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.trainer_args):
+    """For a new job whose checkpoint folder already holds its `-latest` pointer (the bundled
+    trainer's model, a script job's --name): what it will continue from, said at submit. The
+    trainer follows the pointer by itself, and a script is handed it (runtime.resume_path()), so
+    a new experiment under the same name would otherwise go on from another job's weights
+    unnoticed. None when it starts fresh or is told where to start."""
+    if not spec.is_script_job and any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.trainer_args):
         return None
     try:
         pointed = checkpoints.read_pointer(Path(spec.checkpoint_dir), spec.checkpoint_name)
@@ -179,9 +181,16 @@ def continues_from(spec: JobSpec) -> str | None:
     if pointed is None:
         return None
     step = checkpoints.parse_step(pointed, spec.checkpoint_name)
+    where = f"step {step}" if step is not None else "it"
+    named = f"{spec.checkpoint_dir}/{spec.checkpoint_name}-latest names {pointed}"
+    if spec.is_script_job:
+        return (
+            f"{named}: this job's script is handed it to resume from ({where}; runtime.resume_path(), {RESUME_FROM_ENV});"
+            " a training of its own: another --name or --checkpoint-dir"
+        )
     return (
-        f"{spec.checkpoint_dir}/{spec.checkpoint_name}-latest names {pointed}: this job continues from "
-        f"{f'step {step}' if step is not None else 'it'} (start over with '-- --from-scratch'; a training of its own: another --checkpoint-dir)"
+        f"{named}: this job continues from {where}"
+        " (start over with '-- --from-scratch'; a training of its own: another --checkpoint-dir)"
     )
 
 

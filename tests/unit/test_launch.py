@@ -119,6 +119,25 @@ def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_pat
         assert continues_from(_record(tmp_path, trainer_args=told).spec) is None, told
 
 
+def test_a_new_script_job_over_an_existing_pointer_of_its_name_is_told_so_too(tmp_path: Path) -> None:
+    """A script run before under the same name (its stem by default) left `<name>-latest`: the
+    new job's script is handed it, and was not told (a new experiment went on from old weights)."""
+    from hyperlaunch.core.checkpoints import COMMITTED_FILE, write_pointer
+    from hyperlaunch.runs.launch import continues_from
+
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    spec = JobSpec(script=str(script), name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
+                   run_dir=str(tmp_path / "run"), trainer_args=("--from-scratch",))
+    assert continues_from(spec) is None
+    (tmp_path / "ckpt" / "train-10steps").mkdir(parents=True)
+    (tmp_path / "ckpt" / "train-10steps" / COMMITTED_FILE).touch()  # runtime.commit_checkpoint's
+    write_pointer(Path(spec.checkpoint_dir), "train", "train-10steps")
+    said = continues_from(spec)  # a script's own flags mean nothing to hyperlaunch
+    assert said is not None and said.startswith(f"{tmp_path / 'ckpt'}/train-latest names train-10steps: this job's script is handed it")
+    assert "step 10" in said and "runtime.resume_path()" in said and "another --name" in said and "--from-scratch" not in said
+
+
 def test_a_missing_data_path_is_said_unless_a_job_it_waits_for_may_write_it(tmp_path: Path) -> None:
     from hyperlaunch.runs.launch import data_unseen
 
