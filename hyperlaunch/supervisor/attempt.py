@@ -266,9 +266,10 @@ class Attempt:
                     # Recorded once it ends the job: where a node is down, the round is a node failure.
                     where = {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)}
                     write_trainer_failure(FailureKind(from_output.kind), from_output.message, None, where)
+                    fixed = f"; once fixed: hyperlaunch resume {self.slurm_job} --refresh-code" if self.settings.script_name else ""
                     err(
                         f"hyperlaunch: the step failed in a way no restart can fix ({from_output.message}): not requeued;"
-                        f" the whole output: hyperlaunch logs {self.slurm_job} --err"
+                        f" the whole output: hyperlaunch logs {self.slurm_job} --err{fixed}"
                     )
                 elif decision.cause is RestartCause.TRAINER_ERROR:
                     err(
