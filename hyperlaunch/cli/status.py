@@ -58,9 +58,12 @@ def _restarts_cell(status: JobStatus) -> str:
 
 
 def _budget_cell(status: JobStatus) -> str:
-    """What is left of --max-restarts, `left/allowed`."""
+    """What is left of --max-restarts, `left/allowed`; `-` where a failure no restart fixes
+    ended the job (as `status JOB` says: the budget was never the question)."""
     budget = status.budget
-    return f"{budget.left}/{budget.allowed}" if budget is not None else "-"
+    if budget is None or (status.failure is not None and status.failure.final):
+        return "-"
+    return f"{budget.left}/{budget.allowed}"
 
 
 def _number(value: Any, fmt: str) -> str:

@@ -544,6 +544,9 @@ def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRe
     lines = [line for line in _detail(status) if isinstance(line, str)]
     assert "  restarts:   none: a script error ends the job whatever --max-restarts allows; 1 attempt(s) ran" in lines, lines
     assert status.failure is not None and status.failure.describe() == "script error (ModuleNotFoundError: No module named 'mypkg')"
+    from hyperlaunch.cli.status import _budget_cell
+
+    assert _budget_cell(status) == "-", "the table agrees with the detail"
 
 
 def test_a_script_that_stops_at_its_own_error_shows_that_line_not_sruns(record: JobRecord) -> None:
