@@ -68,8 +68,13 @@ def choose(
     if not checkpoint.is_dir():
         raise CheckpointError(f"no checkpoint {checkpoint.name} in {ckpt_dir}", hint=_steps_hint(ckpt_dir, name))
     if not (checkpoint / rules.METADATA_FILE).is_file():
-        why = "a script's own format, not DCP" if rules.is_complete(checkpoint) else "incomplete: no .metadata (a save that did not finish)"
-        raise CheckpointError(f"cannot export {checkpoint}: {why}", hint=_steps_hint(ckpt_dir, name))
+        if rules.is_complete(checkpoint):
+            # Complete, as `checkpoints` lists it, but torch.save or another format of the script's own.
+            raise CheckpointError(
+                f"cannot export {checkpoint}: a script's own format, not DCP",
+                hint=_steps_hint(ckpt_dir, name, none="export reads DCP checkpoints of Hugging Face models (dcp.save of the model's state_dict)"),
+            )
+        raise CheckpointError(f"cannot export {checkpoint}: incomplete: no .metadata (a save that did not finish)", hint=_steps_hint(ckpt_dir, name))
     target = Path(os.path.abspath(os.path.expanduser(output))) if output else hf_exports.default_output(ckpt_dir, name, step)
     return Target(checkpoint, target, step, ckpt_dir, name, model=model, model_name=model_name, tokenizer=tokenizer)
 
@@ -78,9 +83,10 @@ def _complete_steps(ckpt_dir: Path, name: str) -> list[str]:
     return [str(info.step) for info in rules.list_checkpoints(ckpt_dir, name) if (info.path / rules.METADATA_FILE).is_file()]
 
 
-def _steps_hint(ckpt_dir: Path, name: str) -> str:
+def _steps_hint(ckpt_dir: Path, name: str, none: str = "") -> str:
+    """The steps export can read (DCP's); `none` where there are none (else: that none is there)."""
     steps = _complete_steps(ckpt_dir, name)
-    return f"complete steps: {', '.join(steps)}" if steps else f"no complete checkpoint of {name} there"
+    return f"complete steps: {', '.join(steps)}" if steps else (none or f"no complete checkpoint of {name} there")
 
 
 def from_job_record(spec: object) -> dict[str, str | None]:

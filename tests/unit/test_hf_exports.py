@@ -130,3 +130,19 @@ def test_the_exporters_command_line_refuses_to_overwrite_a_folder_of_the_users_o
     assert main(["--checkpoint", str(checkpoint), "--output", str(precious), "--overwrite"]) == 2
     assert "holds files and is not a hyperlaunch export" in capsys.readouterr().err
     assert (precious / "notes.txt").read_text() == "important"
+
+
+def test_a_scripts_own_format_is_refused_without_calling_it_incomplete(tmp_path: Path) -> None:
+    """`checkpoints` lists a runtime-committed torch.save folder as complete: export must not say
+    there is no complete checkpoint, only that it reads DCP's."""
+    from hyperlaunch.core.checkpoints import COMMITTED_FILE
+
+    own = tmp_path / "m-30steps"
+    own.mkdir()
+    (own / COMMITTED_FILE).touch()
+    (own / "state.pt").write_bytes(b"x")
+    with pytest.raises(CheckpointError) as refused:
+        hf_export.choose(tmp_path, "m", step=30, output=None)
+    line = refused.value.one_line()
+    assert "a script's own format, not DCP" in line and "no complete checkpoint" not in line, line
+    assert "export reads DCP checkpoints" in line
