@@ -137,7 +137,7 @@ class JobSpec:
 
     # Paths are absolute because the script runs on other machines (and maybe inside a container).
     # "" in a script job (script or module set): the script builds its own model.
-    model: str = field(default="", metadata=flag("--model", "-m", panel=JOB_PANEL, help="Model preset (see `hyperlaunch models`) or a local HF model directory, for the bundled trainer (or --script: your own)."))
+    model: str = field(default="", metadata=flag("--model", "-m", panel=JOB_PANEL, help="Model preset (see `hyperlaunch models`) or a local HF model directory, for the bundled trainer; a --script or --module job builds its own model and takes no --model."))
     # Absolute, as submitted; the job runs the copy in code_dir.
     script: str | None = field(default=None, metadata=flag("--script", panel=JOB_PANEL, help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
         "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
