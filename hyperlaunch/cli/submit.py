@@ -86,7 +86,7 @@ def submit(
     import functools
 
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.runs.launch import continues_from, data_unseen, launch
+    from hyperlaunch.runs.launch import continues_from, data_unseen, launch, module_unseen
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
@@ -94,11 +94,12 @@ def submit(
     decided = tuple((d.name, d.source) for d in plan.decided)
     launched = launch(plan.spec, env=env, dry_run=dry_run, decided=decided, notify=out.note)
     show_settings(plan)  # once submitted: a refusal stays one line
-    continued, unseen = continues_from(plan.spec), data_unseen(plan.spec)
+    continued = continues_from(plan.spec)
     if continued:
         out.note(continued)
-    if unseen:
-        out.warn(unseen)
+    for unseen in (data_unseen(plan.spec), module_unseen(plan.spec)):
+        if unseen:
+            out.warn(unseen)
     _report(launched, plan.spec, as_json, "submitted")
 
 

@@ -203,6 +203,22 @@ def data_unseen(spec: JobSpec) -> str | None:
     return f"--data {spec.data}: nothing is there on this machine; the job fails at its start unless its nodes see it"
 
 
+def module_unseen(spec: JobSpec) -> str | None:
+    """A warning for a --module that is not in the folder the job runs it from (the snapshot's
+    root: the git work tree's top, or the current folder): `python -m` then finds it only where
+    the nodes' Python has it installed, which this machine cannot tell, so it is said, not refused."""
+    if spec.module is None or spec.code_root is None:
+        return None
+    parts = spec.module.split(".")
+    base = Path(spec.code_root).joinpath(*parts)
+    if base.with_suffix(".py").is_file() or base.is_dir():
+        return None
+    return (
+        f"--module {spec.module}: no {'/'.join(parts)}.py or {'/'.join(parts)}/ in {spec.code_root}, the folder the job runs it"
+        f" from; it fails at its start unless the nodes' Python has {parts[0]} installed (submit from the folder that holds {parts[0]}/)"
+    )
+
+
 def launch(
     spec: JobSpec,
     *,

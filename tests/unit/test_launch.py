@@ -138,6 +138,26 @@ def test_a_new_script_job_over_an_existing_pointer_of_its_name_is_told_so_too(tm
     assert "step 10" in said and "runtime.resume_path()" in said and "another --name" in said and "--from-scratch" not in said
 
 
+def test_a_module_not_in_the_folder_the_job_runs_it_from_is_said(tmp_path: Path) -> None:
+    """`cd project/mypkg && submit --module mypkg.train` ran `python -m mypkg.train` in a copy of
+    project/mypkg, where there is no mypkg/: submit said nothing and the job failed at its start."""
+    from hyperlaunch.runs.launch import module_unseen
+
+    (tmp_path / "mypkg" / "sub").mkdir(parents=True)
+    (tmp_path / "mypkg" / "train.py").write_text("")
+
+    def spec(module: str) -> JobSpec:
+        return JobSpec(module=module, name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
+                       run_dir=str(tmp_path / "run"), code_root=str(tmp_path), code_dir=str(tmp_path / "run" / ".hyperlaunch" / "code-1"))
+
+    for found in ("mypkg.train", "mypkg", "mypkg.sub"):
+        assert module_unseen(spec(found)) is None, found
+    said = module_unseen(spec("mypkg.trian"))
+    assert said is not None and said.startswith(f"--module mypkg.trian: no mypkg/trian.py or mypkg/trian/ in {tmp_path}")
+    assert "unless the nodes' Python has mypkg installed" in said
+    assert module_unseen(_record(tmp_path).spec) is None  # the bundled trainer
+
+
 def test_a_missing_data_path_is_said_unless_a_job_it_waits_for_may_write_it(tmp_path: Path) -> None:
     from hyperlaunch.runs.launch import data_unseen
 
