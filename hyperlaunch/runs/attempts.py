@@ -6,6 +6,7 @@ hyperlaunch.runs.job_status, which sums them up."""
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -205,23 +206,48 @@ def root_error_line(lines: Sequence[str]) -> str:
 
     for line in lines:
         if TRAINER_ERROR_PREFIX in line:
-            return line.strip()[:200]
+            return _unlabelled(line.strip())[:200]
     for pattern in (_RANK_EXCEPTION, _EXCEPTION):
         for line in lines:
             if pattern.search(line) and usable(line):
-                return line.strip()[:200]
+                return _unlabelled(line.strip())[:200]
     fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
     # srun's "task 0: Exited with exit code 1" only tells that a task ended: the program's own
     # last error (argparse's `train.py: error: unrecognized arguments`) says why.
     own = [line for line in fallback if not line.startswith(_SLURM_TOOLS)]
     chosen = own or fallback
-    return chosen[-1][:200] if chosen else ""
+    return _unlabelled(chosen[-1])[:200] if chosen else ""
+
+
+_SRUN_LABEL = re.compile(r"^\s*\d+: ")
+"""srun --label's task number before a task's line: which node printed it, not part of the error."""
+
+
+def _unlabelled(line: str) -> str:
+    return _SRUN_LABEL.sub("", line, count=1)
 
 
 def task_exit_code(lines: Sequence[str]) -> str | None:
-    """The exit code of the first task that failed, as srun reported it."""
+    """The exit code of the first task that failed: the worker's own, as torchrun's summary gives
+    it (`exitcode  : 3`; torchrun itself exits 1 whatever its worker's was, and srun reports
+    that), else srun's. A worker a signal ended: `SIGKILL`."""
+    for line in lines:
+        match = _WORKER_EXIT.search(line)
+        if match and match.group(1) != "0":
+            code = int(match.group(1))
+            return str(code) if code > 0 else _signal_name(-code)
     for line in lines:
         match = _TASK_EXIT.search(line)
         if match and match.group(1) != "0":
             return match.group(1)
     return None
+
+
+_WORKER_EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d{1,3})\b")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

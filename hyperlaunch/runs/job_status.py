@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from hyperlaunch.core.protocol import (
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.core.trainer_failures import (
     FINAL_FAILURE_KINDS,
-    FailureKind,
+    SCRIPT_FAILURE_KINDS,
     TrainerFailure,
     read_trainer_failure,
     trainer_failure_path,
@@ -90,7 +91,7 @@ class Restart:
     def label(self) -> str:
         """The cause in words: a user's script that stopped with runtime.fail, or on an error no
         restart fixes, is a script error, not the bundled trainer's."""
-        return "script error" if self.kind in _SCRIPT_KINDS else self.cause
+        return "script error" if self.kind in SCRIPT_FAILURE_KINDS else self.cause
 
     @property
     def final(self) -> bool:
@@ -98,7 +99,6 @@ class Restart:
         return self.kind in _FINAL_KINDS
 
 
-_SCRIPT_KINDS = (FailureKind.SCRIPT_ERROR.value, FailureKind.SCRIPT_BROKEN.value)
 _FINAL_KINDS = frozenset(kind.value for kind in FINAL_FAILURE_KINDS)
 
 
@@ -489,11 +489,17 @@ def _failed(
     if reason is RestartCause.TRAINER_ERROR:
         detail = trainer.message if trainer else root_error_line(err_lines)
         return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
-    task_exit = task_exit_code(err_lines)
+    code = task_exit_code(err_lines) or exit_code
     error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
-    detail = f"exit {task_exit or exit_code}" + (f": {error_line}" if error_line else "")
+    if _TASK_ENDED.search(error_line):
+        error_line = ""  # srun's "task 0: Exited with exit code 1" says only what the code says
+    ended = f"killed by {code}" if code.startswith("SIG") else f"exit {code}"
+    detail = ended + (f": {error_line}" if error_line else "")
     cause = RestartCause.HANG if reason is RestartCause.HANG else RestartCause.CRASH
     return Restart(index, cause_text(cause.value), detail, kind=trainer.kind if trainer else "")
+
+
+_TASK_ENDED = re.compile(r"^(?:srun|slurmstepd\S*): error: .*task \d+: (?:Exited with exit code \d+|Killed|Terminated)$")
 
 
 def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerFailure | None:

@@ -168,7 +168,7 @@ def test_the_root_cause_is_the_first_rank_exception_of_that_attempt(record: JobR
     )
     status = summarize(record, [_attempt("COMPLETED"), _attempt("REQUEUED"), _attempt("RUNNING")], [])
     crash = status.restarts[1]
-    assert crash.describe() == "crash (exit 1: 1: [rank1]: RuntimeError: injected failure at step 8 on rank 1)"
+    assert crash.describe() == "crash (exit 1: [rank1]: RuntimeError: injected failure at step 8 on rank 1)"
 
 
 def test_a_node_failure_the_script_saw_names_the_node_from_its_marker(record: JobRecord) -> None:
@@ -267,6 +267,24 @@ def test_a_crash_the_trainer_recorded_shows_its_line_and_is_still_a_crash(record
     assert restart.kind == "unexpected"
 
 
+@pytest.mark.parametrize(
+    ("worker_exit", "detail"),
+    [("3", "exit 3"), ("-9", "killed by SIGKILL"), ("-11", "killed by SIGSEGV")],
+)
+def test_a_script_that_exits_without_a_word_shows_its_own_exit_code(record: JobRecord, worker_exit: str, detail: str) -> None:
+    """`sys.exit(3)` showed as `exit 1: srun: error: node1: task 0: Exited with exit code 1`:
+    torchrun exits 1 whatever its worker's code, srun reports that, and its line says no more."""
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
+        err=f"0: E1127 09:00:29.610000 7340 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: {worker_exit})"
+        " local_rank: 0 (pid: 7343) of binary: /venv/bin/python\n"
+        f"0:   exitcode  : {worker_exit} (pid: 7343)\n" + _SRUN_END,
+    )
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert status.failure is not None and status.failure.detail == detail
+
+
 def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord) -> None:
     # A trainer older than the failure record, or a run dir status cannot read.
     _log(
@@ -276,7 +294,7 @@ def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord)
     )
     status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
     assert status.failure is not None
-    assert status.failure.detail == "exit 1: 0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
+    assert status.failure.detail == "exit 1: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
     assert status.failure.kind == ""
 
 
