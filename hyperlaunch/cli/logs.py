@@ -25,11 +25,16 @@ def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
     """For an attempt that failed: how it ended, and where its error output is (stdout holds
     the steps; the trainer's errors and tracebacks go to the .err file)."""
     from hyperlaunch.core.protocol import cause_text
+    from hyperlaunch.core.trainer_failures import SCRIPT_FAILURE_KINDS
 
     exit_code, restart = marker.get("exit", "0"), marker.get("restart", "0")
     if exit_code == "0" or not restart.isdigit():
         return None
-    cause = cause_text(marker.get("cause", "")) + (f", {marker['kind']}" if marker.get("kind") else "")
+    kind = marker.get("kind", "")
+    if kind in SCRIPT_FAILURE_KINDS:  # a user's script's own error, not the bundled trainer's
+        cause = f"script error, {kind}"
+    else:
+        cause = cause_text(marker.get("cause", "")) + (f", {kind}" if kind else "")
     return f"===== attempt {restart} ended: {cause} (exit {exit_code}); its errors: hyperlaunch logs {job_id} --err --attempt {restart} ====="
 
 

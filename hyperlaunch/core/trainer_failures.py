@@ -86,6 +86,10 @@ FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
 )
 """Failures of the job's own input: every attempt would meet them again, so none is made."""
 
+SCRIPT_FAILURE_KINDS: frozenset[str] = frozenset({FailureKind.SCRIPT_ERROR.value, FailureKind.SCRIPT_BROKEN.value})
+"""A user's script's own errors (runtime.fail, or one the supervisor read off its output): shown
+as a script error, not the bundled trainer's."""
+
 # First match wins: the subclasses of InvalidInput and CheckpointError come before them.
 _KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (DataError, FailureKind.INVALID_DATA),

@@ -34,6 +34,9 @@ def test_an_attempt_that_failed_says_how_and_where_its_errors_are() -> None:
     assert "hyperlaunch logs 7 --err --attempt 0" in footer
     done = ["### hyperlaunch attempt-end restart=0 job=7 exit=0 cause=completed action=exit time=T1"]
     assert annotate(done) == done
+    # A user's script's own error is not the bundled trainer's.
+    broken = [lines[0], "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=script-broken action=exit time=T1"]
+    assert annotate(broken, job_id="7")[-1].startswith("===== attempt 0 ended: script error, script-broken (exit 1)")
 
 
 def _job_with_two_attempts(tmp_path: Path) -> None:
