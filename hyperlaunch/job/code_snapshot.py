@@ -7,7 +7,9 @@ ignored), so .gitignore keeps data and checkpoints out; elsewhere it is the fold
 way the job's own output folders (its checkpoints, logs and run folder, ./checkpoints, ./logs and
 ./runs/<job> by default) are left out where they lie inside the project, and so are the run
 folders of other jobs submitted from it (any folder holding a job's `.hyperlaunch`): what a job
-wrote there is not code, and would make each submit's snapshot bigger than the last."""
+wrote there is not code, and would make each submit's snapshot bigger than the last. A Python
+environment inside the project (a venv, a conda env) is left out too: the job runs on the
+nodes' Python, and its packages would make the snapshot gigabytes."""
 
 from __future__ import annotations
 
@@ -257,8 +259,8 @@ def _inside(root: Path, folders: Iterable[str]) -> frozenset[str]:
 def _walk(root: Path, left_out: frozenset[str]) -> Iterator[str]:
     for folder, dirs, names in os.walk(root):  # never follows a linked folder: no loops
         base = Path(folder).relative_to(root)
-        if JOB_FILES_FOLDER in dirs and base != Path("."):
-            dirs[:] = []  # another job's run folder (_run_folders): its output, not code
+        if base != Path(".") and (JOB_FILES_FOLDER in dirs or _VENV_MARKER in names or _CONDA_MARKER in dirs):
+            dirs[:] = []  # another job's run folder, or a Python environment (_not_code_folders)
             continue
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and (base / d).as_posix() not in left_out]
         yield from ((base / n).as_posix() for n in names if not n.endswith(".pyc"))
@@ -269,7 +271,7 @@ def _check_size(root: Path, files: tuple[SnapshotFile, ...], limit_mb: int, *, i
     if total <= limit_mb * 1_000_000:
         return
     names = ", ".join(f"{f.path} ({_size(f.size)})" for f in sorted(files, key=lambda f: -f.size)[:5])
-    fix = "add them to .gitignore (or move them out of the folder)" if in_git else "move them out of the folder"
+    fix = "add them to .gitignore (or move them out of the folder)" if in_git else "move them out of the folder (or make it a git work tree and .gitignore them)"
     raise CodeSnapshotTooLarge(
         f"code snapshot of {root} is {_size(total)}, over the {limit_mb} MB limit: largest {names}; {fix} or raise --code-limit-mb"
     )
@@ -331,15 +333,24 @@ def _left_out(rel: str, left_out: frozenset[str]) -> bool:
     return any(rel == folder or rel.startswith(folder + "/") for folder in left_out)
 
 
-def _run_folders(rels: Iterable[str]) -> frozenset[str]:
-    """The folders of `rels` that hold a job's files (JOB_FILES_FOLDER): run folders of jobs
-    submitted from this project (`./runs/<job>` by default), whatever job this one is. What
-    they hold is those jobs' output (metrics, tracker files), never code for this one."""
+_VENV_MARKER = "pyvenv.cfg"
+_CONDA_MARKER = "conda-meta"
+
+
+def _not_code_folders(rels: Iterable[str]) -> frozenset[str]:
+    """The folders of `rels` that hold a job's files (JOB_FILES_FOLDER: the run folders of jobs
+    submitted from this project, `./runs/<job>` by default, whatever job this one is), or a
+    Python environment (a venv's pyvenv.cfg, conda's conda-meta/): those jobs' output, installed
+    packages, never code for this job, which runs on the nodes' own Python."""
     found = set()
     for rel in rels:
         parts = rel.split("/")
         if JOB_FILES_FOLDER in parts[1:-1]:
             found.add("/".join(parts[: parts.index(JOB_FILES_FOLDER, 1)]))
+        elif len(parts) > 1 and parts[-1] == _VENV_MARKER:
+            found.add("/".join(parts[:-1]))
+        elif _CONDA_MARKER in parts[1:-1]:
+            found.add("/".join(parts[: parts.index(_CONDA_MARKER, 1)]))
     return frozenset(found)
 
 
@@ -355,7 +366,7 @@ def _git_files(top: Path, left_out: frozenset[str]) -> tuple[list[str], frozense
             raise InvalidInput(f"code snapshot of {top}: git ls-files failed: {why}")
     assert done is not None and untracked is not None
     others = [os.fsdecode(p) for p in untracked.stdout.split(b"\0") if p]
-    left_out = left_out | _run_folders(others)
+    left_out = left_out | _not_code_folders(others)
     outputs = {rel for rel in others if _left_out(rel, left_out)}
     return [rel for rel in (os.fsdecode(p) for p in done.stdout.split(b"\0") if p) if rel not in outputs], left_out
 

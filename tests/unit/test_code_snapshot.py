@@ -159,6 +159,19 @@ def test_other_jobs_run_folders_inside_the_project_are_not_code(tmp_path: Path, 
     assert "runs/other/keep.py" in paths(cs.take(repo, outputs=outputs))
 
 
+def test_a_python_environment_inside_the_project_is_not_code(tmp_path: Path, repo: Path) -> None:
+    """A .venv (or a conda env) beside the script, not ignored: its packages were copied, and
+    a few hundred MB of them made every submit refuse the snapshot as too large."""
+    for root in (files_of({"train.py": "1\n"}, tmp_path / "plain"), repo):
+        before = cs.take(root)
+        files_of({".venv/pyvenv.cfg": "home = /usr/bin\n", ".venv/lib/python3.11/site-packages/torch/__init__.py": "x" * 1000,
+                  "envs/c/conda-meta/history": "h\n", "envs/c/lib/python3.11/site-packages/np.py": "y\n"}, root)
+        after = cs.take(root)
+        assert after == before, paths(after)
+    files_of({"tools/pyvenv.cfg.example": "3\n"}, repo)  # only the marker's exact name says venv
+    assert "tools/pyvenv.cfg.example" in paths(cs.take(repo))
+
+
 def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: Path) -> None:
     """The spec's folders, not the default names: and only those, so a ./logs of the user's own
     stays code when the job logs elsewhere."""
