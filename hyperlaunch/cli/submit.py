@@ -51,6 +51,7 @@ def _json_doc(launched: Launch, planned: JobSpec, resumed_from: str | None) -> d
     doc: dict[str, object] = {
         "job_id": record.job_id if record is not None else None,
         "model": spec.model,
+        "trains": spec.what,
         "name": spec.checkpoint_name,
         "code_dir": spec.code_dir,
         "nodes": spec.nodes,

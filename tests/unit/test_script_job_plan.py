@@ -191,6 +191,7 @@ def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, 
     assert doc["script"] == text.stdout and doc["script"].startswith("#!/bin/bash")
     assert (doc["job_id"], doc["log"], doc["err"], doc["resumed_from"]) == (None, None, None, None)
     assert doc["name"] == "train" and doc["run_dir"] == str(tmp_path / "runs" / "train")
+    assert doc["trains"] == "script train.py", "model is '' for a script: say what it runs"
     assert doc["code_dir"] is not None and f"--srun-flag=--chdir={doc['code_dir']}" in doc["script"]
     assert not (tmp_path / "runs").exists()
 
