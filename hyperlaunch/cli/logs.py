@@ -40,12 +40,12 @@ def _attempt_footer(marker: dict[str, str], job_id: str) -> str | None:
 
 class Attempts:
     """A training's log as it is read, in one piece or in chunks as it grows (`-f`): a header
-    before each attempt and, after one that failed, a line saying how (`annotated`, for the
-    .out file; the .err file's lines stay as they are); with `attempt`, only that attempt's
-    lines. It remembers which attempt the last chunk ended in."""
+    before each attempt (`annotated`) and, after one that failed, a line saying how and where its
+    errors are (`footers`: the .out file's); with `attempt`, only that attempt's lines. It
+    remembers which attempt the last chunk ended in."""
 
-    def __init__(self, attempt: int | None = None, job_id: str = "JOB", *, annotated: bool = True) -> None:
-        self.attempt, self.job_id, self.annotated = attempt, job_id, annotated
+    def __init__(self, attempt: int | None = None, job_id: str = "JOB", *, annotated: bool = True, footers: bool = True) -> None:
+        self.attempt, self.job_id, self.annotated, self.footers = attempt, job_id, annotated, footers
         self.current: int | None = None
         self.seen: list[int] = []
 
@@ -64,7 +64,8 @@ class Attempts:
                 continue
             if self.attempt is None or self.current == self.attempt:
                 shown.append(line)
-                footer = _attempt_footer(marker, self.job_id) if self.annotated and marker and marker.get("event") == "end" else None
+                ended = self.annotated and self.footers and marker and marker.get("event") == "end"
+                footer = _attempt_footer(marker, self.job_id) if ended else None
                 if footer:
                     shown.append(footer)
         return shown
@@ -115,9 +116,9 @@ def logs(
             raise JobNotFound(f"job {job_id}'s log {path} is not a readable file")
         raise JobNotFound(f"job {job_id} has no log yet at {path}", hint="it may still be pending; try -f")
 
-    # The .err file carries the markers too, but its lines are printed as they are; a tool's
-    # log has none.
-    attempts = Attempts(attempt, job_id, annotated=not err)
+    # The .err file carries the markers too: the same headers, but no footer pointing at itself;
+    # a tool's log has none.
+    attempts = Attempts(attempt, job_id, footers=not err)
 
     def shown(lines: list[str]) -> list[str]:
         return lines if tool is not None else attempts.feed(lines)

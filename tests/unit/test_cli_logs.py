@@ -57,7 +57,7 @@ def test_err_with_attempt_shows_that_attempts_errors_only(tmp_path: Path, monkey
     _job_with_two_attempts(tmp_path)
     first = run_cli(["logs", "22", "--err", "--attempt", "0"], monkeypatch)
     assert first.exit_code == 0, first.output
-    assert first.stdout.splitlines() == ["### hyperlaunch attempt-start restart=0 job=22 nodes=n1 host=h time=T0", "Traceback of attempt 0"]
+    assert first.stdout.splitlines() == ["===== attempt 0 on n1 at T0 =====", "Traceback of attempt 0"], "headers as the .out's"
     assert run_cli(["logs", "22", "--err", "--attempt", "1"], monkeypatch).stdout.splitlines()[1:] == ["warning of attempt 1"]
     assert len(run_cli(["logs", "22", "--err"], monkeypatch).stdout.splitlines()) == 4
 
