@@ -148,6 +148,10 @@ def resume(
     from hyperlaunch.runs.sweeps import split_task
 
     record, element = split_task(job_id, slurm_env) if job_id is not None else (newest_record(model), None)
+    if job_id is None:
+        # It may be another project's: say which before anything is submitted.
+        out.note(f"no job named: the newest recorded{f' of {model}' if model else ''} is job {record.job_id}"
+                 f" ({record.spec.what}, checkpoints in {record.spec.checkpoint_dir})")
     env = slurm_env(record.slurm_conf)
     if record.sweep is not None:
         _resume_sweep(record, env, element, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)

@@ -113,6 +113,17 @@ def test_resume_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, 
     assert not (stub / "submitted.sbatch").exists(), "nothing reached sbatch"
 
 
+def test_resume_without_a_job_says_which_job_it_took(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest recorded job may be another project's: `resume` says which before submitting."""
+    _record(tmp_path, "40")
+    _record(tmp_path, "41")
+    result = run_cli(["resume", "--dry-run", "--json"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert f"no job named: the newest recorded is job 41 (qwen3_tiny, checkpoints in {tmp_path / 'ck'})" in result.stderr
+    assert json.loads(result.stdout)["resumed_from"] == "41"
+    assert "no job named" not in run_cli(["resume", "41", "--dry-run"], monkeypatch).stderr
+
+
 def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _record(tmp_path, "41", after="40")  # it once waited for 40 itself
     result = run_cli(["resume", "41", "--after-end"], monkeypatch)
