@@ -238,12 +238,16 @@ def may_requeue(failures: int, restart_count: int, max_restarts: int) -> bool:
     return not budget_spent(failures, max_restarts) and restart_count < RESTART_CEILING
 
 
+def _attempts(count: int) -> str:
+    return f"{count} attempt{'' if count == 1 else 's'}"
+
+
 def refusal_at_start(failures: int, restart_count: int, max_restarts: int) -> str | None:
     """Why attempt `restart_count` must not train (Slurm requeues a job on a node failure by
     itself, whatever the budget says): the message, or None when it may."""
     if budget_spent(failures, max_restarts):
         return (
-            f"restart limit reached: {failures} attempts in a row made no progress (no new checkpoint);"
+            f"restart limit reached: {_attempts(failures)} in a row made no progress (no new checkpoint);"
             f" --max-restarts allows {max_restarts}"
         )
     if restart_count > RESTART_CEILING:
@@ -255,7 +259,7 @@ def refusal_to_requeue(failures: int, restart_count: int, max_restarts: int) -> 
     """Why an attempt that `may_requeue` refused is not requeued."""
     if budget_spent(failures, max_restarts):
         return (
-            f"not requeued: {failures} attempts in a row made no progress (no new checkpoint);"
+            f"not requeued: {_attempts(failures)} in a row made no progress (no new checkpoint);"
             f" --max-restarts allows {max_restarts}"
         )
     return f"not requeued: restart {restart_count} reached the ceiling of {RESTART_CEILING}"

@@ -152,7 +152,8 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
         failures = 0
     else:
         failures = failures_in_a_row(run_dir, job, max(ended, 0))
-    return RestartBudget(windows=len(attempts), failures=failures, allowed=record.spec.max_restarts)
+    # A requeued attempt still in the queue has not run (sacct lists it, PENDING).
+    return RestartBudget(windows=sum(map(_started, attempts)), failures=failures, allowed=record.spec.max_restarts)
 
 
 @dataclass(frozen=True)
@@ -477,7 +478,7 @@ def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
     if failures is None or not failures.isdigit():  # a marker of an older script
         return f"{allowed} restart(s) allowed"
     if int(failures) > allowed:
-        return f"{failures} attempts in a row without a new checkpoint, {allowed} allowed"
+        return f"{failures} attempt{'' if failures == '1' else 's'} in a row without a new checkpoint, {allowed} allowed"
     return f"restart {restart}: the ceiling of {RESTART_CEILING} restarts"
 
 

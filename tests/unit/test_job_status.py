@@ -542,6 +542,10 @@ def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
     progress_path(run_dir, "7", 1).write_text("")
     assert budget_line() == "  restarts:   budget left 3 of 3 (--max-restarts); 2 attempt(s) ran"
 
+    # Requeued and waiting in the queue: the second attempt has not run.
+    attempts[1] = _attempt("PENDING", nodes="None assigned", start="Unknown", end="Unknown")
+    assert budget_line().endswith("; 1 attempt(s) ran")
+
 
 def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRecord) -> None:
     """`budget left 2 of 3` under a script error read as if a restart were still to come."""

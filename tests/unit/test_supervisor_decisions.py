@@ -114,6 +114,7 @@ def test_the_budget_allows_a_requeue(failures: int, restart: int, max_restarts: 
 def test_an_attempt_starts_only_within_the_budget() -> None:
     assert p.refusal_at_start(3, 5, 3) is None
     assert "4 attempts in a row made no progress" in (p.refusal_at_start(4, 5, 3) or "")
+    assert "restart limit reached: 1 attempt in a row made no progress" in (p.refusal_at_start(1, 1, 0) or "")
     assert "restart ceiling reached" in (p.refusal_at_start(0, p.RESTART_CEILING + 1, 3) or "")
     assert p.refusal_at_start(0, p.RESTART_CEILING, 3) is None
 
