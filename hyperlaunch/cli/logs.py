@@ -78,7 +78,10 @@ def annotate(lines: list[str], attempt: int | None = None, job_id: str = "JOB") 
 
 
 def logs(
-    job_id: Annotated[str, typer.Argument(help="The job id; a sweep's element: 12_3, or the job id its task ran as.")],
+    job_id: Annotated[
+        str | None,
+        typer.Argument(help="The job id; a sweep's element: 12_3, or the job id its task ran as [default: the newest recorded training].", show_default=False),
+    ] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing as the log grows, until the job ends.")] = False,
     attempt: Annotated[int | None, typer.Option("--attempt", "-a", min=0, help="Only this attempt, by restart count as `status JOB` numbers it (0 = first run); with --err too.")] = None,
     err: Annotated[bool, typer.Option("--err", help="Show the .err file instead of .out.")] = False,
@@ -88,6 +91,7 @@ def logs(
 
     \b
     Examples:
+      hyperlaunch logs                  # the newest training's
       hyperlaunch logs 42 -f            # follow it while it runs
       hyperlaunch logs 42 --attempt 2   # the third attempt only (restart count 2)
     """
@@ -98,6 +102,11 @@ def logs(
     from hyperlaunch.runs.sweeps import load_job
     from hyperlaunch.slurm import commands as slurm
 
+    if job_id is None:
+        from hyperlaunch.runs.launch import newest_record
+
+        job_id = newest_record(None).job_id
+        out.note(f"no job named: the newest recorded training, job {job_id}")
     tool = tool_jobs.load(job_id)
     if tool is not None:
         if err or attempt is not None:
@@ -185,6 +194,11 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
     from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import split_task
 
+    if job_id is None:
+        from hyperlaunch.runs.launch import newest_record
+
+        job_id = newest_record(None).job_id
+        out.note(f"no job named: the newest recorded training, job {job_id}")
     tool = tool_jobs.load(job_id)
     if tool is not None:
         if _cancelled(job_id, f"{tool.kind} job {job_id}", slurm_env(tool.slurm_conf)):

@@ -62,6 +62,14 @@ def test_err_with_attempt_shows_that_attempts_errors_only(tmp_path: Path, monkey
     assert len(run_cli(["logs", "22", "--err"], monkeypatch).stdout.splitlines()) == 4
 
 
+def test_logs_without_a_job_shows_the_newest_trainings_as_status_and_resume_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _job_with_two_attempts(tmp_path)
+    result = run_cli(["logs"], monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert "no job named: the newest recorded training, job 22" in result.stderr
+    assert result.stdout.splitlines()[-1] == "step 2"
+
+
 def test_an_attempt_the_log_does_not_have_is_one_line_naming_those_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _job_with_two_attempts(tmp_path)
     for args in (["--attempt", "2"], ["--err", "--attempt", "7"]):
