@@ -133,8 +133,7 @@ def status(
         out.json(doc)  # "running" says it; the exit code stays 0 for scripts that read it
         return
     if not info.daemons:
-        out.text(f"no dev cluster recorded in {info.root}")
-        raise _not_running(info.root)
+        raise _not_running(info.root)  # its one line says it: nothing to list above it
     for daemon in info.daemons:
         mark = "alive" if daemon.alive else "DEAD "
         out.text(f"{mark}  {daemon.name:<14} pid {daemon.pid:<8} log {daemon.log}")

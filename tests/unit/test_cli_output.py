@@ -45,5 +45,6 @@ def test_dev_cluster_status_without_a_cluster_exits_with_the_documented_code(tmp
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     assert result.returncode == 5, result.stderr
     assert result.stderr.startswith("hyperlaunch: error: no dev cluster running in") and "Traceback" not in result.stderr
+    assert result.stdout == "", "one line, not a second one saying the same on stdout"
     as_json = CliRunner().invoke(app, ["dev-cluster", "status", "--json", "--dir", str(tmp_path)])
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["running"] is False
