@@ -230,12 +230,12 @@ def _unlabelled(line: str) -> str:
 def task_exit_code(lines: Sequence[str]) -> str | None:
     """The exit code of the first task that failed: the worker's own, as torchrun's summary gives
     it (`exitcode  : 3`; torchrun itself exits 1 whatever its worker's was, and srun reports
-    that), else srun's. A worker a signal ended: `SIGKILL`."""
-    for line in lines:
-        match = _WORKER_EXIT.search(line)
-        if match and match.group(1) != "0":
-            code = int(match.group(1))
-            return str(code) if code > 0 else _signal_name(-code)
+    that), else srun's. A worker a signal ended: `SIGKILL`, unless another exited with a code of
+    its own (the others are then stopped by signal: a consequence, not the cause)."""
+    codes = [int(match.group(1)) for match in map(_WORKER_EXIT.search, lines) if match and match.group(1) != "0"]
+    own = [code for code in codes if code > 0]
+    if own or codes:
+        return str(own[0]) if own else _signal_name(-codes[0])
     for line in lines:
         match = _TASK_EXIT.search(line)
         if match and match.group(1) != "0":

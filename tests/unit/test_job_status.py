@@ -285,6 +285,17 @@ def test_a_script_that_exits_without_a_word_shows_its_own_exit_code(record: JobR
     assert status.failure is not None and status.failure.detail == detail
 
 
+
+def test_a_worker_stopped_because_another_failed_does_not_hide_the_failures_own_code(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
+        err="0:   exitcode  : -15 (pid: 11)\n1: [rank1]: RuntimeError: boom\n1:   exitcode  : 2 (pid: 12)\n" + _SRUN_END,
+    )
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert status.failure is not None and status.failure.detail == "exit 2: [rank1]: RuntimeError: boom"
+
+
 def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord) -> None:
     # A trainer older than the failure record, or a run dir status cannot read.
     _log(
