@@ -38,10 +38,11 @@ _SECONDARY = (
 _NOT_CODE = re.compile(r"\.so\b|shared object|\bELF\b|undefined symbol|sys\.meta_path|file too short|DLL load")
 """ImportErrors of compiled libraries, or of an interpreter shutting down: the node, not the code."""
 _DEATH = re.compile(
-    r"exitcode\s*:\s*-\d+|Signal \d+ \(SIG|\bKilled\b|Out Of Memory|oom[_-]kill|Segmentation fault|"
+    r"exitcode\s*:\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG|\bKilled\b|Out Of Memory|oom[_-]kill|Segmentation fault|"
     r"terminate called|Fatal Python error|core dumped|Bus error|\bAborted\b"
 )
-"""A process that died without an exception to read: the round is a crash."""
+"""A process that died without an exception to read: the round is a crash. Not SIGTERM (-15):
+torchrun stops a node's other workers with it once one has failed."""
 _PYTHON_REFUSED = re.compile(r"^\S*python[\d.]*: (?:can't open file .*\[Errno 2\]|No module named \S+|Error while finding module specification for )")
 """The interpreter's own refusals: `python3: can't open file 'x.py': [Errno 2] ...` (the script is
 not where the job looks), `python3: No module named pkg.mod` (`-m` names no module)."""

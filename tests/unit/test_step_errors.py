@@ -69,6 +69,10 @@ def _label(task: int, lines: list[str]) -> list[str]:
         (_label(0, _traceback("NameError: name 'x' is not defined", "[rank0]: "))
          + _label(1, ["[rank5]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank 5."]),
          ("NameError: name 'x' is not defined", 0)),
+        # Eight workers on a node: the first to fail makes torchrun stop the others with SIGTERM.
+        (_traceback("ModuleNotFoundError: No module named 'x'")
+         + ["  exitcode  : 1 (pid: 11)", "  exitcode  : -15 (pid: 12)", "Signal 15 (SIGTERM) received by PID 12"],
+         ("ModuleNotFoundError: No module named 'x'", None)),
         # torchrun --tee's prefix.
         (["[default0]:Traceback (most recent call last):", "[default0]:ModuleNotFoundError: No module named 'x'"],
          ("ModuleNotFoundError: No module named 'x'", None)),
