@@ -58,8 +58,12 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str], names: S
     if others:
         queued = slurm.my_queue_states(env=env)
         for job in others:
-            state = _queued_state(job, same[job][0], queued)
-            if state is not None:
+            record = same[job][0]
+            if record.sweep is not None:
+                _refuse_live_elements(job, record, wanted, queued, spec.checkpoint_dir)
+                continue
+            state = queued.get(job)
+            if state in ACTIVE_STATES:
                 raise _conflict(job, state, same[job][1], spec.checkpoint_dir)
     for name in sorted(wanted):
         holder = read_checkpoint_lock(checkpoint_lock_path(Path(spec.checkpoint_dir), name))
@@ -76,13 +80,39 @@ def trained_names(record: jobs.JobRecord) -> list[str]:
     return [element_name(record.spec, record.sweep.element(i)) for i in record.sweep.runs]
 
 
-def _queued_state(job: str, record: jobs.JobRecord, queued: Mapping[str, str]) -> str | None:
-    """The job's state while it is in the queue (a sweep's: any of its tasks'), else None."""
-    if record.sweep is None:
-        state = queued.get(job)
-        return state if state in ACTIVE_STATES else None
-    tasks = [state for name, state in queued.items() if name.startswith(f"{job}_") and state in ACTIVE_STATES]
-    return tasks[0] if tasks else None
+def _refuse_live_elements(job: str, record: jobs.JobRecord, wanted: set[str], queued: Mapping[str, str], checkpoint_dir: str) -> None:
+    """JobConflict for the first of sweep `job`'s elements that trains one of `wanted` and is in
+    the queue. Only those: the sweep's other elements, running meanwhile, train names of their
+    own (and the one that runs under the array's own job id makes `job` itself read RUNNING)."""
+    assert record.sweep is not None
+    names = {index: element_name(record.spec, record.sweep.element(index)) for index in record.sweep.runs}
+    for task, state in queued.items():
+        if state not in ACTIVE_STATES:
+            continue
+        for index in _task_indices(task, job):
+            if names.get(index) in wanted:
+                element = f"{job}_{index}"
+                raise JobConflict(
+                    f"element {element} ({state}) already trains {names[index]} into {checkpoint_dir}; "
+                    "two jobs must not write one checkpoint folder and model at once",
+                    hint=f"wait for it to end, or cancel it ('hyperlaunch cancel {element}')",
+                )
+
+
+def _task_indices(task: str, job: str) -> list[int]:
+    """The array indices squeue's name `task` stands for within job array `job`: `12_3`, or
+    `12_[4-7,9%2]` for tasks not started yet; none for another job's."""
+    head, _, rest = task.partition("_")
+    if head != job or not rest:
+        return []
+    if rest.isdigit():
+        return [int(rest)]
+    indices: list[int] = []
+    for part in rest.strip("[]").split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            indices += range(int(low), int(high or low) + 1)
+    return indices
 
 
 def _waited_for(job: str, records: Mapping[str, jobs.JobRecord]) -> set[str]:

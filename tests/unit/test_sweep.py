@@ -270,7 +270,22 @@ def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: 
     one_error_line(run_cli(["resume", "70"], monkeypatch), 11, "70_0, 70_1, 70_2, 70_3", "still has element(s) in the queue")
     (stub / "queue").write_text("70_[2-3%2]|70|PENDING\n70_0|71|RUNNING\n")
     again = run_cli([*_ARGS], monkeypatch)
-    one_error_line(again, 11, "job 70 (PENDING) already trains qwen3_tiny-lr1e-3-seed1")
+    one_error_line(again, 11, "element 70_2 (PENDING) already trains qwen3_tiny-lr3e-3-seed1", "cancel 70_2")
+
+
+def test_resume_of_a_cancelled_element_goes_ahead_while_the_others_run(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """70_0 cancelled; 70_1 runs as job 72 and 70_2 as job 70, the array's own id: `resume 70_0`
+    was refused as 'job 70 (RUNNING) already trains' 70_0's name, with a hint to cancel the sweep."""
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|CANCELLED\n70_1|72|RUNNING\n70_2|70|RUNNING\n70_3|74|COMPLETED\n")
+    (stub / "squeue_r").write_text("70_1|72|RUNNING\n70_2|70|RUNNING\n")
+    (stub / "queue").write_text("70_1|72|RUNNING\n70_2|70|RUNNING\n")
+    (stub / "next_id").write_text("80")
+    resumed = run_cli(["resume", "70_0", "--json"], monkeypatch)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["array"] == "0%2"
+    # The element that still runs is refused, by its own name and element.
+    one_error_line(run_cli(["resume", "70_2"], monkeypatch), 11, "element 70_2 is still in the queue", "cancel 70_2")
 
 
 def test_elements_not_started_say_why_they_wait(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
