@@ -79,7 +79,8 @@ def _curves(job_id: str) -> tuple[Curves, tuple[Path, ...]]:
     record = load_job(job_id, slurm_env)  # 12_3: a sweep's element, as `status` and `logs` take it
     if record.sweep is not None:
         raise InvalidInput(f"job {job_id} is a sweep: each element has its own curves; name one, e.g. hyperlaunch plot {job_id}_{record.sweep.runs[0]}")
-    lineage = curves.lineage(record, jobs.load)
+    # A resumed sweep's element resumes an element (`12_3`): read as the job its task became.
+    lineage = curves.lineage(record, lambda earlier: load_job(earlier, slurm_env) if "_" in earlier else jobs.load(earlier))
     records = curves.read_records(lineage.metrics_paths)
     found = curves.kept_curves(records, lineage.job_ids)
     if not found.loss:

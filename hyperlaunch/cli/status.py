@@ -302,7 +302,8 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
                 + (f", the last {b.failures} without a new checkpoint" if b.failures else "")
             )
     if status.record.resumed_from:
-        lines.append(f"  resumes job {status.record.resumed_from}")
+        earlier = status.record.resumed_from
+        lines.append(f"  resumes {'element' if '_' in earlier else 'job'} {earlier}")
     lines += waiting_lines(status)
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")

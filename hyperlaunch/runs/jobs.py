@@ -73,7 +73,10 @@ class JobRecord:
         task's own job id (`task_job_id`: its log is `<job name>_<that id>.out`)."""
         assert self.sweep is not None
         spec = element_spec(self.spec, self.sweep.element(index))
-        return dataclasses.replace(self, job_id=task_job_id, spec=spec, sweep=None)
+        # A resumed sweep resumed each of its elements from the same element of the sweep before
+        # (its index is kept): `12_3`, which `status`, `plot` and `logs` read as that element.
+        resumed = f"{self.resumed_from}_{index}" if self.resumed_from else None
+        return dataclasses.replace(self, job_id=task_job_id, spec=spec, sweep=None, resumed_from=resumed)
 
     @property
     def log_paths(self) -> tuple[Path, Path]:

@@ -392,6 +392,34 @@ def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Monke
     one_error_line(run_cli(["plot", "70"], monkeypatch), 2, "job 70 is a sweep", "hyperlaunch plot 70_0")
 
 
+def test_plot_and_status_of_a_resumed_element_go_back_to_the_element_it_resumed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sweep 80 resumed element 0 of sweep 70: its element resumes 70_0 (job 71), not sweep 70,
+    whose base run folder holds no metrics: plot showed only the resumed steps."""
+    from hyperlaunch.core.metrics_records import METRICS_FILE
+
+    assert run_cli([*_ARGS], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text("70_0|71|CANCELLED\n")
+    (stub / "next_id").write_text("80")
+    assert run_cli(["resume", "70_0"], monkeypatch).exit_code == 0
+    (stub / "sacct.out").write_text(
+        "70_0|71|CANCELLED\n80_0|81|COMPLETED\n"
+        "71|CANCELLED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n"
+        "81|COMPLETED|node1|2026-01-01T00:02:00|2026-01-01T00:03:00|0:0|60|\n"
+    )
+    element = jobs.load("80").element(0, "81")
+    assert element.resumed_from == "70_0"
+    run_dir = Path(element.spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    steps = [{"type": "step", "step": n, "loss": 3.0 - n / 10, "time": 1000.0 + n, "job_id": job, "restart": 0, "round": 0}
+             for n, job in ((1, "71"), (2, "71"), (3, "81"), (4, "81"))]
+    (run_dir / METRICS_FILE).write_text("".join(json.dumps(s) + "\n" for s in steps))
+    drawn = run_cli(["plot", "80_0", "--json"], monkeypatch)
+    assert drawn.exit_code == 0, drawn.stderr
+    doc = json.loads(drawn.stdout)
+    assert [p["step"] for p in doc["loss"]] == [1, 2, 3, 4] and doc["metrics"] == [str(run_dir / METRICS_FILE)]
+    assert "  resumes element 70_0" in run_cli(["status", "80_0"], monkeypatch).stdout
+
+
 def _checkpoints(root: Path, name: str, *steps: int) -> None:
     from tests.unit.test_cli_checkpoints import make_checkpoint, point
 
