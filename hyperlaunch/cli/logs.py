@@ -64,8 +64,8 @@ class Attempts:
                 continue
             if self.attempt is None or self.current == self.attempt:
                 shown.append(line)
-                ended = self.annotated and self.footers and marker and marker.get("event") == "end"
-                footer = _attempt_footer(marker, self.job_id) if ended else None
+                ended = marker is not None and marker.get("event") == "end"
+                footer = _attempt_footer(marker, self.job_id) if marker is not None and ended and self.annotated and self.footers else None
                 if footer:
                     shown.append(footer)
         return shown
