@@ -257,10 +257,14 @@ def _mlflow_run(spec: JobSpec) -> str:
     return f"{uri} run {spec.mlflow_run_id}" if spec.mlflow_run_id else uri
 
 
-def _tracker_lines(locations: dict[str, dict[str, str | None]]) -> list[str]:
+def _tracker_lines(locations: dict[str, dict[str, str | None]], *, trained: bool = False, job_id: str = "") -> list[str]:
+    """A line per tracker; where the job has trained steps and a W&B run never said where it
+    is, the run did not open (no API key on the nodes, say): the log says why."""
     lines = []
     for name, run in locations.items():
         shown = run["where"] or f"run id {run.get('run_id') or '-'}"
+        if trained and not run["where"] and name == "wandb":
+            shown += f", not opened: the reason is in 'hyperlaunch logs {job_id}'"
         if run.get("command"):
             shown += f" ({run['command']})"
         lines.append(f"  {(name + ':').ljust(11)} {shown}")
@@ -280,7 +284,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         *filter(None, [_loss_line(loss)]),
         f"  log:        {status.record.log_paths[0]}",
-        *_tracker_lines(tracker_locations(spec)),
+        *_tracker_lines(tracker_locations(spec), trained=p.last_step is not None, job_id=status.record.job_id),
     ]
     if spec.code_dir is not None:
         from hyperlaunch.job.code_snapshot import describe_dir

@@ -85,9 +85,10 @@ def submit(
       hyperlaunch submit -N 2 -m qwen3_0_6b --tracker tensorboard --tracker wandb --env WANDB_API_KEY
     """
     import functools
+    import os
 
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.runs.launch import continues_from, data_unseen, launch, module_unseen
+    from hyperlaunch.runs.launch import continues_from, data_unseen, launch, module_unseen, wandb_unkeyed
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
@@ -98,7 +99,7 @@ def submit(
     continued = continues_from(plan.spec)
     if continued:
         out.note(continued)
-    for unseen in (data_unseen(plan.spec), module_unseen(plan.spec)):
+    for unseen in (data_unseen(plan.spec), module_unseen(plan.spec), wandb_unkeyed(plan.spec, os.environ)):
         if unseen:
             out.warn(unseen)
     _report(launched, plan.spec, as_json, "submitted")

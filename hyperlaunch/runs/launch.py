@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
-from hyperlaunch.core import checkpoints, hf_exports
+from hyperlaunch.core import checkpoints, hf_exports, trackers
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.core.script_env import RESUME_FROM_ENV
 from hyperlaunch.job import code_snapshot
@@ -201,6 +201,29 @@ def data_unseen(spec: JobSpec) -> str | None:
     if spec.data is None or spec.after or not os.path.isabs(spec.data) or os.path.lexists(spec.data):
         return None
     return f"--data {spec.data}: nothing is there on this machine; the job fails at its start unless its nodes see it"
+
+
+def wandb_unkeyed(spec: JobSpec, environ: Mapping[str, str]) -> str | None:
+    """A warning for `--tracker wandb` where the job gets no way to log in to W&B: no --env
+    WANDB_API_KEY, no ~/.netrc entry for W&B, and WANDB_MODE not offline. Its W&B run then
+    fails to open on the nodes and the training goes on without it, which `status` showed as
+    healthy. Said, not refused: the nodes may hold a key this machine does not."""
+    if trackers.WANDB not in spec.tracker:
+        return None
+    values = {name: value if value is not None else environ.get(name, "") for name, value in spec.env}
+    if values.get("WANDB_MODE", "").lower() in ("offline", "dryrun", "disabled") or "WANDB_API_KEY" in values:
+        return None
+    netrc = Path(environ.get("NETRC") or os.path.join(environ.get("HOME", os.path.expanduser("~")), ".netrc"))
+    try:
+        if "wandb" in netrc.read_text(errors="replace"):
+            return None
+    except OSError:
+        pass
+    return (
+        "--tracker wandb: the job gets no W&B API key (no --env WANDB_API_KEY, no ~/.netrc entry) and WANDB_MODE is not"
+        " offline, so its W&B run fails to open and the training goes on without it; pass --env WANDB_API_KEY"
+        " (with it set here) or --env WANDB_MODE=offline"
+    )
 
 
 def module_unseen(spec: JobSpec) -> str | None:

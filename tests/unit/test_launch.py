@@ -158,6 +158,24 @@ def test_a_module_not_in_the_folder_the_job_runs_it_from_is_said(tmp_path: Path)
     assert module_unseen(_record(tmp_path).spec) is None  # the bundled trainer
 
 
+def test_a_wandb_job_with_no_way_to_log_in_is_warned_at_submit(tmp_path: Path) -> None:
+    """Online W&B with no key: the run failed to open on the nodes and `status` looked healthy."""
+    from hyperlaunch.runs.launch import wandb_unkeyed
+
+    def spec(*env: tuple[str, str | None]) -> JobSpec:
+        return _record(tmp_path, tracker=("wandb",), env=env).spec
+
+    home = {"HOME": str(tmp_path)}
+    said = wandb_unkeyed(spec(), home)
+    assert said is not None and "--env WANDB_API_KEY" in said and "WANDB_MODE=offline" in said
+    assert wandb_unkeyed(spec(("WANDB_API_KEY", None)), home) is None
+    assert wandb_unkeyed(spec(("WANDB_MODE", "offline")), home) is None
+    assert wandb_unkeyed(spec(("WANDB_MODE", None)), {**home, "WANDB_MODE": "disabled"}) is None  # forwarded by name
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password k\n")
+    assert wandb_unkeyed(spec(), home) is None  # `wandb login` wrote it
+    assert wandb_unkeyed(_record(tmp_path, tracker=("tensorboard",)).spec, home) is None
+
+
 def test_a_missing_data_path_is_said_unless_a_job_it_waits_for_may_write_it(tmp_path: Path) -> None:
     from hyperlaunch.runs.launch import data_unseen
 

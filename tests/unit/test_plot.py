@@ -154,7 +154,12 @@ def test_status_shows_where_each_trackers_run_is(tmp_path: Path, monkeypatch: py
     folder = str(tmp_path / "run" / "tensorboard")
     assert f"  tensorboard: {folder} (tensorboard --logdir {folder})" in text
     assert "  mlflow:     http://mlflow:5000/#/experiments/4/runs/r9" in text
-    assert "  wandb:      run id abc123" in text
+    assert "  wandb:      run id abc123\n" in text
+    # Steps trained and still no W&B location: its run did not open (no key on the nodes).
+    Path(spec.run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(spec.run_dir) / METRICS_FILE).write_text(json.dumps(_step(1, 3.0, "12")) + "\n")
+    text = run_cli(["status", "12"], monkeypatch).stdout
+    assert "  wandb:      run id abc123, not opened: the reason is in 'hyperlaunch logs 12'" in text
     trackers.write_location(tmp_path / "run", trackers.WANDB, "https://wandb.ai/me/proj/runs/abc123")
     document = json.loads(run_cli(["status", "12", "--json"], monkeypatch).stdout)
     assert document["trackers"]["wandb"] == {"where": "https://wandb.ai/me/proj/runs/abc123", "run_id": "abc123"}
