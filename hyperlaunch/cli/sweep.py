@@ -65,7 +65,30 @@ def sweep(
     decided = tuple((d.name, d.source) for d in plan.decided)
     launched = launch_sweep(plan.spec, chosen, env=env, dry_run=dry_run, decided=decided)
     show_settings(plan, trainings=len(chosen.runs))
+    _say_continued(plan.spec, chosen)
     report(launched, plan.spec, chosen, as_json=as_json, verb="submitted")
+
+
+def _say_continued(base: JobSpec, chosen: Sweep) -> None:
+    """The elements whose `-latest` is already in the folder (an earlier sweep of the same grid
+    there): each continues from it, as `submit` says of one job."""
+    from hyperlaunch.job.sweep import element_spec
+    from hyperlaunch.runs.launch import behind, continued_checkpoint
+
+    rows = []
+    for index in chosen.runs:
+        spec = element_spec(base, chosen.element(index))
+        found = continued_checkpoint(spec)
+        if found is not None:
+            pointed, step = found
+            rows.append(f"{index}: {pointed}{behind(spec, step)}")
+    if rows:
+        start = "'-- --from-scratch'" if not base.is_script_job else "another --name"
+        out.note_block(
+            f"{len(rows)} element(s) continue from a checkpoint already in {base.checkpoint_dir}"
+            f" (start over with {start}; a sweep of its own: another --checkpoint-dir):",
+            rows,
+        )
 
 
 def report(launched: SweepLaunch, base: JobSpec, chosen: Sweep, *, as_json: bool, verb: str) -> None:

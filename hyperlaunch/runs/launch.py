@@ -166,12 +166,9 @@ def check_trainer_command(spec: JobSpec) -> None:
         raise InvalidInput(f"trainer arguments: {err}") from None
 
 
-def continues_from(spec: JobSpec) -> str | None:
-    """For a new job whose checkpoint folder already holds its `-latest` pointer (the bundled
-    trainer's model, a script job's --name): what it will continue from, said at submit. The
-    trainer follows the pointer by itself, and a script is handed it (runtime.resume_path()), so
-    a new experiment under the same name would otherwise go on from another job's weights
-    unnoticed. None when it starts fresh or is told where to start."""
+def continued_checkpoint(spec: JobSpec) -> tuple[str, int | None] | None:
+    """The checkpoint a new job will continue from (its folder's `<name>-latest` names it, and
+    nothing tells it to start elsewhere), and its step; None when it starts fresh."""
     if not spec.is_script_job and any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.trainer_args):
         return None
     try:
@@ -180,7 +177,26 @@ def continues_from(spec: JobSpec) -> str | None:
         return None  # the trainer refuses a broken pointer with its own error
     if pointed is None:
         return None
-    step = checkpoints.parse_step(pointed, spec.checkpoint_name)
+    return pointed, checkpoints.parse_step(pointed, spec.checkpoint_name)
+
+
+def behind(spec: JobSpec, step: int | None) -> str:
+    """`; --max-steps N is not past it ...` where the job would train no further, else ''."""
+    if spec.max_steps is None or step is None or spec.max_steps > step:
+        return ""
+    return f"; --max-steps {spec.max_steps} is not past step {step}: it trains no further"
+
+
+def continues_from(spec: JobSpec) -> str | None:
+    """For a new job whose checkpoint folder already holds its `-latest` pointer (the bundled
+    trainer's model, a script job's --name): what it will continue from, said at submit. The
+    trainer follows the pointer by itself, and a script is handed it (runtime.resume_path()), so
+    a new experiment under the same name would otherwise go on from another job's weights
+    unnoticed. None when it starts fresh or is told where to start."""
+    found = continued_checkpoint(spec)
+    if found is None:
+        return None
+    pointed, step = found
     where = f"step {step}" if step is not None else "it"
     named = f"{spec.checkpoint_dir}/{spec.checkpoint_name}-latest names {pointed}"
     if spec.is_script_job:
@@ -189,7 +205,7 @@ def continues_from(spec: JobSpec) -> str | None:
             " a training of its own: another --name or --checkpoint-dir"
         )
     return (
-        f"{named}: this job continues from {where}"
+        f"{named}: this job continues from {where}{behind(spec, step)}"
         " (start over with '-- --from-scratch'; a training of its own: another --checkpoint-dir)"
     )
 

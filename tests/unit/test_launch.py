@@ -114,7 +114,9 @@ def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_pat
     write_pointer(Path(fresh.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-30steps")
     said = continues_from(fresh)
     assert said is not None and said.startswith(f"{tmp_path / 'ckpt'}/qwen3_tiny-latest names qwen3_tiny-30steps: this job continues from step 30")
-    assert "--from-scratch" in said
+    assert "--from-scratch" in said and "not past" not in said
+    behind = continues_from(_record(tmp_path, trainer_args=("--lr", "1"), max_steps=30).spec)
+    assert behind is not None and "; --max-steps 30 is not past step 30: it trains no further" in behind
     for told in (("--from-scratch",), ("--resume-from=/c/x-5steps",), ("--resume-from", "/c/x-5steps")):
         assert continues_from(_record(tmp_path, trainer_args=told).spec) is None, told
 

@@ -428,6 +428,17 @@ def _checkpoints(root: Path, name: str, *steps: int) -> None:
     point(root, name, f"{name}-{steps[-1]}steps")
 
 
+def test_a_sweep_over_elements_already_trained_says_they_continue(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same grid again in the same folder: each element went on from its old -latest, and
+    --max-steps 10 behind step 60 trained nothing, all unsaid."""
+    _checkpoints(tmp_path / "checkpoints", "qwen3_tiny-lr1e-3-seed1", 60)
+    result = run_cli([*_ARGS, "--dry-run"], monkeypatch)
+    assert result.exit_code == 0, result.stderr
+    assert f"1 element(s) continue from a checkpoint already in {tmp_path / 'checkpoints'}" in result.stderr
+    assert "  0: qwen3_tiny-lr1e-3-seed1-60steps; --max-steps 10 is not past step 60: it trains no further" in result.stderr
+    assert "continue from" not in run_cli([*_ARGS, "--dry-run", "--checkpoint-dir", str(tmp_path / "fresh")], monkeypatch).stderr
+
+
 def _left(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
