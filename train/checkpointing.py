@@ -41,6 +41,7 @@ from hyperlaunch.runtime.checkpoint import commit
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
 from .metrics import MetricsLog
+from .optim import follow_schedule
 from .periodic_export import PeriodicExport
 from .state import TrainState
 
@@ -361,6 +362,7 @@ class Checkpointer:
         dcp.load(state, checkpoint_id=str(path))
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(json.loads(_as_text(state["scheduler"])))
+        follow_schedule(self.scheduler)
         saved = json.loads(_as_text(state["train"]))
         self._restore_rng(_as_bytes(state["rng"]), int(saved["world_size"]))
         self.last_saved_step = int(saved["step"])

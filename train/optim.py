@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
-from torch.optim.lr_scheduler import LambdaLR
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
 
 def build_optimizer(model: nn.Module, lr: float, betas: tuple[float, float], weight_decay: float) -> torch.optim.Optimizer:
@@ -42,6 +42,20 @@ def lr_factor(step: int, *, warmup: int, total: int, min_ratio: float) -> float:
 def build_scheduler(optimizer: torch.optim.Optimizer, *, lr: float, min_lr: float, warmup: int, total: int) -> LambdaLR:
     min_ratio = min_lr / lr if lr > 0 else 0.0
     return LambdaLR(optimizer, lambda step: lr_factor(step, warmup=warmup, total=total, min_ratio=min_ratio))
+
+
+def follow_schedule(scheduler: LRScheduler) -> None:
+    """After a checkpoint's scheduler state is loaded: each group's LR as this run's schedule
+    gives it at the loaded step. The checkpoint holds the LR its own schedule had set; with a new
+    --max-steps (`resume --max-steps N`, training further) the first step after the resume ran
+    at the old schedule's LR and only the next at the new one's. Where the schedule is the same,
+    the value is the same, computed as LambdaLR computes it."""
+    if not isinstance(scheduler, LambdaLR):
+        return
+    rates = [base * factor(scheduler.last_epoch) for factor, base in zip(scheduler.lr_lambdas, scheduler.base_lrs, strict=True)]
+    for group, rate in zip(scheduler.optimizer.param_groups, rates, strict=True):
+        group["lr"] = rate
+    scheduler._last_lr = rates  # what get_last_lr() reads (torch keeps no public setter)
 
 
 @torch.no_grad()
