@@ -398,7 +398,9 @@ def _begin(
         _clear(output)
     plan = _Plan.read(output)
     if plan is not None and (plan.identity != identity or overwrite):
-        if not overwrite:
+        # A preparation that finished no shard (it failed on a bad line, say) holds nothing to
+        # keep: the corrected input starts over without --overwrite.
+        if not overwrite and _done_units(output, plan):
             raise DataError(
                 f"{output} holds an unfinished preparation of {fmt.describe_difference(plan.identity, identity)}",
                 hint="use --overwrite to start again, or another --output",

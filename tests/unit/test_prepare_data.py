@@ -166,6 +166,21 @@ def test_a_finished_folder_is_never_rewritten_silently(tmp_path: Path, monkeypat
     assert (tmp_path / "notes" / "todo.md").read_text() == "mine"
 
 
+def test_a_preparation_that_failed_before_any_shard_does_not_block_the_corrected_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad line failed it after the plan was written: fixing the file and running again asked
+    for --overwrite, for a folder that held no data."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\nnot json\n')
+    args = ["prepare-data", str(bad), "--tokenizer", "offline", "--output", str(tmp_path / "out"), "--workers", "1"]
+    failed = run_cli(args, monkeypatch)
+    assert failed.exit_code == 2, failed.output
+    _write_jsonl(bad, _docs(20))
+    os.utime(bad, ns=(time.time_ns(), time.time_ns() + 10**9))
+    fixed = run_cli([*args, "--json"], monkeypatch)
+    assert fixed.exit_code == 0, fixed.stderr
+    assert json.loads(fixed.stdout)["status"] == "prepared"
+
+
 def test_a_killed_prepare_continues_to_the_same_result(tmp_path: Path, offline: LoadedTokenizer) -> None:
     jsonl = _write_jsonl(tmp_path / "a.jsonl", _docs(6000, seed=3))
     whole = prepare([jsonl], tmp_path / "whole", offline, workers=1, shard_mb=0.02)
