@@ -277,8 +277,11 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     from hyperlaunch.job import trainer_args as targs
 
     spec, p = status.record.spec, status.progress
+    element = status.record.element_of
+    values = ", ".join(f"{key}={value}" for key, value in status.record.element_values)
     lines: list[Any] = [
         f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status, limit=None)}",
+        *([f"  element:    {element} of sweep {element.split('_')[0]}" + (f": {values}" if values else "")] if element else []),
         f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}"
         if spec.saves_checkpoints else f"  checkpoint: none kept ({targs.NO_CHECKPOINTS})",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",

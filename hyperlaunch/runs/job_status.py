@@ -271,6 +271,8 @@ class JobStatus(WaitsFor):
             "log": str(self.record.log_paths[0]),
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
+            "element": self.record.element_of,
+            "element_values": dict(self.record.element_values) if self.record.element_of else None,
             "waits_for": [d.__dict__ for d in self.waits_for],
             "pending_reason": self.pending_reason or None,
             "never_runs": self.never_runs,

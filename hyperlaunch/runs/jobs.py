@@ -63,6 +63,11 @@ class JobRecord:
     sweep: Sweep | None = None
     """A sweep's elements (hyperlaunch.job.sweep): the job is a Slurm job array, one task an
     element, `spec` the job every element is made from."""
+    element_of: str | None = None
+    """The record of one element of a sweep (JobRecord.element, never saved): its name as the
+    sweep's, `12_3`, which `status` and `plot` show beside the element's own job id."""
+    element_values: tuple[tuple[str, str], ...] = ()
+    """That element's grid values, (key, value) in the grid's order."""
 
     @property
     def is_sweep(self) -> bool:
@@ -76,7 +81,10 @@ class JobRecord:
         # A resumed sweep resumed each of its elements from the same element of the sweep before
         # (its index is kept): `12_3`, which `status`, `plot` and `logs` read as that element.
         resumed = f"{self.resumed_from}_{index}" if self.resumed_from else None
-        return dataclasses.replace(self, job_id=task_job_id, spec=spec, sweep=None, resumed_from=resumed)
+        return dataclasses.replace(
+            self, job_id=task_job_id, spec=spec, sweep=None, resumed_from=resumed,
+            element_of=f"{self.job_id}_{index}", element_values=self.sweep.element(index).values,
+        )
 
     @property
     def log_paths(self) -> tuple[Path, Path]:
@@ -87,6 +95,8 @@ class JobRecord:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        for name in ("element_of", "element_values"):  # an element's view, never saved
+            del data[name]
         data["spec"] = spec_to_json(self.spec)
         data["sweep"] = sweep_to_json(self.sweep) if self.sweep is not None else None
         for name in _PAIR_FIELDS:
@@ -114,7 +124,8 @@ class JobRecord:
                 submitted_at=submitted_at,
                 slurm_conf=data.get("slurm_conf"),
                 resumed_from=data.get("resumed_from"),
-                **{name: _text_pairs(data.get(name), name) for name in _PAIR_FIELDS},
+                decided=_text_pairs(data.get("decided"), "decided"),
+                node_instances=_text_pairs(data.get("node_instances"), "node_instances"),
                 sweep=sweep_from_json(data["sweep"]) if data.get("sweep") is not None else None,
             )
         except KeyError as err:

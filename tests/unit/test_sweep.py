@@ -417,7 +417,12 @@ def test_plot_and_status_of_a_resumed_element_go_back_to_the_element_it_resumed(
     assert drawn.exit_code == 0, drawn.stderr
     doc = json.loads(drawn.stdout)
     assert [p["step"] for p in doc["loss"]] == [1, 2, 3, 4] and doc["metrics"] == [str(run_dir / METRICS_FILE)]
-    assert "  resumes element 70_0" in run_cli(["status", "80_0"], monkeypatch).stdout
+    shown = run_cli(["status", "80_0"], monkeypatch).stdout
+    assert "  resumes element 70_0" in shown
+    assert "\n  element:    80_0 of sweep 80: lr=1e-3, seed=1\n" in shown, "an element's view says whose it is"
+    doc = json.loads(run_cli(["status", "80_0", "--json"], monkeypatch).stdout)
+    assert (doc["element"], doc["element_values"]) == ("80_0", {"lr": "1e-3", "seed": "1"})
+    assert "element_of" not in json.loads((Path(os.environ["HYPERLAUNCH_HOME"]) / "jobs" / "80" / "record.json").read_text())
 
 
 def _checkpoints(root: Path, name: str, *steps: int) -> None:
