@@ -41,7 +41,11 @@ def chosen(spec: JobSpec) -> Iterator[JobSpec]:
         yield dataclasses.replace(spec, tracker_run_id=run_id)
         return
     assert spec.mlflow_uri is not None  # JobSpec refuses --tracker mlflow without it
-    experiment_id, mlflow_run = _create_mlflow_run(spec.mlflow_uri, spec.job_name or "hyperlaunch", spec.what, run_id)
+    # The run's name is the training's (a sweep's element: `qwen3_tiny-lr1e-3-seed2`), so that
+    # the elements of a sweep, one experiment, read apart in MLflow's list.
+    experiment = spec.job_name or "hyperlaunch"
+    name = f"{spec.checkpoint_name or experiment}-{run_id}"
+    experiment_id, mlflow_run = _create_mlflow_run(spec.mlflow_uri, experiment, spec.what, run_id, name)
     try:
         yield dataclasses.replace(spec, tracker_run_id=run_id, mlflow_run_id=mlflow_run, mlflow_experiment_id=experiment_id)
     except BaseException:
@@ -50,15 +54,15 @@ def chosen(spec: JobSpec) -> Iterator[JobSpec]:
         raise
 
 
-def _create_mlflow_run(uri: str, experiment: str, what: str, run_id: str) -> tuple[str, str]:
-    """(experiment id, run id) of a new run in `experiment` (created if needed) on `uri`."""
+def _create_mlflow_run(uri: str, experiment: str, what: str, run_id: str, name: str) -> tuple[str, str]:
+    """(experiment id, run id) of a new run `name` in `experiment` (created if needed) on `uri`."""
     with _quick_mlflow():
         client_class = _client_class()
         try:  # the client opens its store at once: a URI MLflow refuses fails here already
             client = client_class(tracking_uri=uri)
             found = client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
-            run = client.create_run(experiment_id, run_name=f"{experiment}-{run_id}", tags={"hyperlaunch.run_id": run_id, "hyperlaunch.trains": what})
+            run = client.create_run(experiment_id, run_name=name, tags={"hyperlaunch.run_id": run_id, "hyperlaunch.trains": what})
         except Exception as error:  # MlflowException, a refused connection, a database's: any of them ends the same way
             raise _not_created(uri, error) from None
     return str(experiment_id), str(run.info.run_id)

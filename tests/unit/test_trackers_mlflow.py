@@ -86,3 +86,17 @@ def test_params_go_to_the_parent_once_and_a_dead_server_switches_mlflow_off(tmp_
     assert tracked.live == []
     tracked.record({"type": "step", "step": 3, "loss": 1.0})  # training goes on, nothing sent
     tracked.close(True)
+
+
+def test_a_sweeps_element_runs_under_its_own_name(tmp_path: Path, mlflow_uri: str) -> None:
+    """Every element's run was `qwen3_tiny-<id>` in one experiment: they read apart only by id."""
+    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.job.sweep import Element, element_spec
+    from hyperlaunch.runs import tracker_runs
+
+    base = JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
+                   run_dir=str(tmp_path / "run"), tracker=("mlflow",), mlflow_uri=mlflow_uri)
+    with tracker_runs.chosen(element_spec(base, Element(0, (("lr", "1e-3"), ("seed", "2"))))) as spec:
+        run = MlflowClient(mlflow_uri).get_run(spec.mlflow_run_id)
+    assert run.info.run_name == f"qwen3_tiny-lr1e-3-seed2-{spec.tracker_run_id}"
+    assert run.data.tags["hyperlaunch.trains"] == "qwen3_tiny"
