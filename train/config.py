@@ -240,7 +240,17 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage and exits; we want one line through InvalidInput instead."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InvalidInput(f"{message} (see hyperlaunch-train --help)")
+        raise InvalidInput(f"{message}{self._closest_flag(message)} (see hyperlaunch-train --help)")
+
+    def _closest_flag(self, message: str) -> str:
+        """` (did you mean --lr?)` for argparse's `unrecognized arguments: --lrr 3`."""
+        from hyperlaunch.core.suggest import did_you_mean
+
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        unknown = next((word.split("=", 1)[0] for word in message.split()[2:] if word.startswith("--")), None)
+        flags = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        return did_you_mean(unknown, flags) if unknown else ""
 
 
 def build_parser() -> argparse.ArgumentParser:

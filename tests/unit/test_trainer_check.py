@@ -15,6 +15,7 @@ from tests.unit.cli_runner import run_cli
     ("trainer_args", "message"),
     [
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--lrr", "3e-4"], "unrecognized arguments: --lrr 3e-4 (did you mean --lr?)"),  # a typo: the flag it meant
         (["--model-n", "x"], "unrecognized arguments: --model-n"),  # no abbreviation of --model-name
         (["--lr", "abc"], "argument --lr: invalid float value"),
         (["--seq-len", "0"], "--seq-len must be >= 1"),
