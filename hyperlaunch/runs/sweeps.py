@@ -314,14 +314,24 @@ def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str]
     tasks = slurm.array_tasks(record.job_id, env=env)
     task = tasks.get(index)
     if task is None and tasks:  # see sweep_status: Slurm forgets a task cancelled while it waited
+        later = resumed_as(record, index)
         raise InvalidInput(
             f"element {record.job_id}_{index} was cancelled before it started: no log or attempts",
-            hint=f"'hyperlaunch resume {record.job_id}' submits it again",
+            hint=f"it ran as {later}: 'hyperlaunch logs {later}'" if later else f"'hyperlaunch resume {record.job_id}_{index}' submits it again",
         )
     if task is None or task.job_id is None:
         state = task.state if task is not None else "unknown to Slurm"
         raise InvalidInput(f"element {record.job_id}_{index} has not started ({state}): no log or attempts yet", hint=f"'hyperlaunch status {record.job_id}' lists its elements")
     return record.element(index, task.job_id)
+
+
+def resumed_as(record: jobs.JobRecord, index: int) -> str | None:
+    """The element of a later sweep that resumed element `index` of sweep `record` (`80_3`), the
+    newest; None when none did."""
+    for later in jobs.recent(limit=None):
+        if later.sweep is not None and later.resumed_from == record.job_id and index in later.sweep.runs:
+            return f"{later.job_id}_{index}"
+    return None
 
 
 def load_job(text: str, env_for: EnvFor) -> jobs.JobRecord:

@@ -234,6 +234,8 @@ def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: P
     (stub / "next_id").write_text("81")
     text = run_cli(["resume", "70"], monkeypatch).stdout
     assert "resuming sweep 70 as sweep 81: 2 x" in text and "hyperlaunch logs 81_1 -f" in text, text
+    # Resumed since: its hint names where it ran, not a resume that would run it a third time.
+    one_error_line(run_cli(["logs", "70_2"], monkeypatch), 2, "element 70_2 was cancelled before it started", "it ran as 81_2")
 
 
 def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
