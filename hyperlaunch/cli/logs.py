@@ -64,8 +64,8 @@ class Attempts:
                 continue
             if self.attempt is None or self.current == self.attempt:
                 shown.append(line)
-                ended = marker is not None and marker.get("event") == "end"
-                footer = _attempt_footer(marker, self.job_id) if marker is not None and ended and self.annotated and self.footers else None
+                ended = marker is not None and marker.get("event") == "end" and self.annotated and self.footers
+                footer = _attempt_footer(marker, self.job_id) if marker is not None and ended else None
                 if footer:
                     shown.append(footer)
         return shown
@@ -194,11 +194,6 @@ def cancel(job_id: Annotated[str, typer.Argument(help="The job id, or a sweep's 
     from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import split_task
 
-    if job_id is None:
-        from hyperlaunch.runs.launch import newest_record
-
-        job_id = newest_record(None).job_id
-        out.note(f"no job named: the newest recorded training, job {job_id}")
     tool = tool_jobs.load(job_id)
     if tool is not None:
         if _cancelled(job_id, f"{tool.kind} job {job_id}", slurm_env(tool.slurm_conf)):
