@@ -89,7 +89,7 @@ def _refuse_live_elements(job: str, record: jobs.JobRecord, wanted: set[str], qu
     for task, state in queued.items():
         if state not in ACTIVE_STATES:
             continue
-        for index in _task_indices(task, job):
+        for index in slurm.array_indices(task, job):
             if names.get(index) in wanted:
                 element = f"{job}_{index}"
                 raise JobConflict(
@@ -97,22 +97,6 @@ def _refuse_live_elements(job: str, record: jobs.JobRecord, wanted: set[str], qu
                     "two jobs must not write one checkpoint folder and model at once",
                     hint=f"wait for it to end, or cancel it ('hyperlaunch cancel {element}')",
                 )
-
-
-def _task_indices(task: str, job: str) -> list[int]:
-    """The array indices squeue's name `task` stands for within job array `job`: `12_3`, or
-    `12_[4-7,9%2]` for tasks not started yet; none for another job's."""
-    head, _, rest = task.partition("_")
-    if head != job or not rest:
-        return []
-    if rest.isdigit():
-        return [int(rest)]
-    indices: list[int] = []
-    for part in rest.strip("[]").split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            indices += range(int(low), int(high or low) + 1)
-    return indices
 
 
 def _waited_for(job: str, records: Mapping[str, jobs.JobRecord]) -> set[str]:

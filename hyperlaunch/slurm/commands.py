@@ -553,6 +553,15 @@ def array_task_of(job_id: str, *, env: Mapping[str, str] | None = None) -> tuple
     return None
 
 
+def array_indices(name: str, job_id: str) -> list[int]:
+    """The indices of job array `job_id` that squeue's name `name` stands for: `12_3`, or
+    `12_[4-7,9%2]` for tasks not started yet; none for another job's name."""
+    match = _ARRAY_ID.fullmatch(name)
+    if match is None or match["array"] != job_id:
+        return []
+    return [int(match["index"])] if match["index"] is not None else expand_indices(match["range"])
+
+
 def expand_indices(text: str) -> list[int]:
     """Slurm's array index list `0-3,7%2` as [0, 1, 2, 3, 7]."""
     indices: list[int] = []
