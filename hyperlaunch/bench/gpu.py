@@ -7,6 +7,10 @@ memory - plain, with activation checkpointing, with torch.compile, and with both
         [--against torchtitan] [--rounds 1] [--trainer-args "--loss chunked"] [--label NAME]
         [--json FILE]
 
+    # the 8B class with float8 (needs torchao and about 124 GiB: one H200)
+    python -m hyperlaunch.bench gpu --model llama3_1_8b --variants ac+compile --micro-batch-size 2 \\
+        --trainer-args "--float8" --label float8
+
 Each run is a fresh single-process torchrun (`--device cuda --mixed-precision bf16` for
 hyperlaunch); the figures are medians over steps warmup+1 .. warmup+steps (11-40 by default:
 compilation and the first allocations fall before). With --against, each variant runs
