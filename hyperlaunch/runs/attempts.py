@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from hyperlaunch.core.protocol import parse_attempt_marker, read_regular_file
+from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_EXIT, without_label
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.slurm import hostlist
@@ -191,9 +192,6 @@ def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
 _SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
 _RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
 _EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
-_SLURM_TOOLS = ("srun:", "slurmstepd:", "sbatch:")
-"""Lines Slurm's own programs write into a job's error log."""
-_TASK_EXIT = re.compile(r"task \d+: Exited with exit code (\d+)")
 
 
 def root_error_line(lines: Sequence[str]) -> str:
@@ -206,25 +204,17 @@ def root_error_line(lines: Sequence[str]) -> str:
 
     for line in lines:
         if TRAINER_ERROR_PREFIX in line:
-            return _unlabelled(line.strip())[:200]
+            return without_label(line.strip())[:200]
     for pattern in (_RANK_EXCEPTION, _EXCEPTION):
         for line in lines:
             if pattern.search(line) and usable(line):
-                return _unlabelled(line.strip())[:200]
+                return without_label(line.strip())[:200]
     fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
     # srun's "task 0: Exited with exit code 1" only tells that a task ended: the program's own
     # last error (argparse's `train.py: error: unrecognized arguments`) says why.
-    own = [line for line in fallback if not line.startswith(_SLURM_TOOLS)]
+    own = [line for line in fallback if not line.startswith(SLURM_TOOLS)]
     chosen = own or fallback
-    return _unlabelled(chosen[-1])[:200] if chosen else ""
-
-
-_SRUN_LABEL = re.compile(r"^\s*\d+: ")
-"""srun --label's task number before a task's line: which node printed it, not part of the error."""
-
-
-def _unlabelled(line: str) -> str:
-    return _SRUN_LABEL.sub("", line, count=1)
+    return without_label(chosen[-1])[:200] if chosen else ""
 
 
 def task_exit_code(lines: Sequence[str]) -> str | None:
@@ -237,7 +227,7 @@ def task_exit_code(lines: Sequence[str]) -> str | None:
     if own or codes:
         return str(own[0]) if own else _signal_name(-codes[0])
     for line in lines:
-        match = _TASK_EXIT.search(line)
+        match = TASK_EXIT.search(line)
         if match and match.group(1) != "0":
             return match.group(1)
     return None

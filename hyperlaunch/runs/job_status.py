@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from hyperlaunch.core.protocol import (
     RESTART_CEILING,
     AttemptAction,
     RestartCause,
+    attempts_text,
     budget_spent,
     cause_text,
     checkpoint_lock_path,
@@ -39,6 +39,7 @@ from hyperlaunch.core.protocol import (
     parse_attempt_marker,
 )
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
+from hyperlaunch.core.srun_lines import TASK_ENDED
 from hyperlaunch.core.trainer_failures import (
     FINAL_FAILURE_KINDS,
     SCRIPT_FAILURE_KINDS,
@@ -480,7 +481,7 @@ def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
     if failures is None or not failures.isdigit():  # a marker of an older script
         return f"{allowed} restart(s) allowed"
     if int(failures) > allowed:
-        return f"{failures} attempt{'' if failures == '1' else 's'} in a row without a new checkpoint, {allowed} allowed"
+        return f"{attempts_text(int(failures))} in a row without a new checkpoint, {allowed} allowed"
     return f"restart {restart}: the ceiling of {RESTART_CEILING} restarts"
 
 
@@ -494,15 +495,12 @@ def _failed(
         return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
     code = task_exit_code(err_lines) or exit_code
     error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
-    if _TASK_ENDED.search(error_line):
+    if TASK_ENDED.search(error_line):
         error_line = ""  # srun's "task 0: Exited with exit code 1" says only what the code says
     ended = f"killed by {code}" if code.startswith("SIG") else f"exit {code}"
     detail = ended + (f": {error_line}" if error_line else "")
     cause = RestartCause.HANG if reason is RestartCause.HANG else RestartCause.CRASH
     return Restart(index, cause_text(cause.value), detail, kind=trainer.kind if trainer else "")
-
-
-_TASK_ENDED = re.compile(r"^(?:srun|slurmstepd\S*): error: .*task \d+: (?:Exited with exit code \d+|Killed|Terminated)$")
 
 
 def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerFailure | None:

@@ -38,6 +38,7 @@ BUNDLED_MODULES = (
     "core/protocol.py",
     "core/script_env.py",
     "core/slurm_states.py",
+    "core/srun_lines.py",
     "core/trackers.py",
     "core/trainer_failures.py",
     "runtime/__init__.py",

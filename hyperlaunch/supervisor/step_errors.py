@@ -22,11 +22,11 @@ import re
 import stat
 from collections.abc import Sequence
 
+from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_LABEL
+
 UNFIXABLE_EXCEPTIONS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
 """Python's exceptions for code that cannot run as written, whatever node runs it."""
 
-_LABEL = re.compile(r"^\s*(\d+): ?")
-"""srun --label's task number."""
 _RANK = re.compile(r"^\[[\w.-]+\]: ?")
 """torch's `[rank1]: ` on an exception's lines, torchrun --tee's `[default0]:`."""
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::\s.*)?$")
@@ -47,7 +47,6 @@ _PYTHON_REFUSED = re.compile(r"^\S*python[\d.]*: (?:can't open file .*\[Errno 2\
 """The interpreter's own refusals: `python3: can't open file 'x.py': [Errno 2] ...` (the script is
 not where the job looks), `python3: No module named pkg.mod` (`-m` names no module)."""
 _USAGE = re.compile(r"^usage: (\S+)")
-_SLURM_TOOLS = ("srun:", "slurmstepd:", "sbatch:", "salloc:")
 
 TAIL_BYTES = 64 * 1024
 """How much of a round's output is read, from its end."""
@@ -74,7 +73,7 @@ def _streams(lines: Sequence[str]) -> dict[int | None, list[str]]:
     """Each task's lines, its labels taken off, in order."""
     streams: dict[int | None, list[str]] = {}
     for raw in lines:
-        label = _LABEL.match(raw)
+        label = TASK_LABEL.match(raw)
         text = raw[label.end():] if label else raw
         text = _RANK.sub("", text, count=1).rstrip()
         streams.setdefault(int(label.group(1)) if label else None, []).append(text)
@@ -97,7 +96,7 @@ def _last_error(stream: list[str]) -> str:
             last = line
         elif _USAGE.match(line):
             usage = _USAGE.match(line).group(1)  # type: ignore[union-attr]
-        elif usage and line.startswith(f"{usage}: error: ") and not line.startswith(_SLURM_TOOLS):
+        elif usage and line.startswith(f"{usage}: error: ") and not line.startswith(SLURM_TOOLS):
             last = line
     return last
 
