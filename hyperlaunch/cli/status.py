@@ -260,10 +260,12 @@ def _mlflow_run(spec: JobSpec) -> str:
 def _tracker_lines(locations: dict[str, dict[str, str | None]], *, trained: bool = False, job_id: str = "") -> list[str]:
     """A line per tracker; where the job has trained steps and a W&B run never said where it
     is, the run did not open (no API key on the nodes, say): the log says why."""
+    from hyperlaunch.core.trackers import WANDB
+
     lines = []
     for name, run in locations.items():
         shown = run["where"] or f"run id {run.get('run_id') or '-'}"
-        if trained and not run["where"] and name == "wandb":
+        if trained and not run["where"] and name == WANDB:
             shown += f", not opened: the reason is in 'hyperlaunch logs {job_id}'"
         if run.get("command"):
             shown += f" ({run['command']})"

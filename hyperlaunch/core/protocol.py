@@ -238,7 +238,8 @@ def may_requeue(failures: int, restart_count: int, max_restarts: int) -> bool:
     return not budget_spent(failures, max_restarts) and restart_count < RESTART_CEILING
 
 
-def _attempts(count: int) -> str:
+def attempts_text(count: int) -> str:
+    """`1 attempt`, `3 attempts`."""
     return f"{count} attempt{'' if count == 1 else 's'}"
 
 
@@ -247,7 +248,7 @@ def refusal_at_start(failures: int, restart_count: int, max_restarts: int) -> st
     itself, whatever the budget says): the message, or None when it may."""
     if budget_spent(failures, max_restarts):
         return (
-            f"restart limit reached: {_attempts(failures)} in a row made no progress (no new checkpoint);"
+            f"restart limit reached: {attempts_text(failures)} in a row made no progress (no new checkpoint);"
             f" --max-restarts allows {max_restarts}"
         )
     if restart_count > RESTART_CEILING:
@@ -259,7 +260,7 @@ def refusal_to_requeue(failures: int, restart_count: int, max_restarts: int) -> 
     """Why an attempt that `may_requeue` refused is not requeued."""
     if budget_spent(failures, max_restarts):
         return (
-            f"not requeued: {_attempts(failures)} in a row made no progress (no new checkpoint);"
+            f"not requeued: {attempts_text(failures)} in a row made no progress (no new checkpoint);"
             f" --max-restarts allows {max_restarts}"
         )
     return f"not requeued: restart {restart_count} reached the ceiling of {RESTART_CEILING}"

@@ -77,13 +77,14 @@ class JobRecord:
         """The record of one element of a sweep as the job it is, known to Slurm by its array
         task's own job id (`task_job_id`: its log is `<job name>_<that id>.out`)."""
         assert self.sweep is not None
-        spec = element_spec(self.spec, self.sweep.element(index))
+        element = self.sweep.element(index)
+        spec = element_spec(self.spec, element)
         # A resumed sweep resumed each of its elements from the same element of the sweep before
         # (its index is kept): `12_3`, which `status`, `plot` and `logs` read as that element.
         resumed = f"{self.resumed_from}_{index}" if self.resumed_from else None
         return dataclasses.replace(
             self, job_id=task_job_id, spec=spec, sweep=None, resumed_from=resumed,
-            element_of=f"{self.job_id}_{index}", element_values=self.sweep.element(index).values,
+            element_of=f"{self.job_id}_{index}", element_values=element.values,
         )
 
     @property
