@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from .train import main
+from .train import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -11,9 +11,12 @@ the batch script (hyperlaunch.core.trainer_failures.TrainerFailure).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import sys
+import threading
+from typing import NoReturn
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
@@ -96,6 +99,26 @@ def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
         raise  # the traceback is what explains an unexpected error, in the log
     finally:
         ignore_stop_signals()
+
+
+def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
+    """The command line as processes run it (`python -m hyperlaunch.train`, `hyperlaunch-train`):
+    main(), then out of the process without the interpreter's teardown. What a normal exit does
+    first still happens: other threads are waited for, the atexit handlers run (the trackers'
+    services, logging, multiprocessing's children) and the output is flushed. What is skipped is
+    finalizing whatever is left, where a gloo process group that a cache or compiled graph still
+    references is destroyed while its threads run: a rank that had finished and saved aborted
+    there ("terminate called without an active exception", SIGABRT; seen in CI), and torchrun
+    reported a finished run as a failed step. An unexpected error still leaves as Python does,
+    with its traceback."""
+    code = main(hooks=hooks)
+    shutdown_threads = getattr(threading, "_shutdown", None)  # what Python's exit calls first
+    if shutdown_threads is not None:
+        shutdown_threads()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def _record_failure(err: Exception) -> None:

@@ -42,13 +42,12 @@ import hashlib
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperlaunch.train.hooks import TrainerHooks
-from hyperlaunch.train.train import main
+from hyperlaunch.train.train import entry
 
 if TYPE_CHECKING:
     from hyperlaunch.train.hooks import TrainerView
@@ -187,4 +186,4 @@ def _record_samples(trainer: TrainerView, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(hooks=FaultHooks()))
+    entry(hooks=FaultHooks())

@@ -91,7 +91,7 @@ def test_the_trainer_console_script_is_declared() -> None:
     from hyperlaunch.core.compat import tomllib
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["hyperlaunch-train"] == "hyperlaunch.train.train:main"
+    assert scripts["hyperlaunch-train"] == "hyperlaunch.train.train:entry"
     from hyperlaunch.script.render import TRAINER_PROGRAM
 
     assert TRAINER_PROGRAM in scripts
