@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
+from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 from hyperlaunch.runtime.records import trackers_missing
 from hyperlaunch.runtime.signals import ignore_stop_signals
@@ -109,9 +110,13 @@ def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
     finalizing whatever is left, where a gloo process group that a cache or compiled graph still
     references is destroyed while its threads run: a rank that had finished and saved aborted
     there ("terminate called without an active exception", SIGABRT; seen in CI), and torchrun
-    reported a finished run as a failed step. An unexpected error still leaves as Python does,
-    with its traceback."""
+    reported a finished run as a failed step. Only a run that ended as planned leaves so: done
+    (0), or saved for a requeue (75), where every rank ends together. An error leaves through
+    Python's exit as before: ranks fail at different moments, and torchrun stops the others once
+    one has ended, so a rank that ended at once could cut rank 0 off before it printed the error."""
     code = main(hooks=hooks)
+    if code not in (0, REQUEUE_EXIT_CODE):
+        sys.exit(code)
     shutdown_threads = getattr(threading, "_shutdown", None)  # what Python's exit calls first
     if shutdown_threads is not None:
         shutdown_threads()
