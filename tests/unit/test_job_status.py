@@ -17,7 +17,7 @@ from hyperlaunch.core.trainer_failures import (
     write_trainer_failure,
 )
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.runs.job_status import summarize
+from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.slurm.commands import Attempt, NodeEvent
@@ -274,39 +274,34 @@ def test_a_crash_the_trainer_recorded_shows_its_line_and_is_still_a_crash(record
 def test_a_script_that_exits_without_a_word_shows_its_own_exit_code(record: JobRecord, worker_exit: str, detail: str) -> None:
     """`sys.exit(3)` showed as `exit 1: srun: error: node1: task 0: Exited with exit code 1`:
     torchrun exits 1 whatever its worker's code, srun reports that, and its line says no more."""
-    _log(
+    failure = _crashed(
         record,
-        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
-        err=f"0: E1127 09:00:29.610000 7340 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: {worker_exit})"
+        f"0: E1127 09:00:29.610000 7340 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: {worker_exit})"
         " local_rank: 0 (pid: 7343) of binary: /venv/bin/python\n"
-        f"0:   exitcode  : {worker_exit} (pid: 7343)\n" + _SRUN_END,
+        f"0:   exitcode  : {worker_exit} (pid: 7343)\n",
     )
-    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
-    assert status.failure is not None and status.failure.detail == detail
-
+    assert failure.detail == detail
 
 
 def test_a_worker_stopped_because_another_failed_does_not_hide_the_failures_own_code(record: JobRecord) -> None:
-    _log(
-        record,
-        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
-        err="0:   exitcode  : -15 (pid: 11)\n1: [rank1]: RuntimeError: boom\n1:   exitcode  : 2 (pid: 12)\n" + _SRUN_END,
-    )
-    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
-    assert status.failure is not None and status.failure.detail == "exit 2: [rank1]: RuntimeError: boom"
+    failure = _crashed(record, "0:   exitcode  : -15 (pid: 11)\n1: [rank1]: RuntimeError: boom\n1:   exitcode  : 2 (pid: 12)\n")
+    assert failure.detail == "exit 2: [rank1]: RuntimeError: boom"
 
 
 def test_without_a_record_the_trainers_error_line_beats_sruns(record: JobRecord) -> None:
     # A trainer older than the failure record, or a run dir status cannot read.
-    _log(
-        record,
-        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n",
-        err="0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON\n" + _SRUN_END,
-    )
+    failure = _crashed(record, "0: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON\n")
+    assert failure.detail == "exit 1: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
+    assert failure.kind == ""
+
+
+def _crashed(record: JobRecord, err: str) -> Restart:
+    """The failure status reads from an attempt that crashed (no trainer record) with `err`
+    on its error log, before srun's lines."""
+    _log(record, out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=crash action=exit time=t\n", err=err + _SRUN_END)
     status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
     assert status.failure is not None
-    assert status.failure.detail == "exit 1: hyperlaunch.train: error: --data /x/bad.jsonl:2: not valid JSON"
-    assert status.failure.kind == ""
+    return status.failure
 
 
 def _utc_marker_time(local: str) -> str:
