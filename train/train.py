@@ -113,17 +113,24 @@ def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
     reported a finished run as a failed step. Only a run that ended as planned leaves so: done
     (0), or saved for a requeue (75), where every rank ends together. An error leaves through
     Python's exit as before: ranks fail at different moments, and torchrun stops the others once
-    one has ended, so a rank that ended at once could cut rank 0 off before it printed the error."""
+    one has ended, so a rank that ended at once could cut rank 0 off before it printed the error.
+    What runs after the program (`python -m cProfile -m hyperlaunch.train` writing its profile)
+    does not run: profile with torch.profiler or py-spy instead."""
     code = main(hooks=hooks)
     if code not in (0, REQUEUE_EXIT_CODE):
         sys.exit(code)
-    shutdown_threads = getattr(threading, "_shutdown", None)  # what Python's exit calls first
-    if shutdown_threads is not None:
-        shutdown_threads()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(code)
+    try:
+        shutdown_threads = getattr(threading, "_shutdown", None)  # what Python's exit calls first
+        if shutdown_threads is not None:
+            shutdown_threads()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException as err:  # Python's exit reports these too, and the run's code stands
+        print(f"hyperlaunch.train: warning: while exiting: {type(err).__name__}: {err}", file=sys.__stderr__, flush=True)
+    finally:
+        os._exit(code)
 
 
 def _record_failure(err: Exception) -> None:

@@ -61,3 +61,28 @@ def test_an_error_leaves_through_pythons_exit() -> None:
     rank that left at once could cut rank 0 off before it printed the error."""
     result = _run("train.entry()", 6)
     assert result.returncode == 6 and "atexit ran" in result.stdout and "finalized" in result.stdout
+
+
+_FLUSH_FAILS = """
+import sys
+import hyperlaunch.train.train as train
+
+class Full:
+    def write(self, text):
+        return len(text)
+    def flush(self):
+        raise OSError(28, "No space left on device")
+
+def main(hooks=None):
+    sys.stdout = Full()
+    return 0
+
+train.main = main
+train.entry()
+"""
+
+
+def test_an_output_that_cannot_be_flushed_does_not_turn_a_finished_run_into_a_failure() -> None:
+    result = subprocess.run([sys.executable, "-c", _FLUSH_FAILS], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0
+    assert "hyperlaunch.train: warning: while exiting: OSError" in result.stderr and "Traceback" not in result.stderr
