@@ -88,7 +88,14 @@ def submit(
     import os
 
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.runs.launch import continues_from, data_unseen, launch, module_unseen, wandb_unkeyed
+    from hyperlaunch.runs.launch import (
+        continues_from,
+        data_unseen,
+        launch,
+        module_unseen,
+        run_dir_shared,
+        wandb_unkeyed,
+    )
 
     cluster_env = functools.cache(slurm_env)  # asked once, whether the plan needs it or not
     plan = job.build(cluster_env)
@@ -99,7 +106,7 @@ def submit(
     continued = continues_from(plan.spec)
     if continued:
         out.note(continued)
-    for unseen in (data_unseen(plan.spec), module_unseen(plan.spec), wandb_unkeyed(plan.spec, os.environ)):
+    for unseen in (run_dir_shared(plan.spec), data_unseen(plan.spec), module_unseen(plan.spec), wandb_unkeyed(plan.spec, os.environ)):
         if unseen:
             out.warn(unseen)
     _report(launched, plan.spec, as_json, "submitted")

@@ -325,6 +325,24 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
     return RecentJobs(records, sorted(unreadable))
 
 
+def run_dir_trainings(run_dir: str) -> list[tuple[str, str, str]]:
+    """The recorded jobs whose run folder is `run_dir` (a sweep's elements have folders of their
+    own): (job id, checkpoint folder, checkpoint name), oldest first. Read as plain JSON, as
+    recent_jobs orders them; a record that cannot be read is skipped."""
+    root = jobs_dir()
+    found: list[tuple[int, str, str, str]] = []
+    for path in sorted(root.glob(f"*/{RECORD_FILE}")) if root.is_dir() else []:
+        try:
+            data = read_record(path)
+            spec = data["spec"]
+            if spec.get("run_dir") == run_dir and not data.get("sweep"):
+                job_id = str(data["job_id"])
+                found.append((_numeric(job_id), job_id, str(spec["checkpoint_dir"]), str(spec.get("checkpoint_name") or "")))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return [item[1:] for item in sorted(found)]
+
+
 def _numeric(job_id: str) -> int:
     head = job_id.partition("_")[0]
     return int(head) if is_job_id(job_id) else -1

@@ -210,6 +210,23 @@ def continues_from(spec: JobSpec) -> str | None:
     )
 
 
+def run_dir_shared(spec: JobSpec) -> str | None:
+    """A warning where the run folder already holds another training's records: a recorded job
+    with this run folder and another checkpoint folder or name. The default run folder is
+    `runs/<job name>` whatever the checkpoint folder, so a training started in a new checkpoint
+    folder under the same name writes its metrics.jsonl, TensorBoard and W&B files beside the
+    first one's, and TensorBoard, one curve per folder, drops the earlier steps the new run
+    writes again. Said, not refused: the folder may be one the user means to share."""
+    for job_id, checkpoint_dir, name in jobs.run_dir_trainings(spec.run_dir):
+        if (checkpoint_dir, name) != (spec.checkpoint_dir, spec.checkpoint_name):
+            return (
+                f"the run folder {spec.run_dir} holds the records of job {job_id}, another training ({name} in {checkpoint_dir}):"
+                " this job's metrics and tracker files would mix with them (TensorBoard shows one curve per folder);"
+                " pass --run-dir for a folder of its own"
+            )
+    return None
+
+
 def data_unseen(spec: JobSpec) -> str | None:
     """A warning for a --data path that does not exist here, unless the job waits for another
     (--after: a prepare-data job may write it first). The nodes may see paths this machine does

@@ -185,3 +185,22 @@ def test_a_missing_data_path_is_said_unless_a_job_it_waits_for_may_write_it(tmp_
     assert data_unseen(_record(tmp_path, data=missing).spec) is not None
     assert data_unseen(_record(tmp_path, data=missing, after=("5:ok",)).spec) is None  # prepare-data --slurm writes it
     assert data_unseen(_record(tmp_path, data="allenai/c4").spec) is None  # a dataset's name, not a path
+
+
+def test_a_new_training_whose_run_folder_holds_another_trainings_records_is_warned(tmp_path: Path) -> None:
+    """The default run folder is runs/<job name> whatever the checkpoint folder: a training
+    started in a new checkpoint folder under the same name wrote its metrics and TensorBoard
+    files beside the first one's, and TensorBoard dropped the first curve's steps (a trial)."""
+    from hyperlaunch.runs.launch import run_dir_shared
+
+    first = _record(tmp_path)
+    assert run_dir_shared(first.spec) is None  # nothing recorded yet
+    jobs.save(first, "#!/bin/bash\n")
+    assert run_dir_shared(first.spec) is None  # the same training again (a resume, a new submit)
+    elsewhere = _record(tmp_path, checkpoint_dir=str(tmp_path / "other-ckpt")).spec
+    said = run_dir_shared(elsewhere)
+    assert said is not None
+    assert said.startswith(f"the run folder {tmp_path / 'run'} holds the records of job 41, another training (qwen3_tiny in {tmp_path / 'ckpt'})")
+    assert said.endswith("pass --run-dir for a folder of its own")
+    assert run_dir_shared(_record(tmp_path, checkpoint_dir=str(tmp_path / "other-ckpt"), run_dir=str(tmp_path / "run2")).spec) is None
+    assert run_dir_shared(_record(tmp_path, trainer_args=("--model-name", "mine")).spec) is not None  # another name, same folder
