@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 
 from hyperlaunch.core.slurm_states import command_environment
 
@@ -94,9 +95,21 @@ def requeue(job_id: str) -> bool:
     return _run(["scontrol", "requeue", job_id])[0] == 0
 
 
+EXCLUDE_TRIES = 5
+EXCLUDE_PAUSE_S = 0.5
+
+
 def exclude_nodes(job_id: str, nodes: list[str]) -> bool:
-    """Set the job's excluded nodes (a pending job's only: run after the requeue)."""
-    return _run(["scontrol", "update", "JobId=" + job_id, "ExcNodeList=" + ",".join(nodes)])[0] == 0
+    """Set the job's excluded nodes: a running job's cannot change, so this runs after the
+    requeue, while Slurm completes the attempt. The requeue's SIGTERM reaches every process of
+    the job, an scontrol running at that moment too (exit 143: the killed node was then given
+    the next start again, 1 time in 3 in a trial), so it is tried again a few times."""
+    for tried in range(1, EXCLUDE_TRIES + 1):
+        if _run(["scontrol", "update", "JobId=" + job_id, "ExcNodeList=" + ",".join(nodes)])[0] == 0:
+            return True
+        if tried < EXCLUDE_TRIES:
+            time.sleep(EXCLUDE_PAUSE_S)
+    return False
 
 
 def shrink_to(job_id: str, nodes: list[str]) -> bool:

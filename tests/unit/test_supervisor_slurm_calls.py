@@ -51,3 +51,21 @@ def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp
     assert slurm_calls.job_state("45") == "COMPLETING"
     # 47 no longer listed (it ended): the others' rows say nothing of it.
     assert slurm_calls.job_state("47") == "ENDED"
+
+
+def test_the_excluded_nodes_are_set_again_when_the_requeues_sigterm_killed_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the dev cluster, the scontrol update run right after `scontrol requeue` exited 143:
+    the requeue's SIGTERM reaches every process of the job. The next try, in COMPLETING, takes."""
+    program = tmp_path / "scontrol"
+    calls = tmp_path / "calls"
+    # Killed by the SIGTERM on the first call, accepted on the second.
+    program.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\n[ "$(wc -l < "{calls}")" -ge 2 ] || exit 143\n')
+    program.chmod(program.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(slurm_calls, "EXCLUDE_PAUSE_S", 0.0)
+    assert slurm_calls.exclude_nodes("12", ["node2", "node3"])
+    assert calls.read_text().splitlines() == ["update JobId=12 ExcNodeList=node2,node3"] * 2
+    calls.write_text("")
+    program.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nexit 1\n')  # refused every time: a bounded number of tries
+    assert not slurm_calls.exclude_nodes("12", ["node2"])
+    assert len(calls.read_text().splitlines()) == slurm_calls.EXCLUDE_TRIES
