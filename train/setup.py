@@ -19,6 +19,7 @@ from hyperlaunch.core import gpu_memory, recommend
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from hyperlaunch.runtime import records
@@ -53,8 +54,9 @@ class Job:
     tokenizer: LoadedTokenizer
     cfg: TrainConfig
     d: Dist
-    finished: bool = False
-    """The training reached its last step (and exported, if asked): the trackers' runs end as finished."""
+    ending: Ending = Ending.FAILED
+    """How this process ended, as the trackers' runs record it: FINISHED once the training
+    reached its last step (and exported, if asked), REQUEUED after a stop signal's save."""
 
     def export(self) -> Path:
         """`<model>-final/`: the last checkpoint (the training ends on one) as a Hugging Face
@@ -76,7 +78,7 @@ class Job:
         self.trainer.checkpointer.close()
         tracked = records.trackers(self.cfg.run_dir) if self.d.is_main else None
         if tracked is not None:
-            tracked.close(self.finished)
+            tracked.close(self.ending)
         shutdown()
 
 

@@ -21,6 +21,7 @@ from typing import NoReturn
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
 from hyperlaunch.runtime.records import trackers_missing
 from hyperlaunch.runtime.signals import ignore_stop_signals
@@ -67,7 +68,7 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         code = job.trainer.run(job.state)
         if code == 0 and cfg.export and cfg.checkpoints:
             job.export()
-        job.finished = code == 0
+        job.ending = Ending.FINISHED if code == 0 else Ending.REQUEUED if code == REQUEUE_EXIT_CODE else Ending.FAILED
         return code
     except Exception as err:
         # Before close(): closing the process group fails the other ranks' collectives, and

@@ -8,11 +8,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.bounded_read import read_regular
+
+
+class Ending(str, Enum):
+    """How one process's part of a training ended, as its trackers' runs record it."""
+
+    FINISHED = "finished"
+    """The training reached its last step: every run closes as finished."""
+    REQUEUED = "requeued"
+    """A stop signal (time limit, preemption) after a save: this attempt's runs close as
+    finished, and the training's own goes on in the requeued attempt."""
+    FAILED = "failed"
+    """An error."""
+
 
 TENSORBOARD = "tensorboard"
 MLFLOW = "mlflow"

@@ -49,6 +49,7 @@ from typing import Any, NoReturn
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.script_env import CHECKPOINT_DIR_ENV, NAME_ENV, RUN_DIR_ENV
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 from hyperlaunch.runtime import checkpoint, records
 from hyperlaunch.runtime.signals import StopRequest, ignore_stop_signals
@@ -143,7 +144,7 @@ def requeue() -> NoReturn:
     """End this attempt after a committed save, asking to be requeued: the job goes back to the
     queue and resumes from the checkpoint (the save signal's cause: no restart budget used)."""
     ignore_stop_signals()
-    _close_trackers(finished=False)
+    _close_trackers(Ending.REQUEUED)
     if is_main():
         try:
             records.request_requeue(run_dir())
@@ -194,7 +195,7 @@ def fail(message: str, final: bool = True) -> NoReturn:
     written = write_trainer_failure(kind, message, rank())
     if written is not None or is_main():  # one line in the log, not one a rank
         print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
-    _close_trackers(finished=False)
+    _close_trackers(Ending.FAILED)
     _flush()
     raise SystemExit(1)
 
@@ -242,17 +243,17 @@ def _session() -> _Session:
     return _SESSION
 
 
-def _close_trackers(finished: bool) -> None:
-    """The trackers' runs end with this process (rank 0's): finished or not."""
+def _close_trackers(ending: Ending) -> None:
+    """The trackers' runs end with this process (rank 0's), as it ended."""
     tracked = records.trackers(run_dir()) if is_main() else None
     if tracked is not None:
-        tracked.close(finished)
+        tracked.close(ending)
 
 
 def _close_trackers_at_exit() -> None:
     # Python sets sys.last_value for an exception that ended the program, before atexit runs;
     # requeue() and fail() have closed them already (a second close does nothing).
-    _close_trackers(finished=not hasattr(sys, "last_value"))
+    _close_trackers(Ending.FAILED if hasattr(sys, "last_value") else Ending.FINISHED)
 
 
 def _in_main_thread() -> bool:

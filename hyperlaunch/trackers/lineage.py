@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from hyperlaunch.core import trackers as names
 from hyperlaunch.core.metrics_records import METRICS_FILE, TrainerEvent
+from hyperlaunch.core.trackers import Ending
 
 _NOT_SCALARS = frozenset(
     {"type", "step", "time", "job_id", "restart", "round", "world_size", "samples_consumed", "peak_memory_bytes_per_rank"}
@@ -84,7 +85,7 @@ class Tracker(Protocol):
 
     def committed(self, step: int) -> None: ...
 
-    def close(self, ok: bool) -> None: ...
+    def close(self, ending: Ending) -> None: ...
 
 
 class Trackers:
@@ -128,13 +129,13 @@ class Trackers:
         if self.start is not None:
             self._each("commit", lambda tracker: tracker.committed(step))
 
-    def close(self, ok: bool) -> None:
-        """The process's end; ok only when the training finished. Nothing to do when no step was logged."""
+    def close(self, ending: Ending) -> None:
+        """The process's end, and how. Nothing to do when no step was logged."""
         if self._closed:
             return
         self._closed = True
         if self.start is not None:
-            self._each("close", lambda tracker: tracker.close(ok))
+            self._each("close", lambda tracker: tracker.close(ending))
 
     def _open(self, step: int, record: Mapping[str, Any]) -> None:
         env = self.environ

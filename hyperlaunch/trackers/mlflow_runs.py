@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.trackers.lineage import Start, now_ms
 
 PARENT_TAG = "mlflow.parentRunId"
@@ -108,13 +109,16 @@ class MlflowRuns:
         """Synchronously: the next attempt starts after `step`, so these values are logged nowhere else."""
         self._keep(lambda logged: logged <= step, through=step)
 
-    def close(self, ok: bool) -> None:
-        if ok:
+    def close(self, ending: Ending) -> None:
+        """This process's child run ends FINISHED, also when it stopped to be requeued after a
+        save, KILLED on an error; the parent only when the training finished."""
+        finished = ending is Ending.FINISHED
+        if finished:
             self._keep(lambda logged: True, through=max(self._pending, default=self.kept_through))
         if self._sender is not None:
             self._sender.close()
-        self._client.set_terminated(self.child_id, status="FINISHED" if ok else "KILLED")
-        if ok:
+        self._client.set_terminated(self.child_id, status="KILLED" if ending is Ending.FAILED else "FINISHED")
+        if finished:
             self._client.set_terminated(self.parent_id, status="FINISHED")
 
     def _keep(self, chosen: Callable[[int], bool], through: int) -> None:

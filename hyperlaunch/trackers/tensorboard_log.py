@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.trackers.lineage import Start
 
 _EVENT_FILE_PREFIX = "events.out.tfevents."
@@ -75,7 +76,7 @@ class TensorBoardRun:
     def committed(self, step: int) -> None:
         self._writer.flush()
 
-    def close(self, ok: bool) -> None:
+    def close(self, ending: Ending) -> None:
         self._writer.close()
 
     def _add(self, step: int, summary: Any) -> None:

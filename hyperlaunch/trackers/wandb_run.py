@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.trackers.lineage import Start, warn
 
 
@@ -65,8 +66,9 @@ class WandbRun:
     def committed(self, step: int) -> None:
         self._run.summary["hyperlaunch/checkpoint_step"] = step
 
-    def close(self, ok: bool) -> None:
-        self._run.finish(exit_code=0 if ok else 1)
+    def close(self, ending: Ending) -> None:
+        """A requeued attempt's run ends as finished too: the next attempt resumes it."""
+        self._run.finish(exit_code=1 if ending is Ending.FAILED else 0)
 
     def _rewind(self, wandb: Any, to_step: int) -> Any:
         """The run rewound to `to_step`, or None where the server refuses (rewinding is a

@@ -22,6 +22,7 @@ import pytest
 
 from hyperlaunch import trackers
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
 from hyperlaunch.trackers.lineage import Start, Trackers, last_logged_step, step_scalars
 
@@ -127,7 +128,7 @@ class _Recorder:
         self.logged: list[tuple[int, dict[str, float]]] = []
         self.events: list[tuple[int, str, str]] = []
         self.start: Start | None = None
-        self.closed: bool | None = None
+        self.closed: Ending | None = None
 
     def open(self, start: Start, params: Mapping[str, Any]) -> str:
         self.start = start
@@ -147,8 +148,8 @@ class _Recorder:
     def committed(self, step: int) -> None:
         pass
 
-    def close(self, ok: bool) -> None:
-        self.closed = ok
+    def close(self, ending: Ending) -> None:
+        self.closed = ending
 
 
 def test_a_tracker_that_raises_is_switched_off_with_one_warning_and_the_others_go_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,9 +158,9 @@ def test_a_tracker_that_raises_is_switched_off_with_one_warning_and_the_others_g
     tracked.record({"type": "event", "event": "resumed", "message": "resumed from step 1", "step": 1})
     for step in range(2, 7):
         tracked.record({"type": "step", "step": step, "loss": 1.0 / step, "job_id": "7", "restart": 0, "round": 1})
-    tracked.close(True)
+    tracked.close(Ending.FINISHED)
 
-    assert [step for step, _ in fine.logged] == [2, 3, 4, 5, 6] and fine.closed is True
+    assert [step for step, _ in fine.logged] == [2, 3, 4, 5, 6] and fine.closed is Ending.FINISHED
     assert [step for step, _ in broken.logged] == [2] and broken.closed is None
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "mlflow" in warnings[0] and "ConnectionError" in warnings[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.trackers import Ending
 from tests.mlflow_server import mlflow_server
 from tests.unit.test_trackers_lineage import FIRST, SECOND, attempt, job_env, loss
 
@@ -85,7 +86,7 @@ def test_params_go_to_the_parent_once_and_a_dead_server_switches_mlflow_off(tmp_
     tracked.committed(2)
     assert tracked.live == []
     tracked.record({"type": "step", "step": 3, "loss": 1.0})  # training goes on, nothing sent
-    tracked.close(True)
+    tracked.close(Ending.FINISHED)
 
 
 def test_a_sweeps_element_runs_under_its_own_name(tmp_path: Path, mlflow_uri: str) -> None:
@@ -100,3 +101,33 @@ def test_a_sweeps_element_runs_under_its_own_name(tmp_path: Path, mlflow_uri: st
         run = MlflowClient(mlflow_uri).get_run(spec.mlflow_run_id)
     assert run.info.run_name == f"qwen3_tiny-lr1e-3-seed2-{spec.tracker_run_id}"
     assert run.data.tags["hyperlaunch.trains"] == "qwen3_tiny"
+
+
+_REQUEUED = """
+from hyperlaunch import runtime
+for step in range(1, 5):
+    runtime.log(step, loss=1.0 / step)
+runtime.checkpoint_path(4).mkdir(parents=True)
+runtime.commit_checkpoint(4)
+runtime.requeue()
+"""
+
+
+def test_an_attempt_stopped_for_a_requeue_ends_its_child_finished_and_the_parent_goes_on(tmp_path: Path, mlflow_uri: str) -> None:
+    """A time limit's save and requeue is no failure: its child run was KILLED, the state the
+    docs keep for a crash's (a trial). The training, the parent, goes on in the next attempt."""
+    import subprocess
+    import sys
+
+    from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
+
+    client = MlflowClient(mlflow_uri)
+    experiment = client.create_experiment("requeued-job")
+    parent = client.create_run(experiment, run_name="demo").info.run_id
+    env = job_env(tmp_path, "mlflow", MLFLOW_TRACKING_URI=mlflow_uri, MLFLOW_RUN_ID=parent)
+    result = subprocess.run([sys.executable, "-c", _REQUEUED], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == REQUEUE_EXIT_CODE, result.stderr
+    (child,) = client.search_runs([experiment], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    assert child.info.status == "FINISHED"
+    assert client.get_run(parent).info.status == "RUNNING"
+    assert [m.step for m in client.get_metric_history(parent, "train/loss")] == [1, 2, 3, 4]
