@@ -58,7 +58,7 @@ def choose(
         if pointed is None:
             # With complete steps but no pointer, one of them can still be named (--step N).
             steps = _complete_steps(ckpt_dir, name)
-            said = f"complete steps: {', '.join(steps)}; pass --step N" if steps else f"no complete checkpoint of {name} there: nothing to export"
+            said = f"{_listed(steps)}; pass --step N" if steps else f"no complete checkpoint of {name} there: nothing to export"
             raise CheckpointError(f"no {name}-latest in {ckpt_dir}", hint=said)
         checkpoint = ckpt_dir / pointed
         step = rules.parse_step(pointed, name)
@@ -83,10 +83,22 @@ def _complete_steps(ckpt_dir: Path, name: str) -> list[str]:
     return [str(info.step) for info in rules.list_checkpoints(ckpt_dir, name) if (info.path / rules.METADATA_FILE).is_file()]
 
 
+STEPS_SHOWN = 10
+"""At most this many steps in a hint: the first two and the newest, with how many in all (a
+training that keeps every checkpoint listed 150 in one line)."""
+
+
+def _listed(steps: list[str]) -> str:
+    """`complete steps: 10, 20, ...`, at most STEPS_SHOWN of them."""
+    if len(steps) > STEPS_SHOWN:
+        steps = [*steps[:2], "...", *steps[2 - STEPS_SHOWN:], f"{len(steps)} in all"]
+    return f"complete steps: {', '.join(steps)}"
+
+
 def _steps_hint(ckpt_dir: Path, name: str, none: str = "") -> str:
     """The steps export can read (DCP's); `none` where there are none (else: that none is there)."""
     steps = _complete_steps(ckpt_dir, name)
-    return f"complete steps: {', '.join(steps)}" if steps else (none or f"no complete checkpoint of {name} there")
+    return _listed(steps) if steps else (none or f"no complete checkpoint of {name} there")
 
 
 def from_job_record(spec: object) -> dict[str, str | None]:

@@ -146,3 +146,12 @@ def test_a_scripts_own_format_is_refused_without_calling_it_incomplete(tmp_path:
     line = refused.value.one_line()
     assert "a script's own format, not DCP" in line and "no complete checkpoint" not in line, line
     assert "export reads DCP checkpoints" in line
+
+
+def test_a_long_list_of_complete_steps_is_shortened_to_the_first_and_the_newest(tmp_path: Path) -> None:
+    """A training that keeps every checkpoint listed all 150 steps in one line (a trial)."""
+    for step in range(10, 160, 10):
+        _checkpoint(tmp_path, step)
+    with pytest.raises(CheckpointError) as missing:
+        hf_export.choose(tmp_path, "m", step=205, output=None)
+    assert "(complete steps: 10, 20, ..., 80, 90, 100, 110, 120, 130, 140, 150, 15 in all)" in missing.value.one_line()
