@@ -68,7 +68,7 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
         code = job.trainer.run(job.state)
         if code == 0 and cfg.export and cfg.checkpoints:
             job.export()
-        job.ending = Ending.FINISHED if code == 0 else Ending.REQUEUED if code == REQUEUE_EXIT_CODE else Ending.FAILED
+        job.ending = ending_of(code)
         return code
     except Exception as err:
         # Before close(): closing the process group fails the other ranks' collectives, and
@@ -103,6 +103,14 @@ def main(argv: list[str] | None = None, hooks: TrainerHooks = NO_HOOKS) -> int:
         ignore_stop_signals()
 
 
+def ending_of(code: int) -> Ending:
+    """How a run that returned `code` ended: 0 finished, 75 stopped and saved for a requeue
+    (hyperlaunch.core.protocol.REQUEUE_EXIT_CODE), anything else failed."""
+    if code == 0:
+        return Ending.FINISHED
+    return Ending.REQUEUED if code == REQUEUE_EXIT_CODE else Ending.FAILED
+
+
 def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
     """The command line as processes run it (`python -m hyperlaunch.train`, `hyperlaunch-train`):
     main(), then out of the process without the interpreter's teardown. What a normal exit does
@@ -118,7 +126,7 @@ def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
     What runs after the program (`python -m cProfile -m hyperlaunch.train` writing its profile)
     does not run: profile with torch.profiler or py-spy instead."""
     code = main(hooks=hooks)
-    if code not in (0, REQUEUE_EXIT_CODE):
+    if ending_of(code) is Ending.FAILED:
         sys.exit(code)
     try:
         shutdown_threads = getattr(threading, "_shutdown", None)  # what Python's exit calls first

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,17 +296,9 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
     must not hide the other jobs). Every record is read as plain JSON to order them, but
     only the `limit` newest become JobRecords (building and validating a JobSpec is most of
     the cost: 1,000 records took 0.27 s, now 0.05 s)."""
-    root = jobs_dir()
-    if not root.is_dir():
-        return RecentJobs([], [])
     found: list[tuple[float, int, Path, dict[str, Any]]] = []
     unreadable: list[Path] = []
-    for entry in root.iterdir():
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue  # staging and replaced records, submitit's folder, stray files
-        path = entry / RECORD_FILE
-        if not os.path.lexists(path) and (entry / TOOL_FILE).exists():
-            continue  # a prepare-data or export job (hyperlaunch.runs.tool_jobs)
+    for path in _record_paths():
         try:
             data = read_record(path)
             spec = data["spec"]
@@ -325,13 +318,27 @@ def recent_jobs(limit: int | None = 20, model: str | None = None) -> RecentJobs:
     return RecentJobs(records, sorted(unreadable))
 
 
+def _record_paths() -> Iterator[Path]:
+    """Each training job's record file (it may be broken): not staging and replaced records,
+    submitit's folder, stray files, nor a prepare-data or export job's (hyperlaunch.runs.tool_jobs)."""
+    root = jobs_dir()
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        path = entry / RECORD_FILE
+        if not os.path.lexists(path) and (entry / TOOL_FILE).exists():
+            continue
+        yield path
+
+
 def run_dir_trainings(run_dir: str) -> list[tuple[str, str, str]]:
     """The recorded jobs whose run folder is `run_dir` (a sweep's elements have folders of their
     own): (job id, checkpoint folder, checkpoint name), oldest first. Read as plain JSON, as
     recent_jobs orders them; a record that cannot be read is skipped."""
-    root = jobs_dir()
     found: list[tuple[int, str, str, str]] = []
-    for path in sorted(root.glob(f"*/{RECORD_FILE}")) if root.is_dir() else []:
+    for path in _record_paths():
         try:
             data = read_record(path)
             spec = data["spec"]
