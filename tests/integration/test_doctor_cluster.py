@@ -16,6 +16,9 @@ from tests.integration.devcluster_helpers import DevCluster, hyperlaunch
 pytestmark = pytest.mark.integration
 
 
+# It probes every idle node of the partition: under the parallel run, other tests' jobs once held or
+# had planned all eight, and doctor rightly skipped them all (CI, 2026-11-27).
+@pytest.mark.solo
 def test_doctor_on_the_dev_cluster(dev_cluster: DevCluster, tmp_path: Path) -> None:
     result = hyperlaunch("doctor", "--json", "--checkpoint-dir", str(tmp_path / "ckpt"), env=dev_cluster.env, timeout=120)
     document = json.loads(result.stdout)
@@ -31,7 +34,7 @@ def test_doctor_on_the_dev_cluster(dev_cluster: DevCluster, tmp_path: Path) -> N
     assert f"0: {dev_cluster.nodes} node(s), 8: {dev_cluster.gpu_nodes} node(s)" in checks["gpus per node"]["detail"]
     probe = document["node_probe"]
     assert probe["partition"] == "dev" and checks["compute nodes"]["status"] == "pass", checks["compute nodes"]
-    # Other tests' jobs may hold some nodes meanwhile: those are skipped and named.
+    # Nodes a job holds or Slurm has planned for one are skipped and named.
     probed = {node["node"]: node for node in probe["nodes"]}
     assert probed and set(probed) | {s["node"] for s in probe["skipped"]} == {f"node{i}" for i in range(1, dev_cluster.nodes + 1)}
     for node in probed.values():
