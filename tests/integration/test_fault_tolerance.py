@@ -87,8 +87,9 @@ def test_restart_limit_fails_the_job_and_resume_exclude_failed_finishes_it(
 ) -> None:
     # The budget counts attempts without a new checkpoint: a node lost after one (the first
     # kill) uses none of it; two lost in a row before the next checkpoint spend a budget of 1.
-    # Slowed steps and checkpoints 20 steps apart, so each later kill lands before one.
-    every = 2 * EVERY
+    # Slowed steps and checkpoints 30 steps apart, so each later kill lands before one: at 20
+    # apart, a loaded machine once let an attempt save before its kill (0 counted, not 1).
+    every = 3 * EVERY
     job = submit(
         dev_cluster, tmp_path, "--max-restarts", "1", "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
         max_steps=STEPS, checkpoint_every=every,
