@@ -59,9 +59,9 @@ from hyperlaunch.supervisor.probe import NodeProber
 POLL_S = 0.25
 """How often the running step is looked at."""
 PROBE_INTERVAL_S = 5
-"""Seconds between probes of the round's nodes while a step whose rank recorded a failure still
-runs and every node answers. The first probe comes as soon as the failure is recorded: it only
-asks each node's kernel for a TCP connection, and on healthy nodes the step ends by itself."""
+"""Seconds between probes of the round's nodes while a step with a failed task still runs and
+every node answers. The first probe comes as soon as the failure shows: it only asks each node's
+kernel for a TCP connection, and on healthy nodes the step ends by itself."""
 STOP_WAIT_S = 10
 """How long a stopped supervisor (scancel's TERM) waits for its step before killing it."""
 SAVE_SIGNUM = getattr(signal, "SIG" + SAVE_SIGNAL)
@@ -383,9 +383,9 @@ class Attempt:
 
     def _run_round(self) -> tuple[int, list[str]]:
         """One round of trainers: the training step on the round's nodes, watched until it ends.
-        When a rank records a failure while the step still runs, the round's nodes are probed:
-        a node that is gone keeps srun waiting until Slurm notices (SlurmdTimeout), so the step
-        is ended at once. (exit status, lost nodes)."""
+        When a task fails while the step still runs (a rank's record, or srun's line for a task
+        that ended), the round's nodes are probed: a node that is gone keeps srun waiting until
+        Slurm notices (SlurmdTimeout), so the step is ended at once. (exit status, lost nodes)."""
         flags: list[str] = []
         env = dict(self.environ)
         if self.settings.spare_nodes > 0:
@@ -422,7 +422,7 @@ class Attempt:
         step = self.step
         next_probe = 0.0
         while step.poll() is None:
-            if self.fast_node_check and self.trainer_failure.exists() and time.monotonic() >= next_probe:
+            if self.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed():
                 lost = self.prober.gone(self.round_nodes)
                 next_probe = time.monotonic() + PROBE_INTERVAL_S
                 if lost:
@@ -433,6 +433,12 @@ class Attempt:
                     return self._end_step(lost), lost
             time.sleep(POLL_S)
         return exit_status(step.wait()), []
+
+    def _a_task_failed(self) -> bool:
+        """Whether the running round has a failed task: a rank's failure record (the bundled
+        trainer's, the runtime library's), or srun's line for a task that ended on an error (any
+        script's rank that lost its peer)."""
+        return self.trainer_failure.exists() or self.round_output.task_failed()
 
     def _rendezvous_port(self) -> int:
         """The round's port: checked free where the round's head node, which hosts the store, is

@@ -22,7 +22,7 @@ import re
 import stat
 from collections.abc import Sequence
 
-from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_LABEL
+from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_ENDED, TASK_EXIT, TASK_LABEL
 
 UNFIXABLE_EXCEPTIONS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
 """Python's exceptions for code that cannot run as written, whatever node runs it."""
@@ -121,27 +121,60 @@ class RoundOutput:
     def __init__(self, fd: int = 2) -> None:
         self.fd = fd
         self.start: int | None = None
+        self.scanned = 0
+        self.task_failed_seen = False
 
     def mark(self) -> None:
         self.start = _regular_size(self.fd)
+        self.scanned = self.start or 0
+        self.task_failed_seen = False
 
     def lines(self) -> list[str]:
         if self.start is None:
             return []
+        data, begin = self._read(self.start)
+        lines = data.decode("utf-8", "replace").splitlines()
+        return lines[1:] if begin > self.start and lines else lines  # the first one is cut
+
+    def task_failed(self) -> bool:
+        """Whether srun has said, since `mark()`, that a task of the round ended on an error or a
+        signal, while the round's other tasks may still run: a script's rank that lost its peer
+        (gloo's `Connection reset`) records no failure, and srun waits for the dead node's task
+        until Slurm marks the node down. Reads only what came since the last call."""
+        if self.start is None or self.task_failed_seen:
+            return self.task_failed_seen
+        asked = self.scanned
+        data, begin = self._read(asked)
+        whole = data[: data.rfind(b"\n") + 1]  # a line srun is still writing is read next time
+        self.scanned = begin + len(whole)
+        lines = whole.decode("utf-8", "replace").splitlines()
+        if begin > asked and lines:
+            lines = lines[1:]  # the first one is cut
+        self.task_failed_seen = any(_task_failed(line) for line in lines)
+        return self.task_failed_seen
+
+    def _read(self, start: int) -> tuple[bytes, int]:
+        """The file from `start` (at most its last TAIL_BYTES) and where that read began."""
         try:
             reader = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY)
         except OSError:
-            return []
+            return b"", start
         try:
             end = os.fstat(reader).st_size
-            begin = max(self.start, end - TAIL_BYTES)
-            data = os.pread(reader, max(end - begin, 0), begin)
+            begin = max(start, end - TAIL_BYTES)
+            return os.pread(reader, max(end - begin, 0), begin), begin
         except OSError:
-            return []
+            return b"", start
         finally:
             os.close(reader)
-        lines = data.decode("utf-8", "replace").splitlines()
-        return lines[1:] if begin > self.start and lines else lines  # the first one is cut
+
+
+def _task_failed(line: str) -> bool:
+    """srun's line for a task that ended with a code other than 0, or by a signal."""
+    if not TASK_ENDED.match(line):
+        return False
+    code = TASK_EXIT.search(line)
+    return code is None or code.group(1) != "0"
 
 
 def _regular_size(fd: int) -> int | None:

@@ -125,6 +125,12 @@ def test_the_plain_ddp_example_resumes_from_its_own_checkpoint_after_a_killed_no
 
     final = job.wait_final()
     assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    # The surviving rank's gloo error records nothing: srun's line for its task's end sent the
+    # supervisor to probe the nodes, and it requeued the job itself, not Slurm after SlurmdTimeout.
+    (restart,) = final["restarts"]
+    assert (restart["cause"], restart["nodes"]) == ("node failure", [victim]), final["restarts"]
+    assert "action=requeue" in job.log() and "action=slurm-requeue" not in job.log()
+    assert "stopped answering" in (job.workdir / "logs" / f"{job.name}_{job.job_id}.err").read_text()
     assert "resumed from step" in job.log()
     resumed = [line for line in job.log().splitlines() if "resumed from step" in line]
     assert int(resumed[-1].rsplit(" ", 1)[-1]) >= EVERY

@@ -534,6 +534,22 @@ def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scan
     assert took < 30, "the script waited for scancel (60 s) or the step (60 s)"
 
 
+def test_a_lost_node_is_found_from_srun_saying_a_task_failed_without_a_failure_record(tmp_path: Path) -> None:
+    # A script's rank that lost its peer exits on gloo's `Connection reset` and records nothing:
+    # srun's line for its task's end is enough to probe the nodes, not Slurm's node timeout.
+    spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
+    _stub_sinfo(tmp_path, 'case "$*" in *%D*) echo 4 ;; esac')
+    run = run_script(render_sbatch(spec), tmp_path, stderr_file=True, env={
+        "SLURMD_NODENAME": "node7", "HL_TEST_LOST_NODE": "node8", "HL_TEST_LOST_PORT": str(_closed_port()),
+        "HL_TEST_STDERR": "0: RuntimeError: Connection reset by peer\nsrun: error: node7: task 0: Exited with exit code 1",
+        "HL_TEST_STEP_STUCK": "20",
+    })
+    assert run.returncode == 0 and run.requeued, run.stderr
+    assert "node(s) node8 stopped answering" in run.stderr
+    end = _end_marker(run)
+    assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue")
+
+
 def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:
     # The lost node may have caused the failure: the job goes on away from it, and meets the
     # error again on healthy nodes if it is the input's.

@@ -138,14 +138,38 @@ def test_the_round_output_is_what_the_file_got_since_the_mark(tmp_path: Path) ->
         assert output.lines() == ["last"]
 
 
+def test_srun_saying_a_task_failed_is_seen_once_its_line_is_whole(tmp_path: Path) -> None:
+    path = tmp_path / "job.err"
+    with path.open("w") as handle:
+        handle.write("srun: error: node1: task 0: Exited with exit code 1\n")  # an earlier round's
+        handle.flush()
+        output = RoundOutput(handle.fileno())
+        output.mark()
+        assert not output.task_failed()
+        # A task's own text, srun's line for a task that succeeded, another tool's error.
+        handle.write("1: srun: error: node2: task 1: Exited with exit code 1\nsrun: error: node1: task 0: Exited with exit code 0\n")
+        handle.write("srun: error: Unable to create step for job 7: Invalid generic resource\n")
+        handle.write("srun: error: node2: task 1: Exited with exit code 1")  # not whole yet
+        handle.flush()
+        assert not output.task_failed()
+        handle.write("\n")
+        handle.flush()
+        assert output.task_failed() and output.task_failed(), "it stays seen until the next round"
+        output.mark()
+        assert not output.task_failed()
+        handle.write("x" * TAIL_BYTES + "\nslurmstepd: error: node3: task 2: Killed\n")
+        handle.flush()
+        assert output.task_failed(), "a long round: read from its end"
+
+
 def test_a_pipe_or_no_mark_gives_no_output() -> None:
     read, write = os.pipe()
     try:
         output = RoundOutput(write)
         assert output.lines() == []
         output.mark()
-        os.write(write, b"SyntaxError: x\n")
-        assert output.lines() == []
+        os.write(write, b"SyntaxError: x\nsrun: error: node1: task 0: Exited with exit code 1\n")
+        assert output.lines() == [] and not output.task_failed()
     finally:
         os.close(read)
         os.close(write)
