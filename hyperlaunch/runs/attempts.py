@@ -106,6 +106,17 @@ def with_logged_attempts(
     return [*runs, piece]
 
 
+def running_past_its_record(attempt: slurm.Attempt, now: datetime) -> slurm.Attempt:
+    """The run in progress of a job squeue says runs, where its record closed before the run
+    began. The dev cluster's Slurm leaves the record of a job requeued after giving a node back
+    as the requeue left it (REQUEUED, ended at the requeue, 0 s) until the next run ends; the
+    log's start marker split that run off it (with_logged_attempts): it runs, from its start."""
+    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    if start is None or end is None or end >= start:
+        return attempt
+    return replace(attempt, state="RUNNING", end="Unknown", elapsed_s=max(_seconds(start, now), 0))
+
+
 def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]]) -> tuple[list[slurm.Attempt], list[int]]:
     """sacct's attempts with their restart counts, and the logged counts no attempt took.
     Each run that started takes the next start marker the log holds, not its position: Slurm's

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from hyperlaunch.runs.attempts import (
     read_lines,
     restart_count,
     root_error_line,
+    running_past_its_record,
     split_attempts,
     task_exit_code,
     with_logged_attempts,
@@ -372,13 +374,16 @@ def summarize(
     events: Sequence[slurm.NodeEvent],
     *,
     queue_state: str | None = None,
+    now: datetime | None = None,
 ) -> JobStatus:
     """Pure: the status of one job from its sacct attempts, node events, queue state, log
-    and metrics."""
+    and metrics, at `now` (local time, as sacct's; the clock's unless given)."""
     out_log, err_log = record.log_paths
     out_lines = read_lines(out_log)
     markers = markers_by_restart(out_lines, "end")
     attempts = with_logged_attempts(attempts, markers_by_restart(out_lines, "start"), markers)
+    if attempts and queue_state == "RUNNING":
+        attempts[-1] = running_past_its_record(attempts[-1], now or datetime.now())
     err_by_attempt = split_attempts(read_lines(err_log))
 
     def cause_of(index: int) -> Restart:

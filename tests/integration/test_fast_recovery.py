@@ -46,6 +46,8 @@ def test_a_killed_node_is_left_at_once_and_the_job_resumes_with_the_same_losses(
         # Slurm marks a dead node down after SlurmdTimeout (10 s here) and about 18 s more;
         # the script requeues the job itself well before.
         wait_until(lambda: len(job.status()["attempts"]) >= 2, 60, "the requeue")
+        # sacct's record still reads REQUEUED (closed at the requeue) while this run goes on.
+        wait_until(lambda: job.status()["attempts"][-1]["state"] == "RUNNING", 60, "the second attempt to show RUNNING", interval=0.5)
         final = job.wait_final()
     finally:
         revive(dev_cluster, victim)

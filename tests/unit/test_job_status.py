@@ -341,6 +341,35 @@ def test_a_requeue_after_giving_a_node_back_is_a_second_attempt_though_sacct_kee
     assert status.nodes == "node[3-4]" and status.failed_nodes == ("node2",)
 
 
+def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_still_reads_requeued(
+    record: JobRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the dev cluster's Slurm records until that run ends: the resize (RESIZING), then one
+    # record the requeue closed (REQUEUED, 0 s, node1 left), not reopened when the job ran again.
+    # status showed the running attempt REQUEUED, ending 9 s before it started, 0 s long.
+    sacct = (
+        "7|RESIZING|node[1-2]|2026-01-01T00:00:00|2026-01-01T00:00:08|0:0|8|UNLIMITED\n"
+        "7|REQUEUED|node1|2026-01-01T00:00:08|2026-01-01T00:00:08|0:0|0|UNLIMITED\n"
+    )
+    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    t = _utc_marker_time
+    _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08")
+         + f"### hyperlaunch attempt-start restart=1 job=7 nodes=node[3-4] host=h time={t('2026-01-01T00:00:17')}\n")
+    now = datetime.fromisoformat("2026-01-01T00:01:17")
+    status = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="RUNNING", now=now)
+    first, second = status.attempts
+    assert (first.state, first.node_list, first.end, first.elapsed_s) == ("REQUEUED", "node[1-2]", "2026-01-01T00:00:08", 8)
+    assert (second.state, second.node_list, second.start, second.end, second.elapsed_s) == (
+        "RUNNING", "node[3-4]", "2026-01-01T00:00:17", "Unknown", 60,
+    )
+    assert [r.describe() for r in status.restarts] == ["node failure (node2)"]
+    assert status.state == "RUNNING" and status.elapsed_s == 68 and status.nodes == "node[3-4]"
+    # Back in the queue before that run: nothing runs yet, the record stays as it reads.
+    _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08"))
+    pending = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="PENDING", now=now)
+    assert [a.state for a in pending.attempts] == ["REQUEUED"] and pending.elapsed_s == 8
+
+
 def test_start_markers_of_an_earlier_job_with_the_same_id_add_no_attempts(record: JobRecord) -> None:
     _log(record, out=f"### hyperlaunch attempt-start restart=1 job=7 nodes=node9 host=h time={_utc_marker_time('2025-06-01T00:00:00')}\n")
     status = summarize(record, [_attempt("RUNNING", end="Unknown")], [], queue_state="RUNNING")
