@@ -552,15 +552,22 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
             events.append(item)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).
-    if any(step.job_id is not None for step in steps) or any(event.job_id is not None for event in events):
+    tagged = any(step.job_id is not None for step in steps) or any(event.job_id is not None for event in events)
+    if tagged:
         steps = [item for item in steps if item.job_id == record.job_id]
         events = [item for item in events if item.job_id == record.job_id]
     model = record.spec.checkpoint_name
-    try:
-        # A run that saves none has none of its own: a pointer there is another run's.
-        ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model) if record.spec.saves_checkpoints else None
-    except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
-        ckpt_name = None
+    saved = [e for e in events if e.event == TrainerEvent.CHECKPOINT_COMPLETED.value and e.details.get("path")] if tagged else []
+    if saved:
+        # The last checkpoint this job completed: the pointer may be a later job's by now (a
+        # resume of this one, or the same training submitted again).
+        ckpt_name: str | None = Path(str(saved[-1].details["path"])).name
+    else:
+        try:
+            # A run that saves none has none of its own: a pointer there is another run's.
+            ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model) if record.spec.saves_checkpoints else None
+        except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
+            ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
     last = steps[-1] if steps else None
     resumed = tuple(e.step or 0 for e in events if e.event == TrainerEvent.RESUMED.value)

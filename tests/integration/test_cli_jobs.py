@@ -116,6 +116,7 @@ def test_a_model_directory_is_found_by_the_name_its_checkpoints_go_by(
     wait_until(lambda: _status(dev_cluster, new_job, tmp_path)["state"] == "COMPLETED", 240, "the resumed job")
     doc = _status(dev_cluster, new_job, tmp_path)
     assert (doc["last_step"], doc["checkpoint_step"], doc["resumed_from_steps"]) == (3, 3, [2])
+    assert _status(dev_cluster, job, tmp_path)["checkpoint_step"] == 2, "the first job's own, not its resume's"
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,28 @@ def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecor
     assert status.progress.last_step == 6 and [s.step for s in status.steps] == [6]
 
 
+def test_a_job_shows_the_last_checkpoint_it_completed_not_a_later_jobs_pointer(record: JobRecord) -> None:
+    # Job 8 resumed job 7's training in the same folders and moved the pointer on to step 60.
+    ckpt, run = Path(record.spec.checkpoint_dir), Path(record.spec.run_dir)
+    for step in (10, 20, 60):
+        (ckpt / f"qwen3_tiny-{step}steps").mkdir(parents=True)
+        (ckpt / f"qwen3_tiny-{step}steps" / checkpoints.METADATA_FILE).write_bytes(b"")
+    checkpoints.write_pointer(ckpt, "qwen3_tiny", "qwen3_tiny-60steps")
+    run.mkdir()
+    lines = [
+        {"type": "event", "event": "checkpoint_completed", "step": step, "path": str(ckpt / f"qwen3_tiny-{step}steps"), "job_id": job}
+        for step, job in ((10, "7"), (20, "7"), (60, "8"))
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert (status.progress.checkpoint, status.progress.checkpoint_step) == ("qwen3_tiny-20steps", 20)
+    later = summarize(JobRecord(job_id="8", spec=record.spec, submitted_at=0.0), [_attempt("COMPLETED")], [])
+    assert (later.progress.checkpoint, later.progress.checkpoint_step) == ("qwen3_tiny-60steps", 60)
+    # A job that completed none shows the pointer, as before (the checkpoint it would resume from).
+    none_saved = summarize(JobRecord(job_id="9", spec=record.spec, submitted_at=0.0), [_attempt("FAILED")], [])
+    assert none_saved.progress.checkpoint_step == 60
+
+
 def test_a_job_back_in_the_queue_is_active_and_its_last_attempt_counts_as_a_restart(record: JobRecord) -> None:
     # Right after a node failure sacct's newest record reads NODE_FAIL; squeue knows better.
     status = summarize(record, [_attempt("NODE_FAIL")], [], queue_state="PENDING")
