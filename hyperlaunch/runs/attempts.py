@@ -199,6 +199,19 @@ def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
     return parts
 
 
+def split_rounds(lines: Sequence[str]) -> dict[int, list[str]]:
+    """An attempt's log lines by round, cut at the script's restart markers (round=N starts N)."""
+    parts: dict[int, list[str]] = {}
+    current = 0
+    for line in lines:
+        marker = parse_attempt_marker(line)
+        if marker and marker.get("event") == "restart" and marker.get("round", "").isdigit():
+            current = int(marker["round"])
+            continue
+        parts.setdefault(current, []).append(line)
+    return parts
+
+
 # Consequences of a failure elsewhere, never its cause.
 _SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
 _RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")

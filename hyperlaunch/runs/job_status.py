@@ -57,6 +57,7 @@ from hyperlaunch.runs.attempts import (
     root_error_line,
     running_past_its_record,
     split_attempts,
+    split_rounds,
     task_exit_code,
     with_logged_attempts,
 )
@@ -411,7 +412,7 @@ def summarize(
     state = current_state(last, queue_state)
     budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
-        in_allocation=tuple(_in_allocation_restarts(out_lines, record)),
+        in_allocation=tuple(_in_allocation_restarts(out_lines, err_by_attempt, record)),
         record=record,
         state=state,
         attempts=tuple(attempts),
@@ -512,10 +513,13 @@ def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerF
     return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index, round_))
 
 
-def _in_allocation_restarts(lines: Iterable[str], record: JobRecord) -> list[Restart]:
+def _in_allocation_restarts(lines: Iterable[str], err_by_attempt: Mapping[int, Sequence[str]], record: JobRecord) -> list[Restart]:
     """The script's `restart` markers: each names the round it starts and why the one before
-    it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words)."""
+    it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words,
+    else the first failed task's code and error from that round's part of the error log: srun's
+    exit status is the highest of its tasks', 143 for the peers stopped after the first failed)."""
     found = []
+    rounds_by_attempt: dict[int, dict[int, list[str]]] = {}
     for line in lines:
         marker = parse_attempt_marker(line)
         if not marker or marker.get("event") != "restart" or not marker.get("round", "").isdigit():
@@ -528,6 +532,12 @@ def _in_allocation_restarts(lines: Iterable[str], record: JobRecord) -> list[Res
             found.append(Restart(attempt, cause_text(reason.value), detail, nodes, round=round_))
             continue
         trainer = _trainer_failure(record, attempt, round_ - 1)
+        if reason in (RestartCause.CRASH, RestartCause.HANG):
+            if attempt not in rounds_by_attempt:
+                rounds_by_attempt[attempt] = split_rounds(err_by_attempt.get(attempt, []))
+            ended = rounds_by_attempt[attempt].get(round_ - 1, [])
+            found.append(dataclasses.replace(_failed(attempt, reason, marker.get("exit", "?"), ended, trainer), round=round_))
+            continue
         detail = f"exit {marker.get('exit', '?')}" + (f": {trainer.message}" if trainer and trainer.message else "")
         cause = cause_text(reason.value) if reason else marker.get("cause", "unknown")
         found.append(Restart(attempt, cause, detail, kind=trainer.kind if trainer else "", round=round_))

@@ -177,6 +177,28 @@ def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tm
     assert status.to_json()["restarts_in_allocation"][0]["round"] == 1 and status.failure is None
 
 
+def test_a_round_that_crashed_names_its_first_failed_tasks_code_and_error_not_srun_status(tmp_path: Path) -> None:
+    # A script's rank 0 raised; srun stopped rank 1 (143) and exits with the highest code.
+    record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 3), submitted_at=0.0)
+    Path(record.spec.log_dir).mkdir(parents=True)
+    restart = p.format_attempt_marker("restart", 0, JOB_ID, "round=1 cause=crash exit=143 in_row=1 action=restart-in-allocation", "t")
+    restart2 = p.format_attempt_marker("restart", 0, JOB_ID, "round=2 cause=crash exit=143 in_row=2 action=restart-in-allocation", "t")
+    start = p.format_attempt_marker("start", 0, JOB_ID, "nodes=n[1-2] host=n1", "t")
+    record.log_paths[0].write_text("\n".join([start, restart, restart2]) + "\n")
+    record.log_paths[1].write_text("\n".join([
+        start,
+        "0: Traceback (most recent call last):", "0: ValueError: batch 7 has no tokens",
+        "srun: error: n1: task 0: Exited with exit code 1", "srun: error: n2: task 1: Exited with exit code 143",
+        restart,
+        "1: RuntimeError: Connection reset by peer", "srun: error: n2: task 1: Exited with exit code 3",
+        restart2,
+    ]) + "\n")
+    status = summarize(record, [Attempt(JOB_ID, "RUNNING", "n[1-2]", "t", "Unknown", "0:0")], [], queue_state="RUNNING")
+    first, second = status.in_allocation
+    assert (first.cause, first.round, first.detail) == ("crash", 1, "exit 1: ValueError: batch 7 has no tokens")
+    assert (second.cause, second.round, second.detail) == ("crash", 2, "exit 3: RuntimeError: Connection reset by peer")
+
+
 def test_a_lost_node_with_the_budget_spent_ends_the_job_as_a_restart_limit(tmp_path: Path) -> None:
     earlier = Attempt(JOB_ID, "REQUEUED", "n1", "t", "t", "0:0")
     failure = _third_attempt_failure(tmp_path, "exit=1 cause=node-failure nodes=n2 failures=2 round=0 action=exit", earlier)
