@@ -188,25 +188,22 @@ def _marker_time(text: str) -> datetime | None:
 
 def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
     """Log lines by attempt (restart count), cut at the script's attempt-start markers."""
-    parts: dict[int, list[str]] = {}
-    current = 0
-    for line in lines:
-        marker = parse_attempt_marker(line)
-        if marker and marker.get("event") == "start" and marker.get("restart", "").isdigit():
-            current = int(marker["restart"])
-            continue
-        parts.setdefault(current, []).append(line)
-    return parts
+    return _split_at_markers(lines, "start", "restart")
 
 
 def split_rounds(lines: Sequence[str]) -> dict[int, list[str]]:
     """An attempt's log lines by round, cut at the script's restart markers (round=N starts N)."""
+    return _split_at_markers(lines, "restart", "round")
+
+
+def _split_at_markers(lines: Sequence[str], event: str, number: str) -> dict[int, list[str]]:
+    """Lines by the `number` field of the `event` markers that cut them (0 before the first)."""
     parts: dict[int, list[str]] = {}
     current = 0
     for line in lines:
         marker = parse_attempt_marker(line)
-        if marker and marker.get("event") == "restart" and marker.get("round", "").isdigit():
-            current = int(marker["round"])
+        if marker and marker.get("event") == event and marker.get(number, "").isdigit():
+            current = int(marker[number])
             continue
         parts.setdefault(current, []).append(line)
     return parts
