@@ -13,7 +13,7 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -138,13 +138,14 @@ def _build(cls: Any, data: Mapping[str, Any]) -> Any:
     """A record from a metrics line, None when it is not one: a required field missing, or a
     field of the wrong type (`"loss": "abc"`, `"step": true`). A null where the field has a
     default counts as absent; another version's extra fields are kept by the caller."""
-    kinds = _field_kinds(cls)
+    checks = _field_checks(cls)
     values: dict[str, Any] = {}
     for name, value in data.items():
-        if name not in kinds or (value is None and not _accepts(kinds[name], None)):
+        accepts = checks.get(name)
+        if accepts is None or (value is None and not accepts(None)):
             continue
         value = tuple(value) if isinstance(value, list) else value
-        if not _accepts(kinds[name], value):
+        if not accepts(value):
             return None
         values[name] = value
     try:
@@ -154,27 +155,32 @@ def _build(cls: Any, data: Mapping[str, Any]) -> Any:
 
 
 @functools.lru_cache(maxsize=None)  # noqa: UP033 - functools.cache needs 3.9
-def _field_kinds(cls: Any) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _field_checks(cls: Any) -> dict[str, Callable[[Any], bool]]:
+    """Each field's type test, built once per record class: `status` reads every line of a
+    long run's metrics, and asking typing about each field of each line took most of its time."""
+    return {name: _checker(kind) for name, kind in typing.get_type_hints(cls).items()}
 
 
-def _accepts(kind: Any, value: Any) -> bool:
+def _checker(kind: Any) -> Callable[[Any], bool]:
+    """Whether a JSON value fits `kind`: a bool only for bool, an int for float too."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if kind is Any:
-        return True
+        return lambda value: True
     if origin is tuple:
-        return isinstance(value, tuple) and all(_accepts(args[0], item) for item in value)
+        item = _checker(args[0])
+        return lambda value: isinstance(value, tuple) and all(item(x) for x in value)
     if origin in (typing.Union, getattr(types, "UnionType", typing.Union)):  # UnionType: 3.10+  # X | None
-        return any(_accepts(arg, value) for arg in args)
+        options = tuple(_checker(arg) for arg in args)
+        return lambda value: any(accepts(value) for accepts in options)
     if kind is type(None):
-        return value is None
-    if isinstance(value, bool):
-        return kind is bool
+        return lambda value: value is None
+    if kind is bool:
+        return lambda value: isinstance(value, bool)
     if kind is float:
-        return isinstance(value, (int, float))
+        return lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
     if origin is not None:  # Mapping[str, Any]
-        return isinstance(value, Mapping)
-    return isinstance(value, kind)
+        return lambda value: isinstance(value, Mapping)
+    return lambda value: isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _plain(value: Any) -> Any:

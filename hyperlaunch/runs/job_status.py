@@ -10,6 +10,7 @@ hyperlaunch.runs.attempts; this module sums them up."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -551,15 +552,32 @@ def _marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:
         return None  # no marker (a killed batch host), or one from another version
 
 
-def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
+def _metrics_records(path: Path) -> tuple[Sequence[StepRecord], Sequence[EventRecord]]:
+    """The steps and events of a metrics file, parsed once for as long as it stays as it is: a
+    run folder is shared by a job and those that resume it, and `status` reads it for each."""
+    try:
+        info = path.stat()
+    except OSError:
+        return (), ()
+    return _parsed_metrics(str(path), info.st_mtime_ns, info.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_metrics(path: str, mtime_ns: int, size: int) -> tuple[tuple[StepRecord, ...], tuple[EventRecord, ...]]:
     steps: list[StepRecord] = []
     events: list[EventRecord] = []
-    for line in read_lines(Path(record.spec.run_dir) / METRICS_FILE):
+    for line in read_lines(Path(path)):
         item = parse_metrics_line(line)  # None for a line cut by a crash mid-write
         if isinstance(item, StepRecord):
             steps.append(item)
         elif isinstance(item, EventRecord):
             events.append(item)
+    return tuple(steps), tuple(events)
+
+
+def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
+    all_steps, all_events = _metrics_records(Path(record.spec.run_dir) / METRICS_FILE)
+    steps, events = list(all_steps), list(all_events)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).
     tagged = any(step.job_id is not None for step in steps) or any(event.job_id is not None for event in events)

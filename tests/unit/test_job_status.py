@@ -145,6 +145,28 @@ def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecor
     assert status.progress.last_step == 6 and [s.step for s in status.steps] == [6]
 
 
+def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it_grows(
+    record: JobRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `status` of 24 jobs resuming one training parsed the whole file 24 times (8 s here).
+    from hyperlaunch.runs import job_status
+
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    lines = [{"type": "step", "step": step, "loss": 1.0, "job_id": str(6 + step % 3)} for step in range(1, 31)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    parsed: list[str] = []
+    real = job_status.parse_metrics_line
+    monkeypatch.setattr(job_status, "parse_metrics_line", lambda line: parsed.append(line) or real(line))
+    jobs = [JobRecord(job_id=str(job), spec=record.spec, submitted_at=0.0) for job in (6, 7, 8)]
+    assert [len(summarize(job, [_attempt("COMPLETED")], []).steps) for job in jobs] == [10, 10, 10]
+    assert len(parsed) == 30
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps({"type": "step", "step": 31, "loss": 0.5, "job_id": "7"}) + "\n")
+    assert summarize(jobs[1], [_attempt("COMPLETED")], []).progress.last_step == 31
+    assert len(parsed) == 61
+
+
 def test_a_job_shows_the_last_checkpoint_it_completed_not_a_later_jobs_pointer(record: JobRecord) -> None:
     # Job 8 resumed job 7's training in the same folders and moved the pointer on to step 60.
     ckpt, run = Path(record.spec.checkpoint_dir), Path(record.spec.run_dir)

@@ -70,6 +70,28 @@ def test_metrics_records_round_trip_and_tolerate_extra_fields_and_cut_lines() ->
     assert mr.parse_metrics_line('{"type": "step"}') is None and mr.parse_metrics_line("[1]") is None
 
 
+@pytest.mark.parametrize(
+    ("fields", "reads"),
+    [
+        ({"step": 5, "loss": 1}, True),  # an int where a float goes
+        ({"step": True, "loss": 1.0}, False),  # a bool is no int
+        ({"step": 5, "loss": False}, False),  # nor a float
+        ({"step": 5.0, "loss": 1.0}, False),
+        ({"step": 5, "loss": "abc"}, False),
+        ({"step": 5, "loss": 1.0, "mfu": None, "lr": None}, True),  # null: the default
+        ({"step": 5, "loss": 1.0, "peak_memory_bytes_per_rank": [1, 2]}, True),
+        ({"step": 5, "loss": 1.0, "peak_memory_bytes_per_rank": [1, "x"]}, False),
+        ({"step": 5, "loss": 1.0, "job_id": 7}, False),
+        ({"loss": 1.0}, False),  # a required field missing
+    ],
+)
+def test_a_metrics_lines_field_of_the_wrong_type_makes_it_no_record(fields: dict, reads: bool) -> None:
+    import json
+
+    record = mr.parse_metrics_line(json.dumps({"type": "step", **fields}))
+    assert (record is not None) is reads, record
+
+
 def test_a_metrics_line_of_the_previous_format_still_reads() -> None:
     line = (
         '{"grad_norm": 1.2, "loss": 5.1, "lr": 0.0003, "mfu": null, "peak_memory_bytes": 10, '
