@@ -16,7 +16,7 @@ import torch
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import gpu_memory, recommend
-from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.errors import DiskFull, InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.core.trackers import Ending
@@ -64,14 +64,24 @@ class Job:
         checkpointer = self.trainer.checkpointer
         name = self.source.spec.name
         target = rules.final_dir(self.cfg.checkpoint_dir, name)
+        unwritten: DiskFull | None = None
         if self.d.is_main:
             assert checkpointer.last_saved_step is not None
             if checkpointer.exports is not None:
                 checkpointer.exports.finish()
             checkpoint = rules.checkpoint_path(self.cfg.checkpoint_dir, name, checkpointer.last_saved_step)
-            export_checkpoint(checkpoint, target, hf_config=self.source.hf_config, tokenizer=self.tokenizer, overwrite=True)
+            try:
+                export_checkpoint(checkpoint, target, hf_config=self.source.hf_config, tokenizer=self.tokenizer, overwrite=True)
+            except DiskFull as full:
+                # The training is done and its last checkpoint whole: a full disk under the
+                # export must not make it a failed job (a final one, never retried).
+                unwritten = full
         torch.distributed.barrier()
-        self.trainer.metrics.event(TrainerEvent.EXPORTED, f"exported Hugging Face model to {target}", path=str(target))
+        if unwritten is not None:
+            warn(f"the training is complete and saved ({checkpoint.name}); its Hugging Face export was not written: {unwritten.one_line()}")
+            self.trainer.metrics.event(TrainerEvent.EXPORT_FAILED, unwritten.one_line(), path=str(target))
+        else:
+            self.trainer.metrics.event(TrainerEvent.EXPORTED, f"exported Hugging Face model to {target}", path=str(target))
         return target
 
     def close(self) -> None:

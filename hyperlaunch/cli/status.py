@@ -316,6 +316,8 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     lines += waiting_lines(status)
     if p.resumed_from_steps:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
+    if p.export_error:
+        lines.append(f"  export:     not written, the training is saved: {p.export_error}")
     from hyperlaunch.runs.attempts import restart_count
 
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")

@@ -35,6 +35,7 @@ class TrainerEvent(str, enum.Enum):
     SIGNAL_RECEIVED = "signal_received"
     HANG = "hang"
     EXPORTED = "exported"
+    EXPORT_FAILED = "export_failed"
     EXIT = "exit"
 
 

@@ -124,6 +124,13 @@ class Progress:
     resumed_from_steps: tuple[int, ...] = ()
     events: tuple[EventRecord, ...] = ()
 
+    @property
+    def export_error(self) -> str | None:
+        """Why the trainer's final Hugging Face export was not written (a full disk), where its
+        last export of the run failed; the training itself completed."""
+        ends = [e for e in self.events if e.event in (TrainerEvent.EXPORTED.value, TrainerEvent.EXPORT_FAILED.value)]
+        return ends[-1].message if ends and ends[-1].event == TrainerEvent.EXPORT_FAILED.value else None
+
 
 @dataclass(frozen=True)
 class RestartBudget:
@@ -271,6 +278,7 @@ class JobStatus(WaitsFor):
             "checkpoint_step": self.progress.checkpoint_step,
             "checkpoint": self.progress.checkpoint,
             "resumed_from_steps": list(self.progress.resumed_from_steps),
+            "export_error": self.progress.export_error,
             "checkpoint_dir": spec.checkpoint_dir,
             "run_dir": spec.run_dir,
             "log": str(self.record.log_paths[0]),

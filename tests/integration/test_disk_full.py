@@ -26,6 +26,8 @@ MODEL = "qwen3_tiny"
 CHECKPOINT_MIB = 1.7
 """One checkpoint of qwen3_tiny on 2 ranks, about: weights, AdamW's moments, RNG and schedule
 (the figures asserted are each run's own, `sizes` in the listing)."""
+FINAL_EXPORT_DISK_MIB = 2.8
+"""Room for that checkpoint and not for the fp32 Hugging Face model exported beside it."""
 
 
 def on_small_disk(folder: Path, mib: float, inodes: int | None = None) -> list[str]:
@@ -131,6 +133,28 @@ def test_a_save_that_fails_otherwise_is_a_crash_named_in_the_record(tmp_path: Pa
         f"RuntimeError: saving checkpoint {MODEL}-4steps failed on rank 0: PermissionError: [Errno 13] Permission denied"
     ), failure.message
     assert left["pointer"] == f"{MODEL}-2steps" and left["complete"] == [f"{MODEL}-2steps"]
+
+
+def test_a_final_export_that_does_not_fit_leaves_the_training_completed(tmp_path: Path) -> None:
+    """Room for the last checkpoint, not for the Hugging Face model the trainer exports after
+    it: the run still ends 0 (before, a final disk-full failure of a finished training), says
+    so in one warning with what to run, records it for `status`, and leaves no export folder."""
+    ckpt, listing, run_dir = tmp_path / "ck", tmp_path / "listing.json", tmp_path / "run"
+    run = launch(
+        tiny_args(ckpt, "--checkpoint-every", "2", steps=2), run_dir=run_dir, check=False,
+        wrap=[*on_small_disk(ckpt, FINAL_EXPORT_DISK_MIB), *listed_after(ckpt, listing)],
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    (warning,) = [line for line in run.stderr.splitlines() if "export was not written" in line]
+    assert f"the training is complete and saved ({MODEL}-2steps)" in warning and f"no room for the export of {MODEL}-2steps" in warning
+    assert "hyperlaunch export" in warning and "--output DIR" in warning
+    left = json.loads(listing.read_text())
+    assert left["pointer"] == f"{MODEL}-2steps" and left["complete"] == [f"{MODEL}-2steps"], left
+    assert not [name for name in left["entries"] if "final" in name], left
+    from hyperlaunch.core.metrics_records import EventRecord, parse_metrics_line
+
+    events = [r for r in map(parse_metrics_line, (run_dir / "metrics.jsonl").read_text().splitlines()) if isinstance(r, EventRecord)]
+    assert [e.event for e in events if "export" in e.event] == ["export_failed"]
 
 
 def test_an_export_that_does_not_fit_is_refused_before_it_writes(tmp_path: Path) -> None:

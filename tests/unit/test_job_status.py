@@ -167,6 +167,26 @@ def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it
     assert len(parsed) == 61
 
 
+def test_a_final_export_that_failed_is_said_until_one_succeeds(record: JobRecord) -> None:
+    from rich.console import Console
+
+    from hyperlaunch.cli.status import _detail
+
+    run = Path(record.spec.run_dir)
+    run.mkdir()
+    failed = {"type": "event", "event": "export_failed", "message": "no room for the export of qwen3_tiny-40steps", "job_id": "7"}
+    (run / "metrics.jsonl").write_text(json.dumps(failed) + "\n")
+    status = summarize(record, [_attempt("COMPLETED")], [])
+    console = Console(width=300, record=True)
+    for line in _detail(status):
+        console.print(line)
+    assert "  export:     not written, the training is saved: no room for the export of qwen3_tiny-40steps" in console.export_text()
+    assert status.to_json()["export_error"] == "no room for the export of qwen3_tiny-40steps"
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps({"type": "event", "event": "exported", "message": "m", "job_id": "7"}) + "\n")
+    assert summarize(record, [_attempt("COMPLETED")], []).to_json()["export_error"] is None
+
+
 def test_a_job_shows_the_last_checkpoint_it_completed_not_a_later_jobs_pointer(record: JobRecord) -> None:
     # Job 8 resumed job 7's training in the same folders and moved the pointer on to step 60.
     ckpt, run = Path(record.spec.checkpoint_dir), Path(record.spec.run_dir)
