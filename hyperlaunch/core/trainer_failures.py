@@ -102,13 +102,22 @@ _KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
 )
 
 
+LIBRARY_IMPORT = re.compile(r"\.so\b|shared object|\bELF\b|undefined symbol|sys\.meta_path|file too short|DLL load")
+"""An ImportError of a compiled library, or of an interpreter shutting down: the node (its
+driver, a build racing another rank), not the code, so another attempt may not meet it."""
+
+
 def failure_kind(err: BaseException) -> FailureKind:
     """The kind of failure an exception the trainer stopped on stands for: an OSError for a
     full disk or quota (itself or what it was raised from), wherever it was met (the data's
-    cache, a record), is DISK_FULL too."""
+    cache, a record), is DISK_FULL too. A Python package the trainer cannot import (missing
+    from the image or the nodes' venv, or of a version without the name) is TRAINER_BROKEN:
+    every attempt would meet it."""
     kind = next((kind for error_class, kind in _KIND_OF_ERROR if isinstance(err, error_class)), FailureKind.UNEXPECTED)
     if kind is FailureKind.UNEXPECTED and any(is_disk_full(e) for e in (err, err.__cause__, err.__context__)):
         return FailureKind.DISK_FULL
+    if kind is FailureKind.UNEXPECTED and isinstance(err, ImportError) and not LIBRARY_IMPORT.search(str(err)):
+        return FailureKind.TRAINER_BROKEN
     return kind
 
 

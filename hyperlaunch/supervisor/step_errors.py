@@ -23,6 +23,7 @@ import stat
 from collections.abc import Sequence
 
 from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_ENDED, TASK_EXIT, TASK_LABEL
+from hyperlaunch.core.trainer_failures import LIBRARY_IMPORT
 
 UNFIXABLE_EXCEPTIONS = ("SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError", "NameError")
 """Python's exceptions for code that cannot run as written, whatever node runs it."""
@@ -35,8 +36,6 @@ _SECONDARY = (
     "DistNetworkError", "DistBackendError", "DistStoreError",
 )
 """torchrun's summary of a failed worker, and a rank's reaction to another's end: never a cause."""
-_NOT_CODE = re.compile(r"\.so\b|shared object|\bELF\b|undefined symbol|sys\.meta_path|file too short|DLL load")
-"""ImportErrors of compiled libraries, or of an interpreter shutting down: the node, not the code."""
 _DEATH = re.compile(
     r"exitcode\s*:\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG|\bKilled\b|Out Of Memory|oom[_-]kill|Segmentation fault|"
     r"terminate called|Fatal Python error|core dumped|Bus error|\bAborted\b"
@@ -111,7 +110,7 @@ def _is_unfixable(line: str) -> bool:
     if not match:
         return True  # the interpreter's refusal, or argparse's
     name = match.group(1).rpartition(".")[2]
-    return name in UNFIXABLE_EXCEPTIONS and not (name == "ImportError" and _NOT_CODE.search(line))
+    return name in UNFIXABLE_EXCEPTIONS and not (name == "ImportError" and LIBRARY_IMPORT.search(line))
 
 
 class RoundOutput:

@@ -40,3 +40,30 @@ def test_bad_data_fails_the_job_on_its_first_attempt_and_status_names_the_line(d
     shown = dev_cluster.hyperlaunch("status", job, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "bad.jsonl:2: not valid JSON" in shown.stdout and "Terminated" not in shown.stdout
+
+
+def test_a_package_the_trainer_cannot_import_is_a_final_record_not_a_crash(tmp_path: Path) -> None:
+    """Nodes whose venv lacks transformers (installed without the [train] extra): the trainer's
+    record says trainer-broken and final, so the supervisor ends the job on its first round.
+    Before, it recorded `unexpected`, and the job ran 12 launches (new-user trial)."""
+    from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure
+    from tests.integration.train_helpers import launch, tiny_args
+
+    shadow = tmp_path / "shadow" / "transformers"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'transformers'\", name='transformers')\n")
+    record = tmp_path / "trainer-failure"
+    run = launch(
+        tiny_args(tmp_path / "ck", steps=2), ranks=0, run_dir=tmp_path / "run", check=False,
+        env={TRAINER_FAILURE_FILE_ENV: str(record), "PYTHONPATH": f"{shadow.parent}:{importable_path()}"},
+    )
+    assert run.returncode != 0
+    failure = read_trainer_failure(record)
+    assert failure is not None and failure.final and failure.kind == "trainer-broken", run.stderr[-2000:]
+    assert failure.message.startswith("ModuleNotFoundError: No module named 'transformers'"), failure.message
+
+
+def importable_path() -> str:
+    from tests.integration.devcluster_helpers import importable_tests_env
+
+    return importable_tests_env()["PYTHONPATH"]

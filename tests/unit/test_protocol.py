@@ -130,13 +130,22 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
         True,
     ),
     tf.FailureKind.NODE_PROBLEM: ([NodeProblem("no CUDA device is visible")], False),
-    tf.FailureKind.UNEXPECTED: ([ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's")], False),
+    tf.FailureKind.UNEXPECTED: (
+        [ValueError("boom"), RuntimeError("NCCL"), SlurmError("not the trainer's"),
+         ImportError("libcuda.so.1: cannot open shared object file: No such file or directory")],  # the node's
+        False,
+    ),
     tf.FailureKind.HANG: ([], False),  # no exception: the trainer's watchdog writes it (hyperlaunch/runtime/watchdog.py)
     tf.FailureKind.SCRIPT_ERROR: ([], True),  # no exception: a script calls hyperlaunch.runtime.fail
     tf.FailureKind.SCRIPT_RETRY: ([], False),  # fail(..., final=False)
     tf.FailureKind.EFA_PLUGIN_MISSING: ([], True),  # no exception: the step script writes it (--require-efa)
     tf.FailureKind.SCRIPT_BROKEN: ([], True),  # no exception: the supervisor reads it off the round's output
-    tf.FailureKind.TRAINER_BROKEN: ([], True),  # the same, for the bundled trainer
+    # The bundled trainer's own import of a package the image or venv lacks; else the supervisor
+    # reads it off the output, as for a script.
+    tf.FailureKind.TRAINER_BROKEN: (
+        [ModuleNotFoundError("No module named 'transformers'"), ImportError("cannot import name 'Qwen3Config' from 'transformers'")],
+        True,
+    ),
 }
 
 
