@@ -594,10 +594,13 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
         events = [item for item in events if item.job_id == record.job_id]
     model = record.spec.checkpoint_name
     saved = [e for e in events if e.event == TrainerEvent.CHECKPOINT_COMPLETED.value and e.details.get("path")] if tagged else []
+    ckpt_name: str | None = None
     if saved:
         # The last checkpoint this job completed: the pointer may be a later job's by now (a
         # resume of this one, or the same training submitted again).
-        ckpt_name: str | None = Path(str(saved[-1].details["path"])).name
+        ckpt_name = Path(str(saved[-1].details["path"])).name
+    elif tagged and not steps and not events:
+        pass  # it never trained (the folder's records are other jobs'): the pointer is theirs
     else:
         try:
             # A run that saves none has none of its own: a pointer there is another run's.

@@ -204,9 +204,14 @@ def test_a_job_shows_the_last_checkpoint_it_completed_not_a_later_jobs_pointer(r
     assert (status.progress.checkpoint, status.progress.checkpoint_step) == ("qwen3_tiny-20steps", 20)
     later = summarize(JobRecord(job_id="8", spec=record.spec, submitted_at=0.0), [_attempt("COMPLETED")], [])
     assert (later.progress.checkpoint, later.progress.checkpoint_step) == ("qwen3_tiny-60steps", 60)
-    # A job that completed none shows the pointer, as before (the checkpoint it would resume from).
+    # A job that trained and completed none shows the pointer, as before (the checkpoint it
+    # resumed from, or would); one that never trained (its trainer could not start) shows none.
+    with (run / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps({"type": "step", "step": 61, "loss": 1.0, "job_id": "9"}) + "\n")
     none_saved = summarize(JobRecord(job_id="9", spec=record.spec, submitted_at=0.0), [_attempt("FAILED")], [])
     assert none_saved.progress.checkpoint_step == 60
+    never_ran = summarize(JobRecord(job_id="3", spec=record.spec, submitted_at=0.0), [_attempt("FAILED")], [])
+    assert (never_ran.progress.checkpoint, never_ran.progress.checkpoint_step) == (None, None)
 
 
 def test_a_job_back_in_the_queue_is_active_and_its_last_attempt_counts_as_a_restart(record: JobRecord) -> None:
