@@ -49,7 +49,7 @@ def export(
 
     \b
     Examples:
-      hyperlaunch export 42                                   # the latest checkpoint of job 42
+      hyperlaunch export 42                                   # job 42's folder: what <model>-latest names now
       hyperlaunch export 42 --step 2000 --dtype bf16 -o /fsx/eval/step2000
       hyperlaunch export --checkpoint-dir /fsx/checkpoints --name qwen3_0_6b --step 500
       hyperlaunch export 42 --step 2000 -o s3://my-bucket/eval/step2000   # your AWS credentials
