@@ -61,6 +61,8 @@ class NodeReport:
     hyperlaunch: str = ""
     """hyperlaunch's version as that interpreter imports it, '' when it cannot."""
     torch: str = ""
+    transformers: str = ""
+    """Its version where that interpreter has it ('' also from a probe of an older version)."""
     python_error: str = ""
     """The interpreter's last line of output when it failed to run."""
     system_python: str = ""
@@ -235,6 +237,12 @@ def _python_problems(report: NodeReport, job: JobSide) -> list[tuple[Status, str
         )
     if not report.torch:
         problems.append(("fail", f"{report.python} has no torch: the trainer cannot start"))
+    elif not report.transformers:
+        problems.append((
+            "warn",
+            f"{report.python} has no transformers: the bundled trainer cannot start (pip install 'hyperlaunch[train]'"
+            " there); a --script job that does not import it runs",
+        ))
     return problems
 
 

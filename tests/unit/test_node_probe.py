@@ -28,7 +28,7 @@ HEALTHY = NodeReport(
     node="ip-10-1-38-128", hostname="ip-10-1-38-128", gpus=8, gpu_source="nvidia-smi", efa="rdmap16s27,rdmap32s27",
     pyxis="/opt/slurm/etc/plugstack.conf.d/pyxis.conf", enroot="/usr/bin/enroot",
     nccl_net="/opt/amazon/ofi-nccl/lib/libnccl-net.so", torchrun="/fsx/venv/bin/torchrun", python="/fsx/venv/bin/python3",
-    python_version="3.12.3", hyperlaunch=__version__, torch="2.7.1", system_python="/usr/bin/python3",
+    python_version="3.12.3", hyperlaunch=__version__, torch="2.7.1", transformers="4.56.1", system_python="/usr/bin/python3",
     system_python_version="3.10.12", hyperpod=True,
 )
 JOB = JobSide(torchrun="/fsx/venv/bin/torchrun", local_names=frozenset({"login1", "10.1.0.5"}), task_plugin="task/none")
@@ -81,6 +81,9 @@ def test_the_script_reports_the_python_that_torchrun_runs_on(tmp_path: Path) -> 
     assert report.node == "node7" and report.torchrun == str(torchrun) and report.python == sys.executable
     assert report.python_version == "%d.%d.%d" % sys.version_info[:3]  # noqa: UP031  (assertions stay as written)
     assert report.hyperlaunch == __version__ and report.python_error == ""
+    from importlib import metadata
+
+    assert report.transformers == metadata.version("transformers")
     assert report.nccl_net == f"{plugin_dir}/libnccl-net.so"
     assert report.hyperpod is False and report.gpus == 0
     verdict = judge(report, JobSide(torchrun=str(torchrun)))
@@ -216,6 +219,7 @@ def test_a_healthy_hyperpod_node_passes() -> None:
         ({"hyperlaunch": ""}, {}, "fail", "cannot import hyperlaunch"),
         ({"hyperlaunch": "0.0.1"}, {}, "warn", f"hyperlaunch 0.0.1 on the node, {__version__} here"),
         ({"torch": ""}, {}, "fail", "no torch"),
+        ({"transformers": ""}, {}, "warn", "no transformers: the bundled trainer cannot start (pip install 'hyperlaunch[train]'"),
         ({"nccl_net": ""}, {}, "warn", "TCP sockets"),
         ({"enroot": ""}, {}, "warn", "enroot"),
         ({}, {"task_plugin": "task/cgroup,task/affinity"}, "warn", "auto-resume needs task/none"),
