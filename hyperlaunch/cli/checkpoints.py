@@ -270,6 +270,13 @@ def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
             if with_exports:
                 row.append(", ".join(_shown_export(root, export) for export in entry.exports.get(step, [])))
             table.add_row(*row)
+    if any(not info.complete for entry in found for info in entry.checkpoints):
+        # A script's own torch.save folders read "no" too, though each is whole to the script.
+        table.caption = (
+            "complete no: neither DCP's .metadata nor a commit (hyperlaunch.runtime.commit_checkpoint): "
+            "a save that did not finish, or a script's own that was never committed; resume and export skip it"
+        )
+        table.caption_justify = "left"
     return table
 
 

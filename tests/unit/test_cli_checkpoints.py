@@ -73,6 +73,7 @@ def test_table_marks_latest_and_incomplete(ckpt_dir: Path) -> None:
     row30 = next(line for line in lines if "qwen3_tiny-30steps" in line)
     assert "latest" in row20 and "2.0 KiB" in row20 and "yes" in row20
     assert "latest" not in row30 and " no " in row30
+    assert "a script's own that was never committed" in " ".join(result.stdout.split()), "the caption says what no means"
 
 
 @pytest.mark.parametrize(
