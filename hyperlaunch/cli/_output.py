@@ -87,6 +87,12 @@ def aligned(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     return [indent + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
+def sacct_cell(text: str) -> str:
+    """One of sacct's fields for a table: `-` for its words for nothing yet (a running attempt's
+    end, a pending one's start and nodes)."""
+    return "-" if text in ("", "Unknown", "None", "None assigned") else text
+
+
 def elapsed(seconds: int) -> str:
     """A duration as squeue prints it: H:MM:SS."""
     hours, rest = divmod(max(seconds, 0), 3600)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hyperlaunch.cli._output import aligned
+from hyperlaunch.cli._output import aligned, sacct_cell
 from hyperlaunch.cli._output import elapsed as _elapsed
 from hyperlaunch.cli._waiting import held_cell, never_runs_cell, waiting_lines
 
@@ -51,6 +51,9 @@ def detail(status: ToolStatus) -> list[Any]:
     for column in ("#", "STATE", "NODES", "START", "END", "ELAPSED"):
         attempts.add_column(column, overflow="fold")
     for index, attempt in enumerate(status.attempts):
-        attempts.add_row(str(index), attempt.state, attempt.node_list, attempt.start, attempt.end, _elapsed(attempt.elapsed_s))
+        attempts.add_row(
+            str(index), attempt.state, sacct_cell(attempt.node_list), sacct_cell(attempt.start), sacct_cell(attempt.end),
+            _elapsed(attempt.elapsed_s),
+        )
     lines.append(attempts)
     return lines

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hyperlaunch.cli._output import aligned, out
+from hyperlaunch.cli._output import aligned, out, sacct_cell
 from hyperlaunch.cli._output import elapsed as _elapsed
 from hyperlaunch.cli._waiting import (
     held_cell,
@@ -329,7 +329,7 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     for index, attempt in enumerate(status.attempts):
         count = restart_count(status.attempts, index)  # as `logs --attempt N` names it
         attempts.add_row(
-            str(count), attempt.state, attempt.node_list, attempt.start, attempt.end,
+            str(count), attempt.state, sacct_cell(attempt.node_list), sacct_cell(attempt.start), sacct_cell(attempt.end),
             _elapsed(attempt.elapsed_s), causes.get(count, "-" if attempt.state != "COMPLETED" else "completed"),
         )
     lines.append(attempts)

@@ -433,6 +433,15 @@ def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_sti
     )
     assert [r.describe() for r in status.restarts] == ["node failure (node2)"]
     assert status.state == "RUNNING" and status.elapsed_s == 68 and status.nodes == "node[3-4]"
+    from rich.console import Console
+
+    from hyperlaunch.cli.status import _detail
+
+    console = Console(width=200, record=True)
+    for line in _detail(status):
+        console.print(line)
+    (row,) = [line.split() for line in console.export_text().splitlines() if line.split()[:2] == ["1", "RUNNING"]]
+    assert row[3:] == ["2026-01-01T00:00:17", "-", "0:01:00", "-"], "no sacct 'Unknown' for its end"
     # Back in the queue before that run: nothing runs yet, the record stays as it reads.
     _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08"))
     pending = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="PENDING", now=now)
