@@ -407,7 +407,8 @@ def summarize(
     last = attempts[-1] if attempts else None
     failure = None
     in_queue = queue_state is not None and queue_state in ACTIVE_STATES
-    if last is not None and last.state not in ACTIVE_STATES:
+    # A run the job was requeued from reads REQUEUED while the job waits to start again: it ended.
+    if last is not None and (last.state not in ACTIVE_STATES or (last.state == "REQUEUED" and queue_state == "PENDING")):
         if in_queue:
             # The last recorded attempt ended and the job is back in the queue: that
             # attempt is a restart too.
@@ -427,7 +428,7 @@ def summarize(
         attempts=tuple(attempts),
         restarts=tuple(restarts),
         progress=progress,
-        nodes=last.node_list if last and last.node_list != "None assigned" else "",
+        nodes=last.node_list if last and last.node_list != "None assigned" and queue_state != "PENDING" else "",
         elapsed_s=sum(a.elapsed_s for a in attempts),
         failure=failure,
         steps=tuple(steps),

@@ -442,10 +442,13 @@ def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_sti
         console.print(line)
     (row,) = [line.split() for line in console.export_text().splitlines() if line.split()[:2] == ["1", "RUNNING"]]
     assert row[3:] == ["2026-01-01T00:00:17", "-", "0:01:00", "-"], "no sacct 'Unknown' for its end"
-    # Back in the queue before that run: nothing runs yet, the record stays as it reads.
+    # Back in the queue before that run: the run it was requeued from ended, for a node failure,
+    # and the job is on no node (it showed no restart and the lost node in NODELIST).
     _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08"))
     pending = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="PENDING", now=now)
     assert [a.state for a in pending.attempts] == ["REQUEUED"] and pending.elapsed_s == 8
+    assert [r.describe() for r in pending.restarts] == ["node failure (node2)"] and pending.failure is None
+    assert pending.state == "PENDING" and pending.nodes == ""
 
 
 def test_start_markers_of_an_earlier_job_with_the_same_id_add_no_attempts(record: JobRecord) -> None:
