@@ -67,8 +67,9 @@ class FailureKind(str, enum.Enum):
     Python cannot parse the code or find a module, argparse refuses the arguments, the script
     file is not there (written by the supervisor, hyperlaunch.supervisor.step_errors)."""
     TRAINER_BROKEN = "trainer-broken"
-    """The same for the bundled trainer, which records its own errors once it runs: it could not
-    start (a package missing from the image or the nodes' venv)."""
+    """The bundled trainer could not start: a Python package missing from the image or the nodes'
+    venv. It records this itself for an ImportError it meets (failure_kind); the supervisor
+    writes it from the step's output where the trainer died before it could record anything."""
 
 
 FINAL_FAILURE_KINDS: frozenset[FailureKind] = frozenset(
