@@ -1,11 +1,10 @@
 """The job flags shared by `render` and `submit` (and anything else that builds a JobSpec):
-derived from the JobSpec fields that declare a flag (hyperlaunch.job.spec.flag), and added to a
+derived from the job settings that declare a flag (hyperlaunch.job.flags.flag), and added to a
 Typer command by `@with_job_flags`, which hands the command one `job: JobFlags` instead of
 two dozen parameters."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import typing
@@ -37,30 +36,21 @@ def _option_type(kind: object) -> Any:
     return base | None
 
 
-def _field_types() -> dict[str, Any]:
-    from hyperlaunch.job.spec import JobSpec
+def _declared_flags() -> tuple[list[inspect.Parameter], tuple[str, ...]]:
+    """One option for each job setting that declares a flag, in the sections' order; and the
+    switches among them (on or off for a setting stored as auto/on/off)."""
+    from hyperlaunch.job.spec import user_settings
 
-    return typing.get_type_hints(JobSpec)
-
-
-def _declared_flags(kinds: dict[str, Any]) -> list[inspect.Parameter]:
-    """One option for each JobSpec field that declares a flag, in the fields' order."""
-    from hyperlaunch.job.spec import FLAG, JobSpec
-
-    return [
-        _option(
-            field.name, _option_type(kinds[field.name]), *declared.names,
-            help=declared.help, metavar=declared.metavar, panel=declared.panel,
-        )
-        for field in dataclasses.fields(JobSpec)
-        if (declared := field.metadata.get(FLAG)) is not None
+    declared = [s for s in user_settings() if s.flag is not None]
+    parameters = [
+        _option(s.key, _option_type(s.kind), *s.flag.names, help=s.flag.help, metavar=s.flag.metavar, panel=s.panel or "Job")
+        for s in declared
+        if s.flag is not None
     ]
+    return parameters, tuple(s.key for s in declared if typing.get_origin(s.kind) is Literal)
 
 
-_KINDS = _field_types()
-JOB_FLAG_PARAMETERS: list[inspect.Parameter] = _declared_flags(_KINDS)
-SWITCHES = tuple(p.name for p in JOB_FLAG_PARAMETERS if typing.get_origin(_KINDS[p.name]) is Literal)
-"""Flags that say on or off for a field stored as auto/on/off."""
+JOB_FLAG_PARAMETERS, SWITCHES = _declared_flags()
 _PROFILE_PARAMETER = _option(
     "profile", str | None, "--profile", metavar="NAME",
     help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE. Flags override hyperlaunch.toml and HYPERLAUNCH_* settings.",
@@ -79,7 +69,7 @@ _ADDED = [*JOB_FLAG_PARAMETERS, _PROFILE_PARAMETER, _TRAINER_ARGS_PARAMETER]
 
 @dataclass(frozen=True)
 class JobFlags:
-    """What the user typed, by JobSpec field (None: not given), plus the chosen profile."""
+    """What the user typed, by job setting (None: not given), plus the chosen profile."""
 
     overrides: dict[str, object]
     profile: str | None
@@ -105,9 +95,9 @@ def show_settings(plan: Plan, trainings: int = 1) -> None:
 
     spec = plan.spec
     if plan.settings:
-        out.note_block(f"training {spec.checkpoint_name} on {spec.nodes} x {spec.instance_type} with:", _rows(plan.settings))
+        out.note_block(f"training {spec.derived.checkpoint_name} on {spec.job.nodes} x {spec.cluster.instance_type} with:", _rows(plan.settings))
     if plan.decided:
-        out.note_block(f"the job on {spec.instance_type} nodes:", _rows(plan.decided))
+        out.note_block(f"the job on {spec.cluster.instance_type} nodes:", _rows(plan.decided))
     if plan.configured:
         out.note_block("from your configuration:", _rows(plan.configured))
     for decision in plan.decided:

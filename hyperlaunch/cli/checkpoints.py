@@ -148,7 +148,7 @@ def _job_checkpoints(job_id: str) -> tuple[str, list[str], bool]:
 
     record, index = sweeps.split_task(job_id, slurm_env)
     specs = sweeps.trainings(record, index)
-    return specs[0].checkpoint_dir, [str(spec.checkpoint_name) for spec in specs], record.sweep is not None and index is None
+    return specs[0].output.checkpoint_dir, [str(spec.derived.checkpoint_name) for spec in specs], record.sweep is not None and index is None
 
 
 def _warn_none_of(root: Path, missing: list[str], *, sweep: bool) -> None:

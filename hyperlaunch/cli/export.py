@@ -65,7 +65,7 @@ def export(
         raise InvalidInput("--step and --latest exclude each other: name one checkpoint")
     if not slurm and (partition is not None or time_limit is not None or after):
         raise InvalidInput("--partition, --time and --after are for --slurm: without it the export runs here, now")
-    from hyperlaunch.job.spec import parse_after
+    from hyperlaunch.slurm.dependencies import parse_after
 
     waits = parse_after(after or [])
     place = None
@@ -110,11 +110,12 @@ def _submit(
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.core.paths import hyperlaunch_home
-    from hyperlaunch.job.spec import dependency_value, slurm_time
     from hyperlaunch.runs import hf_export, tool_jobs
     from hyperlaunch.runs.waits import refuse_unmet
     from hyperlaunch.script.render_export import render_export
     from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm.dependencies import dependency_value
+    from hyperlaunch.slurm.time_limit import slurm_time
 
     dependency = dependency_value(waits)
     after = [job for job, _ in waits]
@@ -221,9 +222,9 @@ def _target(
             raise InvalidInput(f"job {job_id} ran your own script: export knows only the bundled trainer's checkpoints")
         told = hf_export.from_job_record(spec)
         return hf_export.choose(
-            Path(spec.checkpoint_dir), str(spec.checkpoint_name), step=step, output=output,
+            Path(spec.output.checkpoint_dir), str(spec.derived.checkpoint_name), step=step, output=output,
             model=told["model"], model_name=told["model_name"], tokenizer=tokenizer or told["tokenizer"], deferred=deferred,
-        ), spec.torchrun
+        ), spec.job.torchrun
     if name is None:
         raise InvalidInput("name the checkpoints: a job id, or --name MODEL (with --checkpoint-dir DIR)")
     from hyperlaunch.cli.checkpoints import _checkpoint_name

@@ -115,8 +115,8 @@ def _submit(
     partition: str | None, time_limit: str | None, after: list[str], python: str | None, as_json: bool,
 ) -> None:
     from hyperlaunch.cli._cluster import slurm_env
-    from hyperlaunch.job.spec import parse_after
     from hyperlaunch.runs.prepare_job import Options, submit_prepare
+    from hyperlaunch.slurm.dependencies import parse_after
 
     options = Options(text_field=text_field, shard_mb=shard_mb, workers=workers, overwrite=overwrite)
     waits = parse_after(after)

@@ -96,8 +96,8 @@ def _table(statuses: Sequence[JobStatus | SweepView]) -> str:
         p = s.progress
         rows.append((
             s.record.job_id,
-            s.record.spec.model or s.record.spec.checkpoint_name,
-            str(s.record.spec.nodes),
+            s.record.spec.job.model or s.record.spec.derived.checkpoint_name,
+            str(s.record.spec.job.nodes),
             _state_cell(s),
             _restarts_cell(s),
             _budget_cell(s),
@@ -126,7 +126,7 @@ class SweepView:
         steps = [s.progress.last_step for s in ran if s.progress.last_step is not None]
         restarts = sum(len(s.restarts) + len(s.in_allocation) for s in ran)
         return (
-            self.record.job_id, f"{spec.model or spec.checkpoint_name} sweep x{len(self.now.members)}", str(spec.nodes),
+            self.record.job_id, f"{spec.job.model or spec.derived.checkpoint_name} sweep x{len(self.now.members)}", str(spec.job.nodes),
             self.now.summary, str(restarts), "-", "-", "-",
             f"{min(steps)}-{max(steps)}" if steps else "-", "-", "-", _elapsed(max((s.elapsed_s for s in ran), default=0)),
         )
@@ -151,7 +151,7 @@ class SweepView:
         lines = [
             f"sweep {self.record.job_id}: {len(self.now.members)} x {spec.what} on {spec.nodes_text} each, {self.now.summary}",
             f"  array:      --array={sweep.array}",
-            f"  checkpoints: {spec.checkpoint_dir}",
+            f"  checkpoints: {spec.output.checkpoint_dir}",
         ]
         if self.record.resumed_from:
             lines.append(f"  resumes sweep {self.record.resumed_from}")
@@ -182,13 +182,13 @@ class SweepView:
         return {
             "job_id": self.record.job_id,
             "sweep": True,
-            "model": spec.model,
-            "name": spec.checkpoint_name,
+            "model": spec.job.model,
+            "name": spec.derived.checkpoint_name,
             "state": self.now.state,
             "summary": self.now.summary,
             "array": sweep.array,
-            "nodes": spec.nodes,
-            "checkpoint_dir": spec.checkpoint_dir,
+            "nodes": spec.job.nodes,
+            "checkpoint_dir": spec.output.checkpoint_dir,
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
             "waits_for": [d.__dict__ for d in self.now.waits_for],
@@ -235,26 +235,26 @@ def tracker_locations(spec: JobSpec) -> dict[str, dict[str, str | None]]:
     run was open, else what the spec knows from submit (W&B: only the run id)."""
     from hyperlaunch.core import trackers
 
-    written = trackers.read_locations(Path(spec.run_dir))
+    written = trackers.read_locations(Path(spec.output.run_dir))
     found: dict[str, dict[str, str | None]] = {}
-    for name in spec.tracker:
+    for name in spec.output.tracker:
         if name == trackers.TENSORBOARD:
-            folder = written.get(name) or spec.tensorboard_dir or str(Path(spec.run_dir) / "tensorboard")
+            folder = written.get(name) or spec.output.tensorboard_dir or str(Path(spec.output.run_dir) / "tensorboard")
             found[name] = {"where": folder, "command": f"tensorboard --logdir {shlex.quote(folder)}"}
         elif name == trackers.MLFLOW:
-            found[name] = {"where": written.get(name) or _mlflow_run(spec), "run_id": spec.mlflow_run_id}
+            found[name] = {"where": written.get(name) or _mlflow_run(spec), "run_id": spec.derived.mlflow_run_id}
         elif name == trackers.WANDB:
-            found[name] = {"where": written.get(name), "run_id": spec.tracker_run_id}
+            found[name] = {"where": written.get(name), "run_id": spec.derived.tracker_run_id}
     return found
 
 
 def _mlflow_run(spec: JobSpec) -> str:
     from hyperlaunch.core.trackers import mlflow_run_url
 
-    uri = spec.mlflow_uri or "-"
-    if spec.mlflow_run_id and spec.mlflow_experiment_id:
-        return mlflow_run_url(uri, spec.mlflow_experiment_id, spec.mlflow_run_id)
-    return f"{uri} run {spec.mlflow_run_id}" if spec.mlflow_run_id else uri
+    uri = spec.output.mlflow_uri or "-"
+    if spec.derived.mlflow_run_id and spec.derived.mlflow_experiment_id:
+        return mlflow_run_url(uri, spec.derived.mlflow_experiment_id, spec.derived.mlflow_run_id)
+    return f"{uri} run {spec.derived.mlflow_run_id}" if spec.derived.mlflow_run_id else uri
 
 
 def _tracker_lines(locations: dict[str, dict[str, str | None]], *, trained: bool = False, job_id: str = "") -> list[str]:
@@ -284,19 +284,19 @@ def _detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
     lines: list[Any] = [
         f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {_state_cell(status, limit=None)}",
         *([f"  element:    {element} of sweep {element.split('_')[0]}" + (f": {values}" if values else "")] if element else []),
-        f"  checkpoint: {p.checkpoint or '-'} in {spec.checkpoint_dir}"
+        f"  checkpoint: {p.checkpoint or '-'} in {spec.output.checkpoint_dir}"
         if spec.saves_checkpoints else f"  checkpoint: none kept ({targs.NO_CHECKPOINTS})",
         f"  last step:  {_number(p.last_step, 'd')}  loss {_number(p.last_loss, '.4f')}  tokens/s {_number(p.tokens_per_s, '.0f')}",
         *filter(None, [_loss_line(loss)]),
         f"  log:        {status.record.log_paths[0]}",
         *_tracker_lines(tracker_locations(spec), trained=p.last_step is not None, job_id=status.record.job_id),
     ]
-    if spec.code_dir is not None:
+    if spec.derived.code_dir is not None:
         from hyperlaunch.job.code_snapshot import describe_dir
 
-        lines.append(f"  code:       {describe_dir(Path(spec.code_dir))}")
+        lines.append(f"  code:       {describe_dir(Path(spec.derived.code_dir))}")
     source = dict(status.record.decided).get("instance_type")
-    lines.append(f"  instance:   {spec.instance_type}" + (f" ({source})" if source else ""))
+    lines.append(f"  instance:   {spec.cluster.instance_type}" + (f" ({source})" if source else ""))
     if status.budget is not None:
         b = status.budget
         failure = status.failure

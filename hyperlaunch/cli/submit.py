@@ -30,11 +30,11 @@ def _report(launched: Launch, planned: JobSpec, as_json: bool, verb: str, *, res
     log, _ = record.log_paths
     out.text(f"{verb} job {record.job_id}: {record.spec.what} on {record.spec.nodes_text}")
     out.text(f"  log:         {log}")
-    out.text(f"  checkpoints: {record.spec.checkpoint_dir}")
-    if record.spec.code_dir is not None:
-        out.text(f"  code:        {record.spec.code_dir}")
-    if record.spec.tracker:
-        out.text(f"  trackers:    {', '.join(record.spec.tracker)}, run {record.spec.tracker_run_id} (status says where)")
+    out.text(f"  checkpoints: {record.spec.output.checkpoint_dir}")
+    if record.spec.derived.code_dir is not None:
+        out.text(f"  code:        {record.spec.derived.code_dir}")
+    if record.spec.output.tracker:
+        out.text(f"  trackers:    {', '.join(record.spec.output.tracker)}, run {record.spec.derived.tracker_run_id} (status says where)")
     # One command a line: several on one line joined by `|` would be a pipeline when pasted.
     out.text(f"  follow it:   hyperlaunch status {record.job_id}")
     out.text(f"               hyperlaunch logs {record.job_id} -f")
@@ -50,19 +50,19 @@ def _json_doc(launched: Launch, planned: JobSpec, resumed_from: str | None) -> d
     log, err = record.log_paths if record is not None else (None, None)
     doc: dict[str, object] = {
         "job_id": record.job_id if record is not None else None,
-        "model": spec.model,
+        "model": spec.job.model,
         "trains": spec.what,
-        "name": spec.checkpoint_name,
-        "code_dir": spec.code_dir,
-        "nodes": spec.nodes,
+        "name": spec.derived.checkpoint_name,
+        "code_dir": spec.derived.code_dir,
+        "nodes": spec.job.nodes,
         "log": str(log) if log is not None else None,
         "err": str(err) if err is not None else None,
-        "checkpoint_dir": spec.checkpoint_dir,
-        "run_dir": spec.run_dir,
+        "checkpoint_dir": spec.output.checkpoint_dir,
+        "run_dir": spec.output.run_dir,
         "resumed_from": resumed_from,
-        "trackers": list(spec.tracker),
-        "tracker_run_id": spec.tracker_run_id,
-        "mlflow_run_id": spec.mlflow_run_id,
+        "trackers": list(spec.output.tracker),
+        "tracker_run_id": spec.derived.tracker_run_id,
+        "mlflow_run_id": spec.derived.mlflow_run_id,
     }
     if record is None:
         doc["script"] = launched.script
@@ -159,7 +159,7 @@ def resume(
     if job_id is None:
         # It may be another project's: say which before anything is submitted.
         out.note(f"no job named: the newest recorded{f' of {model}' if model else ''} is job {record.job_id}"
-                 f" ({record.spec.what}, checkpoints in {record.spec.checkpoint_dir})")
+                 f" ({record.spec.what}, checkpoints in {record.spec.output.checkpoint_dir})")
     env = slurm_env(record.slurm_conf)
     if record.sweep is not None:
         _resume_sweep(record, env, element, nodes=nodes, max_steps=max_steps, refused={"--exclude-failed": exclude_failed, "--after-end": after_end, "--refresh-code": refresh_code}, dry_run=dry_run, as_json=as_json)
@@ -171,7 +171,7 @@ def resume(
         record, nodes=nodes, max_steps=max_steps, exclude_failed=exclude_failed, env=env, after_job=after_job, notify=out.note,
         refresh_code=refresh_code,
     )
-    added = [node for node in spec.exclude if node not in record.spec.exclude]
+    added = [node for node in spec.cluster.exclude if node not in record.spec.cluster.exclude]
     if added:
         out.note(f"excluding nodes that failed job {record.job_id}: {', '.join(added)}")
     launched = launch(spec, env=env, resumed_from=record.job_id, dry_run=dry_run, decided=record.decided, notify=out.note)

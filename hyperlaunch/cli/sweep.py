@@ -85,7 +85,7 @@ def _say_continued(base: JobSpec, chosen: Sweep) -> None:
     if rows:
         start = "'-- --from-scratch'" if not base.is_script_job else "another --name"
         out.note_block(
-            f"{len(rows)} element(s) continue from a checkpoint already in {base.checkpoint_dir}"
+            f"{len(rows)} element(s) continue from a checkpoint already in {base.output.checkpoint_dir}"
             f" (start over with {start}; a sweep of its own: another --checkpoint-dir):",
             rows,
         )
@@ -101,18 +101,18 @@ def report(launched: SweepLaunch, base: JobSpec, chosen: Sweep, *, as_json: bool
         out.json({
             "job_id": record.job_id if record is not None else None,
             "array": chosen.array,
-            "log_dir": base.log_dir,
-            "checkpoint_dir": base.checkpoint_dir,
+            "log_dir": base.output.log_dir,
+            "checkpoint_dir": base.output.checkpoint_dir,
             "elements": [
-                {"task": f"{record.job_id}_{i}" if record is not None else None, "index": i, "name": spec.checkpoint_name,
-                 "values": dict(chosen.element(i).values), "run_dir": spec.run_dir, "tracker_run_id": spec.tracker_run_id}
+                {"task": f"{record.job_id}_{i}" if record is not None else None, "index": i, "name": spec.derived.checkpoint_name,
+                 "values": dict(chosen.element(i).values), "run_dir": spec.output.run_dir, "tracker_run_id": spec.derived.tracker_run_id}
                 for i, spec in specs.items()
             ],
             **({"script": launched.rendered.script} if record is None else {}),
         })
         return
-    width = max(len(spec.checkpoint_name) for spec in specs.values())
-    rows = [f"{i:>3}  {spec.checkpoint_name.ljust(width)}  {' '.join(chosen.element(i).flags)}" for i, spec in specs.items()]
+    width = max(len(spec.derived.checkpoint_name) for spec in specs.values())
+    rows = [f"{i:>3}  {spec.derived.checkpoint_name.ljust(width)}  {' '.join(chosen.element(i).flags)}" for i, spec in specs.items()]
     if record is None:
         out.note_block(f"{len(specs)} element(s) (--array={chosen.array}):", rows)
         out.raw(launched.rendered.script)
@@ -120,7 +120,7 @@ def report(launched: SweepLaunch, base: JobSpec, chosen: Sweep, *, as_json: bool
     out.text(f"{verb} sweep {record.job_id}: {len(specs)} x {base.what} on {base.nodes_text} each (--array={chosen.array})")
     for row in rows:
         out.text(f"  {row}")
-    out.text(f"  logs:        {base.log_dir}/{base.job_name}_<element's job id>.out")
-    out.text(f"  checkpoints: {base.checkpoint_dir} (<name>-latest for each)")
+    out.text(f"  logs:        {base.output.log_dir}/{base.job.job_name}_<element's job id>.out")
+    out.text(f"  checkpoints: {base.output.checkpoint_dir} (<name>-latest for each)")
     out.text(f"  follow it:   hyperlaunch status {record.job_id}")
     out.text(f"               hyperlaunch logs {record.job_id}_{min(specs)} -f")

@@ -25,25 +25,25 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     """What the run keeps in its checkpoint folder at its fullest (a sweep's `trainings` each
     as much) against the folder's free space (`free`: asked of the filesystem when None); None
     when it fits or cannot be told."""
-    if spec.max_steps is None or not spec.saves_checkpoints:
+    if spec.job.max_steps is None or not spec.saves_checkpoints:
         return None
-    args = spec.trainer_args
+    args = spec.job.trainer_args
     every = _count(args, "--checkpoint-every", model.checkpoint_every)
     keep = _count(args, "--keep-last", 0)
-    saves = disk_space.checkpoints_held(spec.max_steps, every, 0)
-    held = disk_space.checkpoints_held(spec.max_steps, every, keep)
+    saves = disk_space.checkpoints_held(spec.job.max_steps, every, 0)
+    held = disk_space.checkpoints_held(spec.job.max_steps, every, keep)
     each = CHECKPOINT_BYTES_PER_PARAM * model.num_params
     export = 0 if targs.NO_EXPORT in args else EXPORT_BYTES_PER_PARAM * model.num_params
     # The export follows the last save's pruning: the kept checkpoints and the export.
     after_last = (min(saves, keep) if keep > 0 else saves) * each + export
     needed = max(held * each, after_last) * trainings
-    free = disk_space.free_bytes(Path(spec.checkpoint_dir)) if free is None else free
+    free = disk_space.free_bytes(Path(spec.output.checkpoint_dir)) if free is None else free
     if free is None or free >= needed:
         return None
     kept = f"--keep-last {keep} and the next, at once" if keep > 0 else "all kept: --keep-last 0"
     what = f"{held} checkpoint{'s' if held != 1 else ''} of about {format_size(each)} ({kept})"
     if export:
-        what += f" and the {format_size(export)} {spec.checkpoint_name}-final export"
+        what += f" and the {format_size(export)} {spec.derived.checkpoint_name}-final export"
     fits = free // each
     if trainings > 1:
         who, end = f"each of the sweep's {trainings} trainings keeps up to", "the sweep would end with disk-full"
@@ -52,10 +52,10 @@ def warning(spec: JobSpec, model: ModelSpec, free: int | None = None, trainings:
     elif fits == 0:
         who, end = "the run keeps up to", "its first save would end it with disk-full"
     else:
-        step = min((fits + 1) * every, spec.max_steps)
+        step = min((fits + 1) * every, spec.job.max_steps)
         who, end = "the run keeps up to", f"it would end with disk-full at its checkpoint of step {step}"
     fewer = "pass -- --keep-last N, " if keep == 0 and held > 1 else ""
     return (
-        f"checkpoints: {who} {what}, {format_size(needed)} in all, and {spec.checkpoint_dir} has "
+        f"checkpoints: {who} {what}, {format_size(needed)} in all, and {spec.output.checkpoint_dir} has "
         f"{format_size(free)} free: {end} ({fewer}free space or choose another --checkpoint-dir)"
     )

@@ -123,7 +123,7 @@ def take_for(spec: JobSpec, folder: Path) -> Snapshot:
     """The snapshot a script job runs from `folder` (its code_root, once planned): less the
     job's own output folders, within its --code-limit-mb. Planning, submit and
     `resume --refresh-code` all take it so, and come to the same digest for the same code."""
-    return take(folder, limit_mb=spec.code_limit_mb, outputs=spec.output_dirs)
+    return take(folder, limit_mb=spec.job.code_limit_mb, outputs=spec.output_dirs)
 
 
 def take(folder: Path, *, limit_mb: int = DEFAULT_LIMIT_MB, outputs: Iterable[str] = ()) -> Snapshot:

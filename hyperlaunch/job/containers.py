@@ -1,9 +1,9 @@
 """What a Pyxis/enroot container job needs decided before rendering: the image reference as
 Pyxis reads it, a container name that carries the image's identity, and mounts that cover
-every path the job reads or writes, as one frozen ContainerSettings that checks itself.
-JobSpec normalizes the image when it is built; the name is derived where a job is planned
-(JobSpec.settled), since only that reads the file system (a .sqsh file's size and mtime);
-render.srun_flags lays out the mounts, so rendering stays pure."""
+every path the job reads or writes (the settings themselves: hyperlaunch.job.sections.Container).
+The plan normalizes the image and derives the name (hyperlaunch.job.defaults), since only that
+reads the file system (a .sqsh file's size and mtime); render.srun_flags lays out the mounts,
+so rendering stays pure."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from hyperlaunch.job.text_checks import check_text, fail, shown
+if TYPE_CHECKING:
+    from hyperlaunch.job.sections import Container
+
 
 DERIVED_NAME_PREFIX = "hl-"
 """Names hyperlaunch derives from the image start with this; a name of that form is derived
-again whenever a JobSpec is built, so it never outlives the image it was made for."""
+again whenever a job is planned or resumed, so it never outlives the image it was made for."""
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """Pyxis's --container-name: no ':' (it separates the name from its mode), and a name enroot
 turns into a folder name, so letters, digits and `_ . -` only."""
@@ -92,41 +95,6 @@ def settled_name(image: str | None, name: str | None) -> str | None:
     return derived_name(image) if name is None or is_derived_name(name) else name
 
 
-@dataclass(frozen=True, kw_only=True)
-class ContainerSettings:
-    """How a job's trainers run in a Pyxis/enroot container: one value, checked when built."""
-
-    image: str
-    """As Pyxis reads it (pyxis_image): a .sqsh file, or `REGISTRY#IMAGE[:TAG]`."""
-    mounts: tuple[str, ...] = ()
-    """The user's extra mounts `SRC[:DST[:FLAGS]]`; the job's own paths come from job_paths."""
-    workdir: str | None = None
-    """Working directory inside the container; None uses the run dir."""
-    name: str | None = None
-    """Pyxis container name (settled_name), or None: unpacked afresh each time."""
-
-    def check(self, paths: Iterable[tuple[str, bool]]) -> None:
-        """What Pyxis could not read: a bad name, or a ',' or ':' in a path it mounts (Pyxis
-        splits --container-mounts on ',' and each mount on ':')."""
-        check_text("container image", self.image)
-        check_text("container workdir", self.workdir)
-        name = self.name
-        if name is not None and not is_derived_name(name):
-            if not CONTAINER_NAME.fullmatch(name) or len(name) > CONTAINER_NAME_MAX:
-                fail(
-                    f"--container-name {shown(name)}: use letters, digits, '_', '.', '-' (not first), "
-                    f"at most {CONTAINER_NAME_MAX} characters"
-                )
-        for path, _ in paths:
-            check_text("mounted path", path)
-            if "," in path or ":" in path:
-                fail(f"a path mounted into the container must not contain ',' or ':': {path!r}")
-        for mount in self.mounts:
-            check_text("container mount", mount)
-            if "," in mount:
-                fail(f"container mount {mount!r} must not contain ','; pass one --container-mounts per mount")
-
-
 @dataclass(frozen=True)
 class _Mount:
     path: str
@@ -164,7 +132,7 @@ def _data_mount_path(data: str) -> str:
     return folder if looks_like_file and folder != "/" else path
 
 
-def container_mounts(settings: ContainerSettings, paths: Iterable[tuple[str, bool]]) -> list[str]:
+def container_mounts(settings: Container, paths: Iterable[tuple[str, bool]]) -> list[str]:
     """--container-mounts: the job's `paths` (job_paths), each at the same place and only once,
     dropped when a mount above it already gives the access it needs (a read-write one, or a
     read-only one for a read-only path), then the user's `--container-mounts` as given.

@@ -9,7 +9,6 @@ type drives whole nodes, the preset's nodes and GPUs, and the recommendations.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -29,6 +28,8 @@ from hyperlaunch.core.recommend import Setting
 from hyperlaunch.job import checkpoint_room, code_snapshot, containers, detect
 from hyperlaunch.job import settings as layered
 from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.defaults import default_job_name, job_spec
+from hyperlaunch.job.sections import TRAINER_ONLY
 from hyperlaunch.job.settings import (
     DEFAULT_CHECKPOINT_DIR,
     FLAGS_LAYER,
@@ -41,7 +42,7 @@ from hyperlaunch.job.settings import (
     read_layers,
     source,
 )
-from hyperlaunch.job.spec import JobSpec, default_run_name
+from hyperlaunch.job.spec import JobSpec
 
 Decided = tuple[Settings, tuple[detect.Decision, ...]]
 """What one decision fills in (JobSpec fields and values) and the lines it shows."""
@@ -143,7 +144,7 @@ def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:
     """A bundled-trainer job's checkpoints (a sweep's `trainings` each) against the free space
     of their folder (a warning: hyperlaunch.job.checkpoint_room); None for a script's job or
     when they fit."""
-    model = spec.model
+    model = spec.job.model
     if spec.is_script_job or not model or (model not in PRESETS and not is_model_directory(model)):
         return None
     return checkpoint_room.warning(spec, _model_spec(model)[0], trainings=trainings)
@@ -265,10 +266,6 @@ def _gpus(settings: Settings, layers: list[Layer], slurm_env: Callable[[], Mappi
     return {"gres_gpus": gres.value}, (per_node, gres)
 
 
-_TRAINER_ONLY = ("model", "max_steps", "data")
-"""Settings of the bundled trainer, which a --script or --module job does not take."""
-
-
 def _script_job(settings: Settings, layers: list[Layer], cwd: Path) -> Settings:
     """A --script or --module job: its script as an absolute path, which must be a file here;
     the bundled trainer's settings left out where a config file or variable set them (given
@@ -276,7 +273,7 @@ def _script_job(settings: Settings, layers: list[Layer], cwd: Path) -> Settings:
     if settings.get("script") is None and settings.get("module") is None:
         return settings
     typed = dict(layers).get(FLAGS_LAYER, {})
-    settings = {key: value for key, value in settings.items() if key not in _TRAINER_ONLY or key in typed}
+    settings = {key: value for key, value in settings.items() if key not in TRAINER_ONLY or key in typed}
     script = settings.get("script")
     if isinstance(script, str):
         path = absolute(script, cwd)
@@ -377,13 +374,7 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
     """The JobSpec: defaults for the folders, every path absolute (the job runs elsewhere),
     the torchrun next to this Python, and the container's name derived from its image here."""
     settings = dict(settings)
-    script, module = settings.get("script"), settings.get("module")
-    if script is not None or module is not None:
-        settings.setdefault("name", default_run_name(typing.cast("str | None", script), typing.cast("str | None", module)))
-        default_name = str(settings["name"])
-    else:
-        default_name = os.path.basename(str(settings["model"]).rstrip("/"))
-    job_name = str(settings.get("job_name") or default_name)
+    job_name = str(settings.get("job_name") or default_job_name(settings))
     settings.setdefault("checkpoint_dir", DEFAULT_CHECKPOINT_DIR)
     settings.setdefault("log_dir", "logs")
     settings.setdefault("run_dir", os.path.join("runs", job_name))
@@ -405,7 +396,7 @@ def _to_spec(settings: Settings, cwd: Path) -> JobSpec:
         settings["container_image"] = absolute(image, cwd)  # Pyxis reads `x.sqsh` as a registry image
     if "torchrun" not in settings and settings.get("container_image") is None:
         settings["torchrun"] = layered.default_torchrun()
-    spec = JobSpec(**settings)  # type: ignore[arg-type]
+    spec = job_spec(**settings)
     if spec.is_script_job:  # validated first: the snapshot reads the whole project
         spec = _with_snapshot(spec, cwd)
     return spec.settled()
@@ -416,11 +407,11 @@ def _with_snapshot(spec: JobSpec, cwd: Path) -> JobSpec:
     project of the script (or, for --module, of the current folder), less the job's output
     folders, hashed now, so that the script names the copy `submit` writes
     (hyperlaunch.job.code_snapshot)."""
-    script = spec.script
+    script = spec.job.script
     snapshot = code_snapshot.take_for(spec, Path(os.path.dirname(script)) if script is not None else cwd)
     if script is not None:
         inside = os.path.relpath(os.path.realpath(script), os.path.realpath(snapshot.root)).replace(os.sep, "/")
         if inside not in {file.path for file in snapshot.files}:
             raise InvalidInput(f"--script {script} is not part of its project's snapshot ({snapshot.root}): is it ignored by .gitignore?")
         script = os.path.join(str(snapshot.root), inside)
-    return dataclasses.replace(spec, script=script, code_root=str(snapshot.root), code_dir=code_snapshot.snapshot_dir(spec.run_dir, snapshot))
+    return spec.replace(script=script, code_root=str(snapshot.root), code_dir=code_snapshot.snapshot_dir(spec.output.run_dir, snapshot))

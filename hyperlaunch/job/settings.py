@@ -6,17 +6,16 @@
 4. command-line flags.
 
 The model preset's recommendations lie below all of them (hyperlaunch.job.plan). A TOML file
-holds JobSpec field names at the top level (`-` or `_` both accepted), an `[env]` table of
+holds job setting names at the top level (`-` or `_` both accepted), an `[env]` table of
 exports, and named profiles (`[profile.hyperpod]`) selected with `--profile` or
 HYPERLAUNCH_PROFILE; within a file the profile overrides the top level. Lists replace the lower
 layer's list, except `env`, which merges by variable name. Relative paths resolve against the
-current directory. Every value is coerced to its JobSpec field's type here, and where each came
+current directory. Every value is coerced to its setting's type here, and where each came
 from is kept (`source`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex
@@ -31,7 +30,7 @@ from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.core.suggest import did_you_mean
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.spec import user_settings
 from hyperlaunch.job.text_checks import shown
 
 PROJECT_CONFIG_NAME = "hyperlaunch.toml"
@@ -46,13 +45,8 @@ Layer = tuple[str, Settings]
 FLAGS_LAYER = "the command line"
 ENVIRONMENT_LAYER = "the environment"
 
-# Fields hyperlaunch decides itself: no config key, HYPERLAUNCH_* variable or flag sets them.
-_INTERNAL_FIELDS = frozenset(
-    {"checkpoint_name", "trainer_module", "after_job", "tracker_run_id", "mlflow_run_id", "mlflow_experiment_id", "code_root", "code_dir"}
-)
-FIELD_TYPES: dict[str, object] = {
-    name: kind for name, kind in typing.get_type_hints(JobSpec).items() if name not in _INTERNAL_FIELDS
-}
+FIELD_TYPES: dict[str, object] = {setting.key: setting.kind for setting in user_settings()}
+"""Each setting a user gives, by key, with its type (hyperlaunch.job.sections declares them)."""
 # Lists that cannot be written unambiguously in one environment variable are left to TOML/flags.
 _NOT_FROM_ENVIRONMENT = frozenset({"env", "trainer_args"})
 PATH_FIELDS = ("checkpoint_dir", "log_dir", "run_dir", "container_workdir", "tensorboard_dir")
@@ -390,6 +384,3 @@ def _env_pairs(value: object) -> tuple[tuple[str, str | None], ...]:
         return tuple(pairs)
     raise ValueError("expected a table or a list of KEY=VALUE")
 
-
-# Keep the field list honest: every JobSpec field must have a type the coercion understands.
-assert {f.name for f in dataclasses.fields(JobSpec)} == set(FIELD_TYPES) | _INTERNAL_FIELDS

@@ -18,6 +18,7 @@ from pathlib import Path
 from hyperlaunch.core.compat import tomllib
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.defaults import job_spec, tensorboard_dir
 from hyperlaunch.job.spec import JobSpec
 
 MAX_ELEMENTS = 1000
@@ -158,7 +159,7 @@ def elements(grid: Grid) -> tuple[Element, ...]:
 
 def element_name(base: JobSpec, element: Element) -> str:
     """`<model or run name>-<suffix>`: the element's checkpoint name."""
-    return f"{base.checkpoint_name}-{element.suffix}"
+    return f"{base.derived.checkpoint_name}-{element.suffix}"
 
 
 def element_spec(base: JobSpec, element: Element) -> JobSpec:
@@ -168,19 +169,20 @@ def element_spec(base: JobSpec, element: Element) -> JobSpec:
     stays the sweep's (every element's log is `<job name>_<its job id>.out`)."""
     name = element_name(base, element)
     changes: dict[str, object] = {
-        "run_dir": os.path.join(base.run_dir, element.suffix),
+        "run_dir": os.path.join(base.output.run_dir, element.suffix),
         "checkpoint_name": "",
-        "trainer_args": (*base.trainer_args, *element.flags) if base.is_script_job else (*base.trainer_args, *element.flags, targs.MODEL_NAME, name),
+        "trainer_args": (*base.job.trainer_args, *element.flags) if base.is_script_job else (*base.job.trainer_args, *element.flags, targs.MODEL_NAME, name),
         "tracker_run_id": element.tracker_run_id,
         "mlflow_run_id": element.mlflow_run_id,
         "mlflow_experiment_id": element.mlflow_experiment_id,
     }
     if base.is_script_job:
         changes["name"] = name
-    if base.tensorboard_dir is not None:
-        derived = os.path.join(base.run_dir, "tensorboard")
-        changes["tensorboard_dir"] = None if base.tensorboard_dir == derived else os.path.join(base.tensorboard_dir, element.suffix)
-    return base.replace(**changes)
+    if base.output.tensorboard_dir is not None:
+        derived = tensorboard_dir(base.output.run_dir)
+        changes["tensorboard_dir"] = None if base.output.tensorboard_dir == derived else os.path.join(base.output.tensorboard_dir, element.suffix)
+    # Its checkpoint name (and a derived TensorBoard folder) decided again, as the plan decides them.
+    return job_spec(**{**base.to_flat(), **changes}).settled()
 
 
 def unique_names(base: JobSpec, members: Sequence[Element]) -> None:

@@ -108,7 +108,7 @@ class Lineage:
     @property
     def metrics_paths(self) -> tuple[Path, ...]:
         """Each run dir's metrics file once, oldest first (a resume may name another run dir)."""
-        return tuple(dict.fromkeys(Path(r.spec.run_dir) / METRICS_FILE for r in self.records))
+        return tuple(dict.fromkeys(Path(r.spec.output.run_dir) / METRICS_FILE for r in self.records))
 
 
 def lineage(record: JobRecord, load: Callable[[str], JobRecord]) -> Lineage:

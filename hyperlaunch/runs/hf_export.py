@@ -21,6 +21,7 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import hf_exports
 from hyperlaunch.core.errors import EXIT_CODES, CheckpointError, HyperlaunchError, InvalidInput
 from hyperlaunch.job import trainer_args as targs
+from hyperlaunch.job.spec import JobSpec
 
 EXPORTER_MODULE = "hyperlaunch.train.hf_export"
 TRAIN_EXTRA_HINT = "pip install 'hyperlaunch[train]' here, or --python PATH to a Python that has it (the job's venv)"
@@ -101,11 +102,11 @@ def _steps_hint(ckpt_dir: Path, name: str, none: str = "") -> str:
     return _listed(steps) if steps else (none or f"no complete checkpoint of {name} there")
 
 
-def from_job_record(spec: object) -> dict[str, str | None]:
+def from_job_record(spec: JobSpec) -> dict[str, str | None]:
     """What a recorded job says of its model and tokenizer (for checkpoints that do not)."""
-    trainer_args = tuple(getattr(spec, "trainer_args", ()))
+    trainer_args = spec.job.trainer_args
     return {
-        "model": str(getattr(spec, "model", "")) or None,
+        "model": spec.job.model or None,
         "model_name": targs.value_of(trainer_args, targs.MODEL_NAME),
         "tokenizer": targs.value_of(trainer_args, "--tokenizer"),
     }

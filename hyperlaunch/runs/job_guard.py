@@ -33,7 +33,7 @@ def resume_dependency(record: jobs.JobRecord, *, after_end: bool, env: Mapping[s
         return None
     if not after_end:
         raise JobConflict(
-            f"job {record.job_id} is {state}: resuming it now would train a second copy into {record.spec.checkpoint_dir}",
+            f"job {record.job_id} is {state}: resuming it now would train a second copy into {record.spec.output.checkpoint_dir}",
             hint=f"wait for it to end, cancel it ('hyperlaunch cancel {record.job_id}'), or pass --after-end to start once it ends",
         )
     return record.job_id
@@ -44,11 +44,11 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str], names: S
     what that job waits for in turn) trains `spec`'s model (or any of `names`: a sweep's
     elements) into its checkpoint folder: a recorded job or sweep element of this cluster, or
     the job the folder's lock names. Asks Slurm only when there is such a job to ask about."""
-    folder = _folder(spec.checkpoint_dir)
-    wanted = set(names or [spec.checkpoint_name])
+    folder = _folder(spec.output.checkpoint_dir)
+    wanted = set(names or [spec.derived.checkpoint_name])
     same: dict[str, tuple[jobs.JobRecord, str]] = {}
     for record in jobs.recent(limit=None):
-        if _folder(record.spec.checkpoint_dir) != folder or (record.slurm_conf or None) != (env.get("SLURM_CONF") or None):
+        if _folder(record.spec.output.checkpoint_dir) != folder or (record.slurm_conf or None) != (env.get("SLURM_CONF") or None):
             continue
         shared = sorted(wanted & set(trained_names(record)))
         if shared:
@@ -60,23 +60,23 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str], names: S
         for job in others:
             record = same[job][0]
             if record.sweep is not None:
-                _refuse_live_elements(job, record, wanted, queued, spec.checkpoint_dir)
+                _refuse_live_elements(job, record, wanted, queued, spec.output.checkpoint_dir)
                 continue
             state = queued.get(job)
             if state in ACTIVE_STATES:
-                raise _conflict(job, state, same[job][1], spec.checkpoint_dir)
+                raise _conflict(job, state, same[job][1], spec.output.checkpoint_dir)
     for name in sorted(wanted):
-        holder = read_checkpoint_lock(checkpoint_lock_path(Path(spec.checkpoint_dir), name))
+        holder = read_checkpoint_lock(checkpoint_lock_path(Path(spec.output.checkpoint_dir), name))
         if holder is not None and holder not in ahead and holder not in same:
             state = live_state(holder, env=env)
             if state is not None:
-                raise _conflict(holder, state, name, spec.checkpoint_dir)
+                raise _conflict(holder, state, name, spec.output.checkpoint_dir)
 
 
 def trained_names(record: jobs.JobRecord) -> list[str]:
     """The checkpoint names a recorded job trains: its model's, or each of a sweep's elements'."""
     if record.sweep is None:
-        return [record.spec.checkpoint_name]
+        return [record.spec.derived.checkpoint_name]
     return [element_name(record.spec, record.sweep.element(i)) for i in record.sweep.runs]
 
 

@@ -152,9 +152,9 @@ class RestartBudget:
 def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last_running: bool) -> RestartBudget:
     """The budget as the next attempt's script will count it: from the trainer's progress
     records in the run dir. An attempt under way that has saved already has given it back."""
-    run_dir, job = Path(record.spec.run_dir), record.job_id
+    run_dir, job = Path(record.spec.output.run_dir), record.job_id
     if not any(_started(a) for a in attempts):  # still queued, or cancelled there (a failed --after)
-        return RestartBudget(windows=0, failures=0, allowed=record.spec.max_restarts)
+        return RestartBudget(windows=0, failures=0, allowed=record.spec.recovery.max_restarts)
     # Counted by restart count, as the supervisor counts (a count Slurm skipped made no progress).
     last = restart_count(attempts, len(attempts) - 1)
     ended = last if last_running else last + 1
@@ -165,7 +165,7 @@ def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last
     else:
         failures = failures_in_a_row(run_dir, job, max(ended, 0))
     # A requeued attempt still in the queue has not run (sacct lists it, PENDING).
-    return RestartBudget(windows=sum(map(_started, attempts)), failures=failures, allowed=record.spec.max_restarts)
+    return RestartBudget(windows=sum(map(_started, attempts)), failures=failures, allowed=record.spec.recovery.max_restarts)
 
 
 @dataclass(frozen=True)
@@ -257,13 +257,13 @@ class JobStatus(WaitsFor):
         spec = self.record.spec
         return {
             "job_id": self.record.job_id,
-            "model": spec.model,
-            "name": spec.checkpoint_name,
-            "script": spec.script,
-            "module": spec.module,
-            "code_dir": spec.code_dir,
-            "job_name": spec.job_name,
-            "nodes": spec.nodes,
+            "model": spec.job.model,
+            "name": spec.derived.checkpoint_name,
+            "script": spec.job.script,
+            "module": spec.job.module,
+            "code_dir": spec.derived.code_dir,
+            "job_name": spec.job.job_name,
+            "nodes": spec.job.nodes,
             "state": self.state,
             "node_list": self.nodes,
             "elapsed_s": self.elapsed_s,
@@ -279,8 +279,8 @@ class JobStatus(WaitsFor):
             "checkpoint": self.progress.checkpoint,
             "resumed_from_steps": list(self.progress.resumed_from_steps),
             "export_error": self.progress.export_error,
-            "checkpoint_dir": spec.checkpoint_dir,
-            "run_dir": spec.run_dir,
+            "checkpoint_dir": spec.output.checkpoint_dir,
+            "run_dir": spec.output.run_dir,
             "log": str(self.record.log_paths[0]),
             "submitted_at": self.record.submitted_at,
             "resumed_from_job": self.record.resumed_from,
@@ -293,7 +293,7 @@ class JobStatus(WaitsFor):
 
 
     def _budget_json(self) -> dict[str, Any]:
-        budget = self.budget or RestartBudget(windows=len(self.attempts), failures=0, allowed=self.record.spec.max_restarts)
+        budget = self.budget or RestartBudget(windows=len(self.attempts), failures=0, allowed=self.record.spec.recovery.max_restarts)
         return {
             "windows": budget.windows,
             "failures_counted": budget.failures,
@@ -463,13 +463,13 @@ def _cause(
         return Restart(index, cause_text(reason.value), _limit_detail((marker or {}).get("failures"), index, record))
     if reason is RestartCause.CHECKPOINT_LOCKED:
         holder = (marker or {}).get("holder", "")
-        lock = checkpoint_lock_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name)
+        lock = checkpoint_lock_path(Path(record.spec.output.checkpoint_dir), record.spec.derived.checkpoint_name)
         return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds its lock, {lock.name}")
     if reason is RestartCause.TIME_LIMIT:
         # The save signal reached the batch shell: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).
         limit = attempt.time_limit_s
-        near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.signal_seconds - 60
+        near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.recovery.signal_seconds - 60
         return Restart(index, cause_text(reason.value if near_limit else "preemption"), "saved and requeued")
     if reason is RestartCause.REQUEUE_REQUESTED:
         return Restart(index, cause_text(reason.value), "saved and requeued")
@@ -485,7 +485,7 @@ def _budget_spent(ended: Restart, marker: Mapping[str, str] | None, record: JobR
     """`ended` as a restart limit when the script ended the job on it because the budget was
     spent (its end marker: action exit, more failures in a row than --max-restarts)."""
     failures = (marker or {}).get("failures", "")
-    spent = failures.isdigit() and budget_spent(int(failures), record.spec.max_restarts)
+    spent = failures.isdigit() and budget_spent(int(failures), record.spec.recovery.max_restarts)
     if (marker or {}).get("action") != AttemptAction.EXIT.value or not spent or _marker_cause(marker) is RestartCause.RESTART_LIMIT:
         return ended
     limit = _limit_detail(failures, ended.attempt, record)
@@ -493,7 +493,7 @@ def _budget_spent(ended: Restart, marker: Mapping[str, str] | None, record: JobR
 
 
 def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
-    allowed = record.spec.max_restarts
+    allowed = record.spec.recovery.max_restarts
     if failures is None or not failures.isdigit():  # a marker of an older script
         return f"{allowed} restart(s) allowed"
     if int(failures) > allowed:
@@ -520,7 +520,7 @@ def _failed(
 
 
 def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerFailure | None:
-    return read_trainer_failure(trainer_failure_path(Path(record.spec.run_dir), record.job_id, index, round_))
+    return read_trainer_failure(trainer_failure_path(Path(record.spec.output.run_dir), record.job_id, index, round_))
 
 
 def _in_allocation_restarts(lines: Iterable[str], err_by_attempt: Mapping[int, Sequence[str]], record: JobRecord) -> list[Restart]:
@@ -585,7 +585,7 @@ def _parsed_metrics(path: str, mtime_ns: int, size: int) -> tuple[tuple[StepReco
 
 
 def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
-    all_steps, all_events = _metrics_records(Path(record.spec.run_dir) / METRICS_FILE)
+    all_steps, all_events = _metrics_records(Path(record.spec.output.run_dir) / METRICS_FILE)
     steps, events = list(all_steps), list(all_events)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).
@@ -593,7 +593,7 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
     if tagged:
         steps = [item for item in steps if item.job_id == record.job_id]
         events = [item for item in events if item.job_id == record.job_id]
-    model = record.spec.checkpoint_name
+    model = record.spec.derived.checkpoint_name
     saved = [e for e in events if e.event == TrainerEvent.CHECKPOINT_COMPLETED.value and e.details.get("path")] if tagged else []
     ckpt_name: str | None = None
     if saved:
@@ -605,7 +605,7 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
     else:
         try:
             # A run that saves none has none of its own: a pointer there is another run's.
-            ckpt_name = checkpoints.read_pointer(Path(record.spec.checkpoint_dir), model) if record.spec.saves_checkpoints else None
+            ckpt_name = checkpoints.read_pointer(Path(record.spec.output.checkpoint_dir), model) if record.spec.saves_checkpoints else None
         except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
             ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None

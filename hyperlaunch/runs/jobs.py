@@ -29,7 +29,8 @@ from hyperlaunch.core.bounded_read import NotRegularFile, read_regular
 from hyperlaunch.core.errors import HyperlaunchError, InvalidInput, JobNotFound, RecordUnreadable
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.core.private_files import private_dir, write_private
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
+from hyperlaunch.job.spec import JobSpec, setting_fields
 from hyperlaunch.job.sweep import Sweep, element_spec, sweep_from_json, sweep_to_json
 
 RECORD_FILE = "record.json"
@@ -92,8 +93,8 @@ class JobRecord:
     def log_paths(self) -> tuple[Path, Path]:
         """Slurm's stdout and stderr files of this job (`%x_%j.out` / `.err`). Built as
         text, not with Path.with_suffix: a job name holds dots (`Qwen2.5-0.5B`, `run.v2`)."""
-        base = f"{self.spec.job_name}_{self.job_id}"
-        return Path(self.spec.log_dir) / f"{base}.out", Path(self.spec.log_dir) / f"{base}.err"
+        base = f"{self.spec.job.job_name}_{self.job_id}"
+        return Path(self.spec.output.log_dir) / f"{base}.out", Path(self.spec.output.log_dir) / f"{base}.err"
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -160,14 +161,15 @@ def _text_pairs(value: Any, name: str) -> tuple[tuple[str, str], ...]:
 
 
 def spec_to_json(spec: JobSpec) -> dict[str, Any]:
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    """A record's `spec`: every setting by its flat name (hyperlaunch.job.spec.JobSpec.to_flat)."""
+    return spec.to_flat()
 
 
 def spec_from_json(data: Any) -> JobSpec:
     """The JobSpec of a record, validated as any other (InvalidInput when it is not one)."""
     if not isinstance(data, dict):
         raise ValueError("spec is not a JSON object")
-    known = {f.name for f in dataclasses.fields(JobSpec)}
+    known = {setting.key for setting in setting_fields()}
     values: dict[str, Any] = {}
     for name, value in data.items():
         if name not in known:
@@ -179,7 +181,7 @@ def spec_from_json(data: Any) -> JobSpec:
         values[name] = value
     # Records written before GRES was decided per cluster requested every job's GPUs as GRES.
     values.setdefault("gres_gpus", "on")
-    return JobSpec(**values)
+    return job_spec(**values)  # a setting an older version did not record is decided as a plan would
 
 
 def is_job_id(text: str) -> bool:

@@ -57,7 +57,7 @@ def plan_resume(
     spec = record.spec
     if refresh_code and not spec.is_script_job:
         raise InvalidInput(f"--refresh-code: job {record.job_id} runs the bundled trainer, which has no code snapshot")
-    ckpt_dir = Path(spec.checkpoint_dir)
+    ckpt_dir = Path(spec.output.checkpoint_dir)
     # A script job may keep checkpoints of its own kind (torch.save files the library never
     # committed): it resumes however its script does, so nothing is refused here.
     if not spec.saves_checkpoints:  # a checkpoint in its folder would be another run's
@@ -65,19 +65,19 @@ def plan_resume(
             f"job {record.job_id} ran with {targs.NO_CHECKPOINTS}, which keeps no checkpoint: nothing to resume from",
             hint="submit it again to start from scratch",
         )
-    if after_job is None and not spec.is_script_job and checkpoints.newest_complete(ckpt_dir, spec.checkpoint_name) is None:
+    if after_job is None and not spec.is_script_job and checkpoints.newest_complete(ckpt_dir, spec.derived.checkpoint_name) is None:
         raise CheckpointError(
-            f"job {record.job_id} has no complete checkpoint of {spec.checkpoint_name} in {ckpt_dir}; nothing to resume from",
+            f"job {record.job_id} has no complete checkpoint of {spec.derived.checkpoint_name} in {ckpt_dir}; nothing to resume from",
             hint="submit it again to start from scratch",
         )
     if after_job is None and not spec.is_script_job:
-        _refuse_nothing_to_do(record, max_steps if max_steps is not None else spec.max_steps)
+        _refuse_nothing_to_do(record, max_steps if max_steps is not None else spec.job.max_steps)
     changes: dict[str, object] = {"after_job": after_job}
     if not spec.is_script_job:  # a script's own arguments are kept as they are
-        changes["trainer_args"] = targs.without(spec.trainer_args, targs.RESUME_OVERRIDES)
-    if refresh_code and spec.code_root is not None:
-        snapshot = code_snapshot.take_for(spec, Path(spec.code_root))
-        changes["code_dir"] = code_snapshot.snapshot_dir(spec.run_dir, snapshot)
+        changes["trainer_args"] = targs.without(spec.job.trainer_args, targs.RESUME_OVERRIDES)
+    if refresh_code and spec.derived.code_root is not None:
+        snapshot = code_snapshot.take_for(spec, Path(spec.derived.code_root))
+        changes["code_dir"] = code_snapshot.snapshot_dir(spec.output.run_dir, snapshot)
     if nodes is not None:
         changes["nodes"] = nodes
     if max_steps is not None:
@@ -87,7 +87,7 @@ def plan_resume(
 
         failed = collect([record], env=env)[0].failed_nodes
         failed = not_replaced(record, failed, notify or (lambda _: None))
-        changes["exclude"] = tuple(dict.fromkeys([*spec.exclude, *failed]))
+        changes["exclude"] = tuple(dict.fromkeys([*spec.cluster.exclude, *failed]))
     return spec.replace(**changes)
 
 
@@ -97,11 +97,11 @@ def _refuse_nothing_to_do(record: jobs.JobRecord, max_steps: int | None) -> None
     Without that export (it failed, say on a full disk, and -final is missing or an older
     step's) the resume writes it, and goes ahead."""
     spec = record.spec
-    ckpt_dir, name = Path(spec.checkpoint_dir), spec.checkpoint_name
+    ckpt_dir, name = Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name
     choice = checkpoints.choose_resume(ckpt_dir, name)
     if max_steps is None or choice.path is None or choice.step < max_steps:
         return
-    exported = targs.NO_EXPORT in spec.trainer_args or hf_exports.is_export_of(checkpoints.final_dir(ckpt_dir, name), choice.path.name)
+    exported = targs.NO_EXPORT in spec.job.trainer_args or hf_exports.is_export_of(checkpoints.final_dir(ckpt_dir, name), choice.path.name)
     if exported:
         raise InvalidInput(
             f"job {record.job_id} has trained its {max_steps} steps already ({choice.path.name}), and resuming it would train none",
@@ -117,7 +117,7 @@ def not_replaced(record: jobs.JobRecord, failed: Sequence[str], notify: Callable
     if not failed or not recorded:
         return tuple(failed)
     try:
-        current = hyperpod_lookup.instance_ids(record.spec.hyperpod_cluster, os.environ, fresh=True)
+        current = hyperpod_lookup.instance_ids(record.spec.cluster.hyperpod_cluster, os.environ, fresh=True)
     except hyperpod.Unavailable as why:
         notify(f"cannot tell whether HyperPod replaced {', '.join(failed)} ({why}); excluding them")
         return tuple(failed)
@@ -135,7 +135,7 @@ def recorded_instance_ids(spec: JobSpec, notify: Callable[[str], None]) -> tuple
     """On HyperPod, every cluster node's instance id now (the job's candidates among them), for
     the record; () elsewhere, or when they cannot be read (said to `notify`)."""
     try:
-        ids = hyperpod_lookup.instance_ids(spec.hyperpod_cluster, os.environ)
+        ids = hyperpod_lookup.instance_ids(spec.cluster.hyperpod_cluster, os.environ)
     except hyperpod.Unavailable as why:
         notify(f"HyperPod instance ids not recorded ({why}): resume --exclude-failed will exclude every failed node, replaced or not")
         return ()
@@ -151,14 +151,14 @@ def check_trainer_command(spec: JobSpec) -> None:
 
     if spec.is_script_job:
         return  # the arguments after `--` are the script's own
-    owned = targs.owned_flags_given(spec.trainer_args)
+    owned = targs.owned_flags_given(spec.job.trainer_args)
     if owned:
         flag = owned[0].split("=", 1)[0]
         raise InvalidInput(
             f"{flag} after `--` is set by hyperlaunch from the job's settings; "
             f"pass it to hyperlaunch, before `--`, as {flag}"
         )
-    if any(arg in targs.HELP_FLAGS for arg in spec.trainer_args):
+    if any(arg in targs.HELP_FLAGS for arg in spec.job.trainer_args):
         raise InvalidInput("--help after `--` is not a training argument; see `hyperlaunch-train --help` for the trainer's options")
     try:
         parse_config(trainer_argv(spec))
@@ -169,22 +169,22 @@ def check_trainer_command(spec: JobSpec) -> None:
 def continued_checkpoint(spec: JobSpec) -> tuple[str, int | None] | None:
     """The checkpoint a new job will continue from (its folder's `<name>-latest` names it, and
     nothing tells it to start elsewhere), and its step; None when it starts fresh."""
-    if not spec.is_script_job and any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.trainer_args):
+    if not spec.is_script_job and any(arg.split("=", 1)[0] in targs.RESUME_OVERRIDES for arg in spec.job.trainer_args):
         return None
     try:
-        pointed = checkpoints.read_pointer(Path(spec.checkpoint_dir), spec.checkpoint_name)
+        pointed = checkpoints.read_pointer(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)
     except (CheckpointError, OSError):
         return None  # the trainer refuses a broken pointer with its own error
     if pointed is None:
         return None
-    return pointed, checkpoints.parse_step(pointed, spec.checkpoint_name)
+    return pointed, checkpoints.parse_step(pointed, spec.derived.checkpoint_name)
 
 
 def behind(spec: JobSpec, step: int | None) -> str:
     """`; --max-steps N is not past it ...` where the job would train no further, else ''."""
-    if spec.max_steps is None or step is None or spec.max_steps > step:
+    if spec.job.max_steps is None or step is None or spec.job.max_steps > step:
         return ""
-    return f"; --max-steps {spec.max_steps} is not past step {step}: it trains no further"
+    return f"; --max-steps {spec.job.max_steps} is not past step {step}: it trains no further"
 
 
 def continues_from(spec: JobSpec) -> str | None:
@@ -198,7 +198,7 @@ def continues_from(spec: JobSpec) -> str | None:
         return None
     pointed, step = found
     where = f"step {step}" if step is not None else "it"
-    named = f"{spec.checkpoint_dir}/{spec.checkpoint_name}-latest names {pointed}"
+    named = f"{spec.output.checkpoint_dir}/{spec.derived.checkpoint_name}-latest names {pointed}"
     if spec.is_script_job:
         return (
             f"{named}: this job's script is handed it to resume from ({where}; runtime.resume_path(), {RESUME_FROM_ENV});"
@@ -217,10 +217,10 @@ def run_dir_shared(spec: JobSpec) -> str | None:
     folder under the same name writes its metrics.jsonl, TensorBoard and W&B files beside the
     first one's, and TensorBoard, one curve per folder, drops the earlier steps the new run
     writes again. Said, not refused: the folder may be one the user means to share."""
-    for job_id, checkpoint_dir, name in jobs.run_dir_trainings(spec.run_dir):
-        if (checkpoint_dir, name) != (spec.checkpoint_dir, spec.checkpoint_name):
+    for job_id, checkpoint_dir, name in jobs.run_dir_trainings(spec.output.run_dir):
+        if (checkpoint_dir, name) != (spec.output.checkpoint_dir, spec.derived.checkpoint_name):
             return (
-                f"the run folder {spec.run_dir} holds the records of job {job_id}, another training ({name} in {checkpoint_dir}):"
+                f"the run folder {spec.output.run_dir} holds the records of job {job_id}, another training ({name} in {checkpoint_dir}):"
                 " this job's metrics and tracker files would mix with them (TensorBoard shows one curve per folder);"
                 " pass --run-dir for a folder of its own"
             )
@@ -231,9 +231,9 @@ def data_unseen(spec: JobSpec) -> str | None:
     """A warning for a --data path that does not exist here, unless the job waits for another
     (--after: a prepare-data job may write it first). The nodes may see paths this machine does
     not, so it is said, not refused; the trainer refuses for good a --data it cannot read."""
-    if spec.data is None or spec.after or not os.path.isabs(spec.data) or os.path.lexists(spec.data):
+    if spec.job.data is None or spec.cluster.after or not os.path.isabs(spec.job.data) or os.path.lexists(spec.job.data):
         return None
-    return f"--data {spec.data}: nothing is there on this machine; the job fails at its start unless its nodes see it"
+    return f"--data {spec.job.data}: nothing is there on this machine; the job fails at its start unless its nodes see it"
 
 
 def wandb_unkeyed(spec: JobSpec, environ: Mapping[str, str]) -> str | None:
@@ -241,9 +241,9 @@ def wandb_unkeyed(spec: JobSpec, environ: Mapping[str, str]) -> str | None:
     WANDB_API_KEY, no ~/.netrc entry for W&B, and WANDB_MODE not offline. Its W&B run then
     fails to open on the nodes and the training goes on without it, which `status` showed as
     healthy. Said, not refused: the nodes may hold a key this machine does not."""
-    if trackers.WANDB not in spec.tracker:
+    if trackers.WANDB not in spec.output.tracker:
         return None
-    values = {name: value if value is not None else environ.get(name, "") for name, value in spec.env}
+    values = {name: value if value is not None else environ.get(name, "") for name, value in spec.job.env}
     if values.get("WANDB_MODE", "").lower() in ("offline", "dryrun", "disabled") or "WANDB_API_KEY" in values:
         return None
     netrc = Path(environ.get("NETRC") or os.path.join(environ.get("HOME", os.path.expanduser("~")), ".netrc"))
@@ -263,14 +263,14 @@ def module_unseen(spec: JobSpec) -> str | None:
     """A warning for a --module that is not in the folder the job runs it from (the snapshot's
     root: the git work tree's top, or the current folder): `python -m` then finds it only where
     the nodes' Python has it installed, which this machine cannot tell, so it is said, not refused."""
-    if spec.module is None or spec.code_root is None:
+    if spec.job.module is None or spec.derived.code_root is None:
         return None
-    parts = spec.module.split(".")
-    base = Path(spec.code_root).joinpath(*parts)
+    parts = spec.job.module.split(".")
+    base = Path(spec.derived.code_root).joinpath(*parts)
     if base.with_suffix(".py").is_file() or base.is_dir():
         return None
     return (
-        f"--module {spec.module}: no {'/'.join(parts)}.py or {'/'.join(parts)}/ in {spec.code_root}, the folder the job runs it"
+        f"--module {spec.job.module}: no {'/'.join(parts)}.py or {'/'.join(parts)}/ in {spec.derived.code_root}, the folder the job runs it"
         f" from; it fails at its start unless the nodes' Python has {parts[0]} installed (submit from the folder that holds {parts[0]}/)"
     )
 

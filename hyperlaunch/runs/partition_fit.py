@@ -20,13 +20,13 @@ def refuse_more_nodes_than_partition(spec: JobSpec, *, env: Mapping[str, str]) -
     """InvalidInput when `spec` asks for more nodes (spares included) than its partition has
     outside `--exclude`. No answer from sinfo, or a partition it does not list, is left to
     sbatch to judge."""
-    partition = spec.partition or env.get("SBATCH_PARTITION") or None  # sbatch's default, as sbatch takes it
+    partition = spec.cluster.partition or env.get("SBATCH_PARTITION") or None  # sbatch's default, as sbatch takes it
     try:
         listed = slurm.partition_nodes(partition, env=env)
         nodes = [node.name for node in listed]
-        excluded = {name for pattern in spec.exclude for name in hostlist.expand(pattern)}
+        excluded = {name for pattern in spec.cluster.exclude for name in hostlist.expand(pattern)}
         usable = [name for name in nodes if name not in excluded]
-        if not listed or spec.nodes + spec.spare_nodes <= len(usable) or _grows_on_demand(listed, env):
+        if not listed or spec.job.nodes + spec.recovery.spare_nodes <= len(usable) or _grows_on_demand(listed, env):
             return
     except SlurmError:
         return

@@ -18,11 +18,12 @@ from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.data.prepare import check_output, check_shard_mb, require_libraries
 from hyperlaunch.data.sources import find_sources
-from hyperlaunch.job.spec import dependency_value, slurm_time
 from hyperlaunch.runs import tool_jobs
 from hyperlaunch.runs.waits import refuse_unmet
 from hyperlaunch.script.render_prepare import render_prepare
 from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm.dependencies import dependency_value
+from hyperlaunch.slurm.time_limit import slurm_time
 
 PYTHON_HINT = "--python PATH to a Python with hyperlaunch[data] that the nodes can run (a venv on shared storage)"
 

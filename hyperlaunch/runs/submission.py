@@ -40,12 +40,12 @@ def submit(
     environ = dict(env if env is not None else os.environ)
     forward = forwarded_names(spec, environ)
     submitit_dir = jobs.jobs_dir() / ".submitit"
-    bundle_dir = Path(supervisor_bundle.bundle_path(spec.run_dir)).parent
-    with _removed_unless_submitted(Path(spec.log_dir), submitit_dir, bundle_dir):
+    bundle_dir = Path(supervisor_bundle.bundle_path(spec.output.run_dir)).parent
+    with _removed_unless_submitted(Path(spec.output.log_dir), submitit_dir, bundle_dir):
         try:
-            Path(spec.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
+            Path(spec.output.log_dir).mkdir(parents=True, exist_ok=True)  # Slurm does not create it
         except OSError as err:
-            raise InvalidInput(f"log_dir {spec.log_dir}: cannot create it: {err.strerror or err}") from None
+            raise InvalidInput(f"log_dir {spec.output.log_dir}: cannot create it: {err.strerror or err}") from None
         with _supervisor_written(spec), _code_written(spec), _files_written(files):
             job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
@@ -75,10 +75,10 @@ def _supervisor_written(spec: JobSpec) -> Iterator[None]:
     node sees), before Slurm may start the job; removed again when this call wrote it and the
     submission fails."""
     try:
-        path, created = supervisor_bundle.write_bundle(spec.run_dir)
+        path, created = supervisor_bundle.write_bundle(spec.output.run_dir)
     except OSError as err:
         raise InvalidInput(
-            f"run_dir {spec.run_dir}: cannot write the job's supervisor there: {err.strerror or err}",
+            f"run_dir {spec.output.run_dir}: cannot write the job's supervisor there: {err.strerror or err}",
             hint="--run-dir must be writable, on storage the compute nodes see",
         ) from None
     try:
@@ -121,16 +121,16 @@ def _code_written(spec: JobSpec) -> Iterator[None]:
     change since the job was planned); one that exists already (`resume`, or the same code
     submitted before) is used as it is. Removed again when this call wrote it and the
     submission fails."""
-    if spec.code_dir is None or spec.code_root is None:
+    if spec.derived.code_dir is None or spec.derived.code_root is None:
         yield
         return
-    planned = Path(spec.code_dir)
+    planned = Path(spec.derived.code_dir)
     created = False
     if code_snapshot.read_info(planned) is None:
-        snapshot = code_snapshot.take_for(spec, Path(spec.code_root))
+        snapshot = code_snapshot.take_for(spec, Path(spec.derived.code_root))
         if snapshot.name != planned.name:
             raise InvalidInput(
-                f"code snapshot {planned} is not there, and {spec.code_root} no longer holds that code (it is {snapshot.name} now)",
+                f"code snapshot {planned} is not there, and {spec.derived.code_root} no longer holds that code (it is {snapshot.name} now)",
                 hint="submit again; `hyperlaunch resume --refresh-code` resumes with the code as it is now",
             )
         _, created = code_snapshot.write(snapshot, planned.parent)  # InvalidInput when it cannot
@@ -164,7 +164,7 @@ def _removed_unless_submitted(*folders: Path) -> Iterator[None]:
 def forwarded_names(spec: JobSpec, environ: Mapping[str, str]) -> list[str]:
     """The `--env NAME` variables, each of which must be set where sbatch runs: the job gets its
     value from there (sbatch --export), and a name that is not set would reach no node."""
-    names = [name for name, value in spec.env if value is None]
+    names = [name for name, value in spec.job.env if value is None]
     missing = [name for name in names if name not in environ]
     if missing:
         raise InvalidInput(

@@ -95,7 +95,7 @@ def launch_sweep(
         try:
             check_trainer_command(spec)
         except InvalidInput as err:
-            raise InvalidInput(f"sweep element {element.index} ({spec.checkpoint_name}): {err}") from None
+            raise InvalidInput(f"sweep element {element.index} ({spec.derived.checkpoint_name}): {err}") from None
     if dry_run:
         return SweepLaunch(render_sweep(base, sweep), None)
     from hyperlaunch.runs.job_guard import refuse_shared_checkpoints
@@ -106,7 +106,7 @@ def launch_sweep(
     forwarded_names(base, env)
     refuse_more_nodes_than_partition(base, env=env)
     running = {index: spec for index, spec in zip((e.index for e in sweep.elements), specs, strict=True) if index in sweep.runs}
-    refuse_shared_checkpoints(base, env=env, names=[spec.checkpoint_name for spec in running.values()])
+    refuse_shared_checkpoints(base, env=env, names=[spec.derived.checkpoint_name for spec in running.values()])
     refuse_unmet(dependencies(base), env=env, resumed=resumed_from is not None)
     if submit is None:
         from hyperlaunch.runs.submission import submit as submit_to_slurm
@@ -114,12 +114,12 @@ def launch_sweep(
         submit = submit_to_slurm
     with contextlib.ExitStack() as stack:
         tracked = sweep
-        if base.tracker:
+        if base.output.tracker:
             chosen = []
             for element, spec in zip(sweep.elements, specs, strict=True):
                 with_runs = stack.enter_context(tracker_runs.chosen(spec))
                 chosen.append(rules.Element(
-                    element.index, element.values, with_runs.tracker_run_id, with_runs.mlflow_run_id, with_runs.mlflow_experiment_id,
+                    element.index, element.values, with_runs.derived.tracker_run_id, with_runs.derived.mlflow_run_id, with_runs.derived.mlflow_experiment_id,
                 ))
             tracked = rules.Sweep(tuple(chosen), sweep.runs, sweep.max_parallel)
         rendered = render_sweep(base, tracked)
@@ -244,7 +244,7 @@ def plan_resume(record: jobs.JobRecord, indices: Sequence[int]) -> tuple[JobSpec
     assert record.sweep is not None
     spec = record.spec
     if not spec.is_script_job:
-        spec = spec.replace(trainer_args=targs.without(spec.trainer_args, targs.RESUME_OVERRIDES), after_job=None)
+        spec = spec.replace(trainer_args=targs.without(spec.job.trainer_args, targs.RESUME_OVERRIDES), after_job=None)
     return spec, rules.Sweep(record.sweep.elements, tuple(indices), record.sweep.max_parallel)
 
 

@@ -8,7 +8,6 @@ The only module of the launcher that talks to an MLflow server."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 from collections.abc import Iterator
@@ -33,24 +32,24 @@ def new_run_id() -> str:
 def chosen(spec: JobSpec) -> Iterator[JobSpec]:
     """`spec` with its tracker runs chosen (unchanged without trackers, or when a record had
     them). An MLflow run created here is deleted again when the submission fails."""
-    if not spec.tracker or spec.tracker_run_id is not None:
+    if not spec.output.tracker or spec.derived.tracker_run_id is not None:
         yield spec
         return
     run_id = new_run_id()
-    if trackers.MLFLOW not in spec.tracker:
-        yield dataclasses.replace(spec, tracker_run_id=run_id)
+    if trackers.MLFLOW not in spec.output.tracker:
+        yield spec.replace(tracker_run_id=run_id)
         return
-    assert spec.mlflow_uri is not None  # JobSpec refuses --tracker mlflow without it
+    assert spec.output.mlflow_uri is not None  # JobSpec refuses --tracker mlflow without it
     # The run's name is the training's (a sweep's element: `qwen3_tiny-lr1e-3-seed2`), so that
     # the elements of a sweep, one experiment, read apart in MLflow's list.
-    experiment = spec.job_name or "hyperlaunch"
-    name = f"{spec.checkpoint_name or experiment}-{run_id}"
-    experiment_id, mlflow_run = _create_mlflow_run(spec.mlflow_uri, experiment, spec.what, run_id, name)
+    experiment = spec.job.job_name or "hyperlaunch"
+    name = f"{spec.derived.checkpoint_name or experiment}-{run_id}"
+    experiment_id, mlflow_run = _create_mlflow_run(spec.output.mlflow_uri, experiment, spec.what, run_id, name)
     try:
-        yield dataclasses.replace(spec, tracker_run_id=run_id, mlflow_run_id=mlflow_run, mlflow_experiment_id=experiment_id)
+        yield spec.replace(tracker_run_id=run_id, mlflow_run_id=mlflow_run, mlflow_experiment_id=experiment_id)
     except BaseException:
         with contextlib.suppress(Exception), _quick_mlflow():
-            _client(spec.mlflow_uri).delete_run(mlflow_run)
+            _client(spec.output.mlflow_uri).delete_run(mlflow_run)
         raise
 
 

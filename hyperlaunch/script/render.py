@@ -30,8 +30,10 @@ from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.job.containers import container_mounts
-from hyperlaunch.job.spec import DEFAULT_TRAINER_MODULE, JobSpec, dependencies, dependency_value
+from hyperlaunch.job.sections import DEFAULT_TRAINER_MODULE
+from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.script import jinja_env, nccl_plugin, supervisor_bundle
+from hyperlaunch.slurm.dependencies import dependency_value
 from hyperlaunch.supervisor import PYTHON as SUPERVISOR_PYTHON
 
 # Signals torchrun (>= 2.9) catches and passes to its workers: its own default list, pinned so
@@ -98,14 +100,14 @@ def script_values(spec: JobSpec) -> ScriptValues:
     """Everything the batch script is rendered with, computed from `spec` alone."""
     return ScriptValues(
         version=__version__,
-        what=spec.what if spec.is_script_job else f"model {spec.model}",
-        nodes=spec.nodes,
-        instance_type=spec.instance_type,
+        what=spec.what if spec.is_script_job else f"model {spec.job.model}",
+        nodes=spec.job.nodes,
+        instance_type=spec.cluster.instance_type,
         sbatch_flags=tuple(sbatch_flags(spec)),
         env_groups=tuple(env_groups(spec)),
         save_signal=SAVE_SIGNAL,
         python=SUPERVISOR_PYTHON,
-        supervisor=supervisor_bundle.bundle_path(spec.run_dir),
+        supervisor=supervisor_bundle.bundle_path(spec.output.run_dir),
         supervisor_flags=tuple(supervisor_flags(spec)),
         launch_lines=tuple(flag_lines(launch_command(spec))),
     )
@@ -127,32 +129,32 @@ def flag_lines(words: list[str]) -> list[tuple[str, ...]]:
 def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
     """The supervisor's command line but the launch command: the job's recovery settings, and
     the flags of every round's srun step."""
-    run_dir = spec.run_dir.rstrip("/") or "/"
-    lock = checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name)
+    run_dir = spec.output.run_dir.rstrip("/") or "/"
+    lock = checkpoint_lock_path(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)
     flags: list[tuple[str, ...]] = [
         ("--run-dir", run_dir),
-        ("--checkpoint-dir", spec.checkpoint_dir),
+        ("--checkpoint-dir", spec.output.checkpoint_dir),
         ("--checkpoint-lock", str(lock)),
-        ("--max-restarts", str(spec.max_restarts)),
-        ("--restarts-in-allocation", str(spec.restarts_in_allocation)),
+        ("--max-restarts", str(spec.recovery.max_restarts)),
+        ("--restarts-in-allocation", str(spec.recovery.restarts_in_allocation)),
     ]
-    if spec.spare_nodes:
-        flags.append(("--spare-nodes", str(spec.spare_nodes)))
-    if spec.exclude:
+    if spec.recovery.spare_nodes:
+        flags.append(("--spare-nodes", str(spec.recovery.spare_nodes)))
+    if spec.cluster.exclude:
         # Never dropped from the job's excluded nodes when lost ones are added.
-        flags.append(("--exclude", ",".join(spec.exclude)))
-    if spec.hyperpod == "auto":
+        flags.append(("--exclude", ",".join(spec.cluster.exclude)))
+    if spec.cluster.hyperpod == "auto":
         # HyperPod is told from other clusters on the batch host, by this folder.
         flags.append(("--hyperpod", "auto", "--hyperpod-dir", HYPERPOD_MARKER_DIR))
     else:
-        flags.append(("--hyperpod", spec.hyperpod))
-    if spec.gpus_per_node:
+        flags.append(("--hyperpod", spec.cluster.hyperpod))
+    if spec.cluster.gpus_per_node:
         # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2); with
         # --require-efa a node without one ends the job.
-        flags.append(("--nccl-check",) if not spec.require_efa else ("--nccl-check", "--require-efa"))
+        flags.append(("--nccl-check",) if not spec.cluster.require_efa else ("--nccl-check", "--require-efa"))
     if spec.is_script_job:
         # The scripts get the HYPERLAUNCH_* variables and the runtime library on their path.
-        flags.append(("--script-name", spec.checkpoint_name))
+        flags.append(("--script-name", spec.derived.checkpoint_name))
     flags += [(f"--srun-flag={flag}",) for flag in srun_flags(spec)]
     return flags
 
@@ -160,30 +162,30 @@ def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
 def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:
     """(flag, value or None) for the #SBATCH header, in a stable order."""
     flags: list[tuple[str, str | None]] = [
-        ("--job-name", spec.job_name),
+        ("--job-name", spec.job.job_name),
         # Spares wait idle in the allocation until a node is lost (hyperlaunch.supervisor).
-        ("--nodes", str(spec.nodes + spec.spare_nodes)),
+        ("--nodes", str(spec.job.nodes + spec.recovery.spare_nodes)),
         ("--ntasks-per-node", "1"),
     ]
-    if spec.gpus_per_node and spec.gres_gpus == "on":
+    if spec.cluster.gpus_per_node and spec.cluster.gres_gpus == "on":
         # Without GRES the job takes whole nodes (--exclusive) and torchrun starts one
         # process per GPU by itself; see hyperlaunch.job.detect.gres_gpus.
-        flags.append(("--gpus-per-node", str(spec.gpus_per_node)))
+        flags.append(("--gpus-per-node", str(spec.cluster.gpus_per_node)))
     for name in ("partition", "account", "qos", "time"):
-        value = getattr(spec, name)
+        value = getattr(spec.cluster, name)
         if value is not None:
             flags.append((f"--{name}", value))
-    if spec.exclusive:
+    if spec.cluster.exclusive:
         flags.append(("--exclusive", None))
-    if spec.exclude:
-        flags.append(("--exclude", ",".join(spec.exclude)))
+    if spec.cluster.exclude:
+        flags.append(("--exclude", ",".join(spec.cluster.exclude)))
     flags += dependency_flags(dependency_value(dependencies(spec)))
     # Requeued attempts append to the same log files instead of truncating them (Slurm's
     # --open-mode=append), so every attempt stays readable.
-    log_stem = spec.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
+    log_stem = spec.output.log_dir.rstrip("/").replace("%", "%%") + "/%x_%j"
     flags += [
         ("--requeue", None),
-        ("--signal", f"B:{SAVE_SIGNAL}@{spec.signal_seconds}"),
+        ("--signal", f"B:{SAVE_SIGNAL}@{spec.recovery.signal_seconds}"),
         ("--open-mode", "append"),
         ("--output", f"{log_stem}.out"),
         ("--error", f"{log_stem}.err"),
@@ -204,29 +206,29 @@ def env_groups(spec: JobSpec, *, with_trackers: bool = True) -> list[EnvGroup]:
     not `with_trackers`: a sweep's elements each have their own), --nccl-debug, the user's --env.
     A forwarded name (`--env NAME`, value None) is exported by name only: its value arrives
     through sbatch --export, so the preset must not set it over the forwarded one."""
-    instance = get_instance(spec.instance_type, gpus_per_node=spec.gpus_per_node)
-    forwarded = tuple(name for name, value in spec.env if value is None)
+    instance = get_instance(spec.cluster.instance_type, gpus_per_node=spec.cluster.gpus_per_node)
+    forwarded = tuple(name for name, value in spec.job.env if value is None)
     preset = dict(instance.env)
-    if spec.container_image is not None:
+    if spec.container is not None:
         preset.update(instance.container_env)
-    where = "inside a Pyxis container" if spec.container_image is not None else "on the host"
+    where = "inside a Pyxis container" if spec.container is not None else "on the host"
     launcher = (
         (TORCHRUN_SIGNALS_ENV, TORCHRUN_SIGNALS),
         # Let trainers use the whole warning window to save before torchrun kills them.
-        (TORCHRUN_SHUTDOWN_TIMEOUT_ENV, str(spec.signal_seconds)),
+        (TORCHRUN_SHUTDOWN_TIMEOUT_ENV, str(spec.recovery.signal_seconds)),
     )
     groups = [
         EnvGroup(
-            f"{instance.family} preset for {spec.instance_type} ({where}), from env/{instance.family}.toml",
+            f"{instance.family} preset for {spec.cluster.instance_type} ({where}), from env/{instance.family}.toml",
             tuple((name, value) for name, value in preset.items() if name not in forwarded),
         ),
         EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
-    if spec.tracker and with_trackers:
+    if spec.output.tracker and with_trackers:
         groups.append(EnvGroup("--tracker: every attempt, round and `resume` of this training logs into one run (`hyperlaunch status` says where)", tracker_exports(spec)))
-    if spec.nccl_debug is not None:
-        groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.nccl_debug),)))
-    values = tuple((name, value) for name, value in spec.env if value is not None)
+    if spec.cluster.nccl_debug is not None:
+        groups.append(EnvGroup("--nccl-debug: NCCL logs its setup (NET/OFI: EFA; NET/Socket: TCP)", (("NCCL_DEBUG", spec.cluster.nccl_debug),)))
+    values = tuple((name, value) for name, value in spec.job.env if value is not None)
     if values:
         groups.append(EnvGroup("--env", values))
     if forwarded:
@@ -239,20 +241,20 @@ def tracker_exports(spec: JobSpec) -> tuple[tuple[str, str], ...]:
     """The trackers, the training's run ids (chosen at submit: absent from `render` and
     --dry-run) and each tracker's folder or server, under the names the trackers' own libraries
     read (a script that logs to W&B or MLflow itself joins the same run)."""
-    exports = [(trackers.TRACKERS_ENV, ",".join(spec.tracker))]
-    if spec.tracker_run_id:
-        exports.append((trackers.TRACKER_RUN_ID_ENV, spec.tracker_run_id))
-    if spec.tensorboard_dir:
-        exports.append((trackers.TENSORBOARD_DIR_ENV, spec.tensorboard_dir))
-    if trackers.MLFLOW in spec.tracker and spec.mlflow_uri:
-        exports.append((trackers.MLFLOW_URI_ENV, spec.mlflow_uri))
-        if spec.mlflow_run_id:
-            exports.append((trackers.MLFLOW_RUN_ID_ENV, spec.mlflow_run_id))
-    if trackers.WANDB in spec.tracker:
-        if spec.tracker_run_id:
-            exports += [(trackers.WANDB_RUN_ID_ENV, spec.tracker_run_id), (trackers.WANDB_RESUME_ENV, "allow")]
-        if trackers.WANDB_DIR_ENV not in {name for name, _ in spec.env}:
-            exports.append((trackers.WANDB_DIR_ENV, spec.run_dir))  # its offline runs beside the metrics
+    exports = [(trackers.TRACKERS_ENV, ",".join(spec.output.tracker))]
+    if spec.derived.tracker_run_id:
+        exports.append((trackers.TRACKER_RUN_ID_ENV, spec.derived.tracker_run_id))
+    if spec.output.tensorboard_dir:
+        exports.append((trackers.TENSORBOARD_DIR_ENV, spec.output.tensorboard_dir))
+    if trackers.MLFLOW in spec.output.tracker and spec.output.mlflow_uri:
+        exports.append((trackers.MLFLOW_URI_ENV, spec.output.mlflow_uri))
+        if spec.derived.mlflow_run_id:
+            exports.append((trackers.MLFLOW_RUN_ID_ENV, spec.derived.mlflow_run_id))
+    if trackers.WANDB in spec.output.tracker:
+        if spec.derived.tracker_run_id:
+            exports += [(trackers.WANDB_RUN_ID_ENV, spec.derived.tracker_run_id), (trackers.WANDB_RESUME_ENV, "allow")]
+        if trackers.WANDB_DIR_ENV not in {name for name, _ in spec.job.env}:
+            exports.append((trackers.WANDB_DIR_ENV, spec.output.run_dir))  # its offline runs beside the metrics
     return tuple(exports)
 
 
@@ -265,18 +267,18 @@ def srun_flags(spec: JobSpec) -> list[str]:
         "--kill-on-bad-exit=1",
         "--label",
     ]
-    if spec.hyperpod == "on":
+    if spec.cluster.hyperpod == "on":
         flags.append("--auto-resume=1")
     container = spec.container
-    if spec.code_dir is not None and container is None:
+    if spec.derived.code_dir is not None and container is None:
         # A script job runs from its snapshot: `-m` finds its module there, relative paths
         # in its arguments mean the submitted copy.
-        flags.append(f"--chdir={spec.code_dir}")
+        flags.append(f"--chdir={spec.derived.code_dir}")
     if container is not None:
         flags += [
             f"--container-image={container.image}",
             f"--container-mounts={','.join(container_mounts(container, spec.mounted_paths))}",
-            f"--container-workdir={container.workdir or spec.code_dir or spec.run_dir}",
+            f"--container-workdir={container.workdir or spec.derived.code_dir or spec.output.run_dir}",
             "--no-container-mount-home",
         ]
         if container.name is not None:
@@ -293,17 +295,17 @@ TRAINER_PROGRAM = "hyperlaunch-train"
 def launch_command(spec: JobSpec) -> list[str]:
     """torchrun and the trainer's arguments, minus what the step computes on the node
     (--nnodes and the rendezvous; see templates/step.sh.j2)."""
-    command = [spec.torchrun, f"--nproc_per_node={spec.procs_per_node}"]
+    command = [spec.job.torchrun, f"--nproc_per_node={spec.procs_per_node}"]
     if spec.is_script_job:
-        return command + script_program(spec) + list(spec.trainer_args)
+        return command + script_program(spec) + list(spec.job.trainer_args)
     return command + trainer_program(spec) + trainer_argv(spec)
 
 
 def script_program(spec: JobSpec) -> list[str]:
     """How torchrun starts a script job's code: the copy of the script in its snapshot, or
     `-m MODULE` (found in the snapshot, the step's working folder)."""
-    if spec.module is not None:
-        return ["-m", spec.module]
+    if spec.job.module is not None:
+        return ["-m", spec.job.module]
     target = spec.script_in_snapshot
     assert target is not None, "a script job is planned with its snapshot (hyperlaunch.job.plan)"
     return [target]
@@ -314,9 +316,9 @@ def trainer_program(spec: JobSpec) -> list[str]:
     `-m`: `python -m` puts the working directory first on sys.path, where a `hyperlaunch/`
     folder (the source checkout a job was submitted from) would shadow the installed package.
     The script is the one of torchrun's environment: beside it when torchrun is a path."""
-    if spec.trainer_module != DEFAULT_TRAINER_MODULE:
-        return ["-m", spec.trainer_module]
-    folder = os.path.dirname(spec.torchrun) if os.path.isabs(spec.torchrun) else ""
+    if spec.derived.trainer_module != DEFAULT_TRAINER_MODULE:
+        return ["-m", spec.derived.trainer_module]
+    folder = os.path.dirname(spec.job.torchrun) if os.path.isabs(spec.job.torchrun) else ""
     return ["--no-python", os.path.join(folder, TRAINER_PROGRAM) if folder else TRAINER_PROGRAM]
 
 
@@ -324,17 +326,17 @@ def trainer_argv(spec: JobSpec) -> list[str]:
     """The trainer's own command line: what the spec owns, then the trainer arguments."""
     argv = [
         "--model",
-        spec.model,
+        spec.job.model,
         "--checkpoint-dir",
-        spec.checkpoint_dir,
+        spec.output.checkpoint_dir,
         "--run-dir",
-        spec.run_dir,
+        spec.output.run_dir,
     ]
-    if spec.max_steps is not None:
-        argv += ["--max-steps", str(spec.max_steps)]
-    if spec.data is not None:
-        argv += ["--data", spec.data]
-    return argv + list(spec.trainer_args)
+    if spec.job.max_steps is not None:
+        argv += ["--max-steps", str(spec.job.max_steps)]
+    if spec.job.data is not None:
+        argv += ["--data", spec.job.data]
+    return argv + list(spec.job.trainer_args)
 
 
 def render_node_probe() -> str:

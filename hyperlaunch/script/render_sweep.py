@@ -45,8 +45,8 @@ def render_sweep(base: JobSpec, sweep: Sweep) -> SweepScript:
         "elements": [
             {
                 "index": element.index,
-                "name": spec.checkpoint_name,
-                "env": dict(tracker_exports(spec)) if spec.tracker else {},
+                "name": spec.derived.checkpoint_name,
+                "env": dict(tracker_exports(spec)) if spec.output.tracker else {},
                 "argv": [*(word for line in supervisor_flags(spec) for word in line), "--", *launch_command(spec)],
             }
             for element, spec in specs
@@ -56,12 +56,12 @@ def render_sweep(base: JobSpec, sweep: Sweep) -> SweepScript:
     lines = ",\n".join(json.dumps(element, separators=(",", ":")) for element in document["elements"])
     text = f'{{"format":{FORMAT},"elements":[\n{lines}\n]}}\n'
 
-    path = os.path.join(job_files_dir(base.run_dir), f"sweep-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json")
+    path = os.path.join(job_files_dir(base.output.run_dir), f"sweep-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json")
     values = script_values(base)
     flags = list(values.sbatch_flags)
     flags.insert(1, ("--array", sweep.array))  # after --job-name
-    width = max(len(spec.checkpoint_name) for _, spec in specs)
-    rows = tuple(f"{element.index:>3}  {spec.checkpoint_name.ljust(width)}  {' '.join(element.flags)}" for element, spec in specs)
+    width = max(len(spec.derived.checkpoint_name) for _, spec in specs)
+    rows = tuple(f"{element.index:>3}  {spec.derived.checkpoint_name.ljust(width)}  {' '.join(element.flags)}" for element, spec in specs)
     values = dataclasses.replace(
         values,
         what=f"a sweep of {len(specs)} x {values.what}",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core import protocol as p
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.sbatch_harness import JOB_ID, Run, job_states, run_script
@@ -17,7 +18,7 @@ OTHER = "977"
 
 
 def _spec(tmp_path: Path) -> JobSpec:
-    return JobSpec(
+    return job_spec(
         model="qwen3_tiny", torchrun="torchrun", max_restarts=2,
         checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
     )

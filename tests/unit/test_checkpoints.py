@@ -194,14 +194,14 @@ def test_one_checkpoint_name_for_presets_directories_symlinks_and_model_name(tmp
 
 
 def test_the_spec_carries_the_name_the_trainer_writes(tmp_path: Path) -> None:
-    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.job.defaults import job_spec
 
     real = tmp_path / "real-model"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     dirs = {name: str(tmp_path / name) for name in ("checkpoint_dir", "log_dir", "run_dir")}
-    assert JobSpec(model=str(tmp_path / "link"), **dirs).checkpoint_name == "real-model"
-    spec = JobSpec(model=str(tmp_path / "link"), trainer_args=("--model-name=x",), **dirs)
+    assert job_spec(model=str(tmp_path / "link"), **dirs).checkpoint_name == "real-model"
+    spec = job_spec(model=str(tmp_path / "link"), trainer_args=("--model-name=x",), **dirs)
     assert spec.checkpoint_name == "x"
 
 

@@ -16,7 +16,7 @@ import pytest
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core.errors import CheckpointError
 from hyperlaunch.core.metrics_records import METRICS_FILE
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
 from tests.unit.cli_runner import one_error_line, run_cli
@@ -57,7 +57,7 @@ def _record(tmp_path: Path, job_id: str, *, when: float = 1.0, **changes: object
         run_dir=str(tmp_path / "run"),
     )
     base.update(changes)
-    record = jobs.JobRecord(job_id=job_id, spec=JobSpec(**base), submitted_at=when)  # type: ignore[arg-type]
+    record = jobs.JobRecord(job_id=job_id, spec=job_spec(**base), submitted_at=when)  # type: ignore[arg-type]
     jobs.save(record, "#!/bin/bash\n")
     return record
 

@@ -40,10 +40,10 @@ def test_an_attempt_that_failed_says_how_and_where_its_errors_are() -> None:
 
 
 def _job_with_two_attempts(tmp_path: Path) -> None:
-    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.job.defaults import job_spec
     from hyperlaunch.runs import jobs
 
-    spec = JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"))
+    spec = job_spec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"))
     record = jobs.JobRecord(job_id="22", spec=spec, submitted_at=1.0)
     jobs.save(record, "#!/bin/bash\n")
     out_log, err_log = record.log_paths

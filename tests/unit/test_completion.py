@@ -16,7 +16,7 @@ import pytest
 from hyperlaunch.cli.completion import instance_types, model_presets, profiles, recorded_job_ids
 from hyperlaunch.core.models import PRESETS
 from hyperlaunch.core.paths import hyperlaunch_home
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from tests.unit.cli_runner import run_cli
 
@@ -26,7 +26,7 @@ needs_bash = pytest.mark.skipif(BASH is None, reason="no bash")
 
 
 def _record(tmp_path: Path, job_id: str, when: float) -> None:
-    spec = JobSpec(
+    spec = job_spec(
         model="qwen3_tiny", nodes=1, checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run")
     )
     jobs.save(jobs.JobRecord(job_id=job_id, spec=spec, submitted_at=when), "#!/bin/bash\n")

@@ -11,6 +11,7 @@ import pytest
 
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.job import containers
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script.render import srun_flags
 
@@ -26,7 +27,7 @@ ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 
 
 def make(**changes: object) -> JobSpec:
-    return JobSpec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes}).settled()  # type: ignore[arg-type]
+    return job_spec(**{"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag", **PATHS, **changes}).settled()  # type: ignore[arg-type]
 
 
 # -- image references ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from hyperlaunch.core.errors import JobNotFound
 from hyperlaunch.core.metrics_records import parse_metrics_line
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import curves
 from hyperlaunch.runs.job_status import summarize
@@ -18,7 +19,7 @@ from hyperlaunch.slurm.commands import Attempt
 
 
 def _spec(tmp_path: Path) -> JobSpec:
-    return JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"))
+    return job_spec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"))
 
 
 def _step(step: int, loss: float, job: str | None = "7", restart: int = 0, round_: int = 0, time: float = 0.0, **more: object) -> dict[str, object]:

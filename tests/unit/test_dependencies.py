@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.job.plan import plan_job
-from hyperlaunch.job.spec import dependencies, dependency_value, parse_after
+from hyperlaunch.job.spec import dependencies
 from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.slurm.commands import Attempt
+from hyperlaunch.slurm.dependencies import dependency_value, parse_after
 from tests.unit.cli_runner import one_error_line, run_cli
 
 
@@ -27,7 +28,7 @@ def test_the_dependency_line_groups_the_waits_by_kind(tmp_path: Path) -> None:
     script = render_sbatch(spec)
     assert "#SBATCH --dependency=afterok:12:14_2,afterany:13\n" in script
     assert "#SBATCH --kill-on-invalid-dep=yes\n" in script
-    resumed = dataclasses.replace(_spec(tmp_path, after=["20:any"]), after_job="19")
+    resumed = _spec(tmp_path, after=["20:any"]).replace(after_job="19")
     script = render_sbatch(resumed)
     assert "#SBATCH --dependency=afterany:20:19\n" in script and "kill-on-invalid-dep" not in script
     assert dependency_value(()) is None and "--dependency" not in render_sbatch(_spec(tmp_path))

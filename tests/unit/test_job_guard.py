@@ -14,7 +14,7 @@ import pytest
 from hyperlaunch.core import protocol
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.core.errors import JobConflict
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from tests.unit.cli_runner import CliResult, run_cli, stub_slurm
 
@@ -56,7 +56,7 @@ def _live(stub: Path, job: str, state: str) -> None:
 
 
 def _record(tmp_path: Path, job: str, *, model: str = "qwen3_tiny", checkpoint: int | None = 10, after: str | None = None) -> jobs.JobRecord:
-    spec = JobSpec(
+    spec = job_spec(
         model=model, checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
         run_dir=str(tmp_path / "run"), torchrun="torchrun", after_job=after,
     )

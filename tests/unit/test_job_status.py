@@ -16,7 +16,7 @@ from hyperlaunch.core.trainer_failures import (
     trainer_failure_path,
     write_trainer_failure,
 )
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.slurm import commands as slurm
@@ -25,7 +25,7 @@ from hyperlaunch.slurm.commands import Attempt, NodeEvent
 
 @pytest.fixture()
 def record(tmp_path: Path) -> JobRecord:
-    spec = JobSpec(
+    spec = job_spec(
         model="qwen3_tiny",
         nodes=2,
         checkpoint_dir=str(tmp_path / "ckpt"),
@@ -480,7 +480,7 @@ def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord)
     (ckpt / "qwen3_tiny-40steps" / checkpoints.METADATA_FILE).write_bytes(b"")
     checkpoints.write_pointer(ckpt, "qwen3_tiny", "qwen3_tiny-40steps")  # another run's
     assert checkpoint_line(record) == f"  checkpoint: qwen3_tiny-40steps in {record.spec.checkpoint_dir}"
-    bench = dataclasses.replace(record, spec=dataclasses.replace(record.spec, trainer_args=("--no-checkpoints",)))
+    bench = dataclasses.replace(record, spec=record.spec.replace(trainer_args=("--no-checkpoints",)))
     assert checkpoint_line(bench) == "  checkpoint: none kept (--no-checkpoints)"
     assert summarize(bench, [_attempt("COMPLETED")], []).to_json()["checkpoint"] is None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.errors import JobNotFound, SlurmError
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.runs.submission import submit
@@ -26,7 +27,7 @@ def _spec(tmp_path: Path, **changes: object) -> JobSpec:
         trainer_args=("--lr", "3e-4"),
     )
     base.update(changes)
-    return JobSpec(**base)  # type: ignore[arg-type]
+    return job_spec(**base)  # type: ignore[arg-type]
 
 
 def test_record_round_trips_with_its_script(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.core.errors import CheckpointError
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.runs.launch import launch, plan_resume
@@ -24,7 +25,7 @@ def _record(tmp_path: Path, **changes: object) -> jobs.JobRecord:
         trainer_args=("--lr", "1", "--from-scratch", "--resume-from", "/c/x-5steps", "--resume-from=/y", "--seed", "3"),
     )
     base.update(changes)
-    return jobs.JobRecord(job_id="41", spec=JobSpec(**base), submitted_at=1.0)  # type: ignore[arg-type]
+    return jobs.JobRecord(job_id="41", spec=job_spec(**base), submitted_at=1.0)  # type: ignore[arg-type]
 
 
 def _complete_checkpoint(record: jobs.JobRecord, step: int) -> None:
@@ -129,7 +130,7 @@ def test_a_new_script_job_over_an_existing_pointer_of_its_name_is_told_so_too(tm
 
     script = tmp_path / "train.py"
     script.write_text("print(1)\n")
-    spec = JobSpec(script=str(script), name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
+    spec = job_spec(script=str(script), name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
                    run_dir=str(tmp_path / "run"), trainer_args=("--from-scratch",))
     assert continues_from(spec) is None
     (tmp_path / "ckpt" / "train-10steps").mkdir(parents=True)
@@ -149,7 +150,7 @@ def test_a_module_not_in_the_folder_the_job_runs_it_from_is_said(tmp_path: Path)
     (tmp_path / "mypkg" / "train.py").write_text("")
 
     def spec(module: str) -> JobSpec:
-        return JobSpec(module=module, name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
+        return job_spec(module=module, name="train", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"),
                        run_dir=str(tmp_path / "run"), code_root=str(tmp_path), code_dir=str(tmp_path / "run" / ".hyperlaunch" / "code-1"))
 
     for found in ("mypkg.train", "mypkg", "mypkg.sub"):

@@ -8,14 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyperlaunch.core.trainer_failures import read_trainer_failure
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import nccl_plugin, supervisor_bundle
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.sbatch_harness import run_script
 
 PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/demo"}
-P5 = JobSpec(model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off", **PATHS)
-CPU = JobSpec(model="qwen3_tiny", torchrun="torchrun", **PATHS)
+P5 = job_spec(model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off", **PATHS)
+CPU = job_spec(model="qwen3_tiny", torchrun="torchrun", **PATHS)
 TCP_LINE = "hyperlaunch: NCCL network: no aws-ofi-nccl plugin found; NCCL will use TCP sockets (slow on p4d/p5)"
 # What srun does with a container: the step's environment is the image's, not the batch host's.
 STEP_ENV_SRUN = """#!/bin/bash
@@ -84,10 +85,9 @@ def test_cpu_jobs_skip_it(tmp_path: Path) -> None:
 
 
 def test_require_efa_ends_the_job_for_good_in_its_first_seconds_when_a_node_has_no_plugin(tmp_path: Path) -> None:
-    import dataclasses
 
     run_dir = tmp_path / "run"
-    required = dataclasses.replace(P5, require_efa=True, run_dir=str(run_dir), checkpoint_dir=str(tmp_path / "ckpt"))
+    required = P5.replace(require_efa=True, run_dir=str(run_dir), checkpoint_dir=str(tmp_path / "ckpt"))
     assert "  --nccl-check --require-efa \\\n" in render_sbatch(required)
     (tmp_path / "lib").mkdir()
     code, stdout, trained = _step_sees(tmp_path, str(tmp_path / "lib"), required)
@@ -102,7 +102,6 @@ def test_require_efa_ends_the_job_for_good_in_its_first_seconds_when_a_node_has_
 
 
 def test_require_efa_with_the_plugin_trains_and_on_cpu_is_refused(tmp_path: Path) -> None:
-    import dataclasses
 
     import pytest
 
@@ -111,7 +110,7 @@ def test_require_efa_with_the_plugin_trains_and_on_cpu_is_refused(tmp_path: Path
     plugin_dir = tmp_path / "ofi"
     plugin_dir.mkdir()
     (plugin_dir / "libnccl-net.so").write_bytes(b"")
-    code, stdout, trained = _step_sees(tmp_path, str(plugin_dir), dataclasses.replace(P5, require_efa=True))
+    code, stdout, trained = _step_sees(tmp_path, str(plugin_dir), P5.replace(require_efa=True))
     assert code == 0 and trained and "-> EFA" in stdout
     with pytest.raises(InvalidInput, match="--require-efa is for GPU jobs"):
-        dataclasses.replace(CPU, require_efa=True)
+        CPU.replace(require_efa=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.errors import InvalidInput, SlurmError
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.partition_fit import refuse_more_nodes_than_partition
 from hyperlaunch.slurm import commands as slurm
@@ -27,7 +28,7 @@ def _answering(monkeypatch: pytest.MonkeyPatch, sinfo: str | None, config: str =
 
 
 def _spec(tmp_path: Path, **fields: object) -> JobSpec:
-    return JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"), **fields)  # type: ignore[arg-type]
+    return job_spec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"), **fields)  # type: ignore[arg-type]
 
 
 def test_a_job_that_fits_its_partition_passes_counting_nodes_in_any_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

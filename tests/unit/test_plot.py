@@ -12,6 +12,7 @@ import pytest
 
 from hyperlaunch.core import trackers
 from hyperlaunch.core.metrics_records import METRICS_FILE
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
 from hyperlaunch.slurm import commands as slurm
@@ -32,7 +33,7 @@ def _fake_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _spec(tmp_path: Path, **more: object) -> JobSpec:
     fields: dict[str, object] = {"model": "qwen3_tiny", "checkpoint_dir": str(tmp_path / "ckpt"), "log_dir": str(tmp_path / "logs"), "run_dir": str(tmp_path / "run")}
-    return JobSpec(**{**fields, **more})  # type: ignore[arg-type]
+    return job_spec(**{**fields, **more})  # type: ignore[arg-type]
 
 
 def _step(step: int, loss: float, job: str, restart: int = 0, round_: int = 0) -> dict[str, object]:

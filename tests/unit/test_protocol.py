@@ -25,13 +25,13 @@ from hyperlaunch.core.errors import (
     NodeProblem,
     SlurmError,
 )
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.script.render import render_sbatch
 
 
 def _script(tmp_path: Path) -> str:
     dirs = {name: str(tmp_path / name) for name in ("checkpoint_dir", "log_dir", "run_dir")}
-    return render_sbatch(JobSpec(model="qwen3_tiny", nodes=2, **dirs))
+    return render_sbatch(job_spec(model="qwen3_tiny", nodes=2, **dirs))
 
 
 def test_the_script_holds_no_recovery_rule_and_marker_values_are_plain_words(tmp_path: Path) -> None:

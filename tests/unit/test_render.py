@@ -30,6 +30,7 @@ from hyperlaunch.core.trainer_failures import (
     format_trainer_failure,
     trainer_failure_path,
 )
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.script import render, supervisor_bundle
 from hyperlaunch.script.render import ScriptValues, launch_command, render_sbatch
@@ -40,50 +41,50 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 PATHS = {"checkpoint_dir": "/fsx/checkpoints", "log_dir": "/fsx/logs", "run_dir": "/fsx/runs/demo"}
 
 VARIANTS: dict[str, JobSpec] = {
-    "plain": JobSpec(model="qwen3_tiny", torchrun="torchrun", **PATHS),
-    "efa_preset": JobSpec(
+    "plain": job_spec(model="qwen3_tiny", torchrun="torchrun", **PATHS),
+    "efa_preset": job_spec(
         model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="on", hyperpod="off",
         env=(("NCCL_DEBUG", "INFO"), ("HF_TOKEN", None)), **PATHS,
     ),
-    "pyxis_container": JobSpec(
+    "pyxis_container": job_spec(
         model="qwen3_0_6b", nodes=2, instance_type="p4d.24xlarge", gres_gpus="on", container_image="/fsx/images/train.sqsh",
         container_mounts=("/fsx/data:/data:ro",), data="/fsx/data/wikitext", hyperpod="off", **PATHS,
     ),
     # What users copy from ECR's console, a local model, a data file and a tokenizer folder:
     # each mounted read-only, and a container name derived from the image reference.
-    "pyxis_ecr": JobSpec(
+    "pyxis_ecr": job_spec(
         model="/fsx/models/Qwen3-0.6B", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off",
         container_image="123456789012.dkr.ecr.us-west-2.amazonaws.com/hyperlaunch:v1", data="/fsx/data/corpus.jsonl",
         trainer_args=("--tokenizer", "/fsx/tokenizers/qwen3"), hyperpod="off", **PATHS,
     ),
-    "hyperpod_auto_resume": JobSpec(
+    "hyperpod_auto_resume": job_spec(
         model="llama3_1_8b", nodes=4, instance_type="p5en.48xlarge", gres_gpus="on", hyperpod="on", time="2-00:00:00",
         max_restarts=5, signal_seconds=600, **PATHS,
     ),
-    "multi_node": JobSpec(
+    "multi_node": job_spec(
         model="qwen3_tiny", nodes=3, partition="dev", account="ml", qos="normal", time="30:00",
         exclude=("node4",), max_steps=40, job_name="tiny run", torchrun="/opt/venv/bin/torchrun",
         trainer_args=("--checkpoint-every", "10"), **PATHS,
     ),
-    "single_node": JobSpec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", gres_gpus="on", max_steps=100, **PATHS),
+    "single_node": job_spec(model="qwen3_1_7b", nodes=1, instance_type="g6.12xlarge", gres_gpus="on", max_steps=100, **PATHS),
     # A user's own script, run from its code snapshot (hyperlaunch.job.plan derives the code fields).
-    "script_job": JobSpec(
+    "script_job": job_spec(
         script="/home/me/proj/train/main.py", name="exp1", nodes=2, code_root="/home/me/proj",
         code_dir="/fsx/runs/demo/.hyperlaunch/code-0123456789abcdef", trainer_args=("--lr", "3e-4"), torchrun="torchrun", **PATHS,
     ),
-    "script_module_container": JobSpec(
+    "script_module_container": job_spec(
         module="mypkg.train", nodes=2, instance_type="p5.48xlarge", exclusive=True, gres_gpus="off", hyperpod="off",
         container_image="/fsx/images/train.sqsh", code_root="/home/me/proj",
         code_dir="/fsx/runs/demo/.hyperlaunch/code-0123456789abcdef", **PATHS,
     ),
     # Three trackers with the run ids a submit chose: one run for the training, whatever restarts it.
-    "trackers": JobSpec(
+    "trackers": job_spec(
         model="qwen3_0_6b", nodes=2, tracker=("tensorboard", "mlflow", "wandb"), mlflow_uri="http://10.0.0.5:5000",
         tracker_run_id="0a1b2c3d4e5f", mlflow_run_id="5f2a0e0c9c2b4c1f8b8e3d6a7f9e1c2d", mlflow_experiment_id="1",
         env=(("WANDB_PROJECT", None), ("WANDB_API_KEY", None)), torchrun="torchrun", **PATHS,
     ),
     # HyperPod without GPU GRES: whole nodes, torchrun starts the 8 processes; SageMaker's name.
-    "p5_without_gres": JobSpec(
+    "p5_without_gres": job_spec(
         model="qwen3_0_6b", nodes=2, instance_type="ml.p5.48xlarge", exclusive=True, gres_gpus="off",
         nccl_debug="info", **PATHS,
     ),
@@ -258,7 +259,7 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
         def arm_relative(text: str) -> str:  # job names may not hold '/'; the script runs in `base`
             return text.replace("CANARY", canary.name)
 
-        spec = JobSpec(
+        spec = job_spec(
             model="qwen3_tiny", job_name=arm_relative(job_name), checkpoint_dir=f"{base}/c{arm(ckpt)}",
             run_dir=f"{base}/r{arm(run)}", log_dir=f"{base}/l{arm(log)}", data=arm(data),
             env=(("HOSTILE", arm(env_value)),), trainer_args=tuple(arm(e) for e in extra), torchrun="torchrun",
@@ -331,7 +332,7 @@ def test_the_installed_trainer_starts_as_its_console_script_beside_torchrun(tmp_
     sys.path, where a source checkout's hyperlaunch/ shadows the installed trainer."""
     from hyperlaunch.script.render import launch_command, trainer_program
 
-    base = JobSpec(model="qwen3_tiny", checkpoint_dir="/c", log_dir="/l", run_dir="/r")
+    base = job_spec(model="qwen3_tiny", checkpoint_dir="/c", log_dir="/l", run_dir="/r")
     assert trainer_program(base) == ["--no-python", "hyperlaunch-train"]
     venv = base.replace(torchrun="/opt/venv/bin/torchrun")
     assert trainer_program(venv) == ["--no-python", "/opt/venv/bin/hyperlaunch-train"]

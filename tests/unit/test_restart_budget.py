@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hyperlaunch.core import protocol as p
 from hyperlaunch.core import trainer_failures as tf
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
@@ -18,7 +19,7 @@ from tests.unit.sbatch_harness import JOB_ID, Run, run_script
 
 
 def _spec(tmp_path: Path, max_restarts: int) -> JobSpec:
-    return JobSpec(
+    return job_spec(
         model="qwen3_tiny", torchrun="torchrun", max_restarts=max_restarts,
         checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
     )

@@ -9,6 +9,7 @@ import pytest
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.instances import get_instance, known_instance_types
 from hyperlaunch.job import containers
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 
 
@@ -22,7 +23,7 @@ PATHS = {"checkpoint_dir": "/shared/ckpt", "log_dir": "/shared/logs", "run_dir":
 
 
 def make(**changes: object) -> JobSpec:
-    return JobSpec(**{"model": "qwen3_tiny", **PATHS, **changes})  # type: ignore[arg-type]
+    return job_spec(**{"model": "qwen3_tiny", **PATHS, **changes})  # type: ignore[arg-type]
 
 
 def test_defaults_are_filled_once_and_frozen() -> None:

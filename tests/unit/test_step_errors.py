@@ -11,6 +11,7 @@ import pytest
 
 from hyperlaunch.core.protocol import parse_attempt_marker
 from hyperlaunch.core.trainer_failures import FailureKind, read_trainer_failure, trainer_failure_path
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.job_status import Restart
 from hyperlaunch.script.render import render_sbatch
@@ -176,7 +177,7 @@ def test_a_pipe_or_no_mark_gives_no_output() -> None:
 
 
 def _spec(tmp_path: Path) -> JobSpec:
-    return JobSpec(
+    return job_spec(
         model="qwen3_tiny", torchrun="torchrun", max_restarts=3, restarts_in_allocation=2,
         checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import submission
 from hyperlaunch.script import supervisor_bundle
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _spec(tmp_path: Path) -> JobSpec:
-    return JobSpec(
+    return job_spec(
         model="qwen3_tiny", torchrun="torchrun", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run")
     )
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from hyperlaunch.core.protocol import checkpoint_lock_path, parse_attempt_marker
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.script.render import render_sbatch
 from tests.unit.sbatch_harness import JOB_ID, install_supervisor, make_stubs
 
@@ -31,7 +31,7 @@ def _running_with(word: str) -> list[int]:
 
 def test_scancels_term_ends_the_step_and_gives_the_lock_back(tmp_path: Path) -> None:
     stuck = f"{40 + time.time_ns() % 10**6 / 10**7:.7f}"  # the stub trainer's sleep: no other process has it
-    spec = JobSpec(model="qwen3_tiny", torchrun="torchrun", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "l"), run_dir=str(tmp_path / "run"))
+    spec = job_spec(model="qwen3_tiny", torchrun="torchrun", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "l"), run_dir=str(tmp_path / "run"))
     script = render_sbatch(spec)
     install_supervisor(script)
     (tmp_path / "job.sbatch").write_text(script)

@@ -13,7 +13,7 @@ import pytest
 
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.job import sweep as rules
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from hyperlaunch.script import supervisor_bundle
 from hyperlaunch.script.render_sweep import render_sweep
@@ -22,7 +22,7 @@ from hyperlaunch.supervisor import sweep_element
 from tests.unit.cli_runner import one_error_line, run_cli, stub_slurm
 
 GOLDEN = Path(__file__).parent / "golden"
-BASE = JobSpec(
+BASE = job_spec(
     model="qwen3_0_6b", nodes=2, instance_type="p5.48xlarge", checkpoint_dir="/fsx/ckpt", log_dir="/fsx/logs",
     run_dir="/fsx/runs/lr sweep", max_steps=1000, tracker=("tensorboard",), trainer_args=("--warmup-steps", "50"), gres_gpus="on",
 )
@@ -88,7 +88,7 @@ def test_each_element_is_a_job_of_its_own() -> None:
     assert spec.run_dir == "/fsx/runs/lr sweep/lr3e-4-seed1" and spec.tensorboard_dir == "/fsx/runs/lr sweep/lr3e-4-seed1/tensorboard"
     assert spec.trainer_args == ("--warmup-steps", "50", "--lr", "3e-4", "--seed", "1", "--model-name", "qwen3_0_6b-lr3e-4-seed1")
     assert spec.job_name == BASE.job_name and spec.checkpoint_dir == BASE.checkpoint_dir
-    script = BASE.replace(model="", max_steps=None, trainer_args=(), checkpoint_name="", module="pkg.train", name="exp", code_dir="/fsx/code", code_root="/src")
+    script = job_spec(**{**BASE.to_flat(), "model": "", "max_steps": None, "trainer_args": (), "checkpoint_name": "", "module": "pkg.train", "name": "exp", "code_dir": "/fsx/code", "code_root": "/src"})
     element_script = rules.element_spec(script, element)
     assert element_script.checkpoint_name == "exp-lr3e-4-seed1" and element_script.trainer_args[-4:] == ("--lr", "3e-4", "--seed", "1")
 

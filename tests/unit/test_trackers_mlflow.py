@@ -91,11 +91,11 @@ def test_params_go_to_the_parent_once_and_a_dead_server_switches_mlflow_off(tmp_
 
 def test_a_sweeps_element_runs_under_its_own_name(tmp_path: Path, mlflow_uri: str) -> None:
     """Every element's run was `qwen3_tiny-<id>` in one experiment: they read apart only by id."""
-    from hyperlaunch.job.spec import JobSpec
+    from hyperlaunch.job.defaults import job_spec
     from hyperlaunch.job.sweep import Element, element_spec
     from hyperlaunch.runs import tracker_runs
 
-    base = JobSpec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
+    base = job_spec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
                    run_dir=str(tmp_path / "run"), tracker=("mlflow",), mlflow_uri=mlflow_uri)
     with tracker_runs.chosen(element_spec(base, Element(0, (("lr", "1e-3"), ("seed", "2"))))) as spec:
         run = MlflowClient(mlflow_uri).get_run(spec.mlflow_run_id)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
-from hyperlaunch.job.spec import JobSpec
+from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from tests.unit.cli_runner import CliResult, one_error_line, run_cli, stub_slurm
 
@@ -117,7 +117,7 @@ def test_without_accounting_a_forgotten_job_is_left_to_slurm(stub: Path, monkeyp
 
 
 def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = JobSpec(
+    spec = job_spec(
         model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
         torchrun="torchrun", after=("40",),
     )
