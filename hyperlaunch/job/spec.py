@@ -144,12 +144,6 @@ class JobSpec:
         name = containers.settled_name(self.container.image, self.container.name)
         return self if name == self.container.name else dataclasses.replace(self, container=dataclasses.replace(self.container, name=name))
 
-    def __getattr__(self, key: str) -> object:  # TEMPORARY: tests still read flat names
-        flat = {s.key for s in setting_fields()}
-        if key in flat:
-            return self.to_flat()[key]
-        raise AttributeError(key)
-
     @property
     def is_script_job(self) -> bool:
         """The user's own script or module runs instead of the bundled trainer."""

@@ -200,9 +200,9 @@ def test_the_spec_carries_the_name_the_trainer_writes(tmp_path: Path) -> None:
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
     dirs = {name: str(tmp_path / name) for name in ("checkpoint_dir", "log_dir", "run_dir")}
-    assert job_spec(model=str(tmp_path / "link"), **dirs).checkpoint_name == "real-model"
+    assert job_spec(model=str(tmp_path / "link"), **dirs).derived.checkpoint_name == "real-model"
     spec = job_spec(model=str(tmp_path / "link"), trainer_args=("--model-name=x",), **dirs)
-    assert spec.checkpoint_name == "x"
+    assert spec.derived.checkpoint_name == "x"
 
 
 def test_the_data_cache_and_other_hidden_names_are_never_checkpoints(tmp_path: Path) -> None:

@@ -135,7 +135,7 @@ def test_several_broken_records_are_one_warning(tmp_path: Path, monkeypatch: pyt
 
 def test_metrics_lines_that_are_not_records_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = _record(tmp_path, "21")
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     lines = [
         '{"type": "step", "step": 1, "loss": 2.5, "tokens_per_s": 10.0}',
@@ -206,7 +206,7 @@ def test_submit_output_names_the_log_of_a_dotted_job_name(tmp_path: Path, monkey
 
 def test_status_json_is_json_when_the_loss_diverged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = _record(tmp_path, "31")
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     (run_dir / METRICS_FILE).write_text('{"type": "step", "step": 3, "loss": NaN, "tokens_per_s": Infinity}\n')
 
@@ -287,7 +287,7 @@ def test_odd_files_where_the_job_writes_are_no_files(tmp_path: Path, monkeypatch
     out_log.parent.mkdir(parents=True)
     os.mkfifo(out_log)
     err_log.mkdir()
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     os.mkfifo(run_dir / METRICS_FILE)
     os.mkfifo(run_dir / "trainer-failure-61.0")

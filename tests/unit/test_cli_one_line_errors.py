@@ -172,7 +172,7 @@ def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monk
     for max_steps in ("2", "3", "4"):
         result = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", max_steps], monkeypatch)
         assert result.exit_code == 0, result.output
-    assert jobs.load("5").spec.max_steps == 4
+    assert jobs.load("5").spec.job.max_steps == 4
     assert len([p for p in jobs.jobs_dir().iterdir() if p.name.startswith(".5-replaced-")]) == 2
 
 

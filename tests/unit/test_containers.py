@@ -46,7 +46,7 @@ def make(**changes: object) -> JobSpec:
 )
 def test_a_registry_reference_reaches_pyxis_with_a_hash(given: str, pyxis: str) -> None:
     spec = make(container_image=given)
-    assert spec.container_image == pyxis
+    assert spec.container.image == pyxis
     assert f"--container-image={pyxis}" in srun_flags(spec)
 
 
@@ -64,12 +64,12 @@ def test_a_registry_reference_reaches_pyxis_with_a_hash(given: str, pyxis: str) 
     ],
 )
 def test_files_uris_hub_names_and_hash_forms_are_left_alone(image: str) -> None:
-    assert make(container_image=image).container_image == image
+    assert make(container_image=image).container.image == image
 
 
 def test_normalizing_twice_changes_nothing() -> None:
     once = make()
-    assert once.replace(nodes=2).container_image == once.container_image == f"{ECR}#repo:tag"
+    assert once.replace(nodes=2).container.image == once.container.image == f"{ECR}#repo:tag"
 
 
 # -- container names -------------------------------------------------------------------------
@@ -77,12 +77,12 @@ def test_normalizing_twice_changes_nothing() -> None:
 
 def test_a_registry_image_is_named_after_its_reference() -> None:
     spec = make()
-    name = spec.container_name
+    name = spec.container.name
     assert name is not None and name.startswith("hl-repo_tag-") and containers.CONTAINER_NAME.fullmatch(name)
     assert f"--container-name={name}" in srun_flags(spec)
-    assert make(container_image=f"{ECR}#repo:tag").container_name == name  # the same image, either spelling
-    assert make(container_image=f"{ECR}/repo:other").container_name != name
-    pinned = make(container_image=f"{ECR}/repo@sha256:{'b' * 64}").container_name
+    assert make(container_image=f"{ECR}#repo:tag").container.name == name  # the same image, either spelling
+    assert make(container_image=f"{ECR}/repo:other").container.name != name
+    pinned = make(container_image=f"{ECR}/repo@sha256:{'b' * 64}").container.name
     assert pinned is not None and pinned.startswith("hl-repo-") and pinned != name
 
 
@@ -91,31 +91,31 @@ def test_a_rebuilt_sqsh_file_gets_a_new_name(tmp_path: Path) -> None:
     image.write_bytes(b"x" * 10)
     os.utime(image, ns=(1_000_000_000, 1_000_000_000))
     first = make(container_image=str(image))
-    assert first.container_name is not None and first.container_name.startswith("hl-train-")
-    assert make(container_image=str(image)).container_name == first.container_name  # same file: same name
+    assert first.container.name is not None and first.container.name.startswith("hl-train-")
+    assert make(container_image=str(image)).container.name == first.container.name  # same file: same name
 
     image.write_bytes(b"y" * 10)  # same size, new mtime
     os.utime(image, ns=(2_000_000_000, 2_000_000_000))
     rebuilt = make(container_image=str(image))
-    assert rebuilt.container_name != first.container_name
+    assert rebuilt.container.name != first.container.name
     # A recorded spec (resume) carries the old derived name: it is derived again.
-    assert first.replace(nodes=2).container_name == rebuilt.container_name
+    assert first.replace(nodes=2).container.name == rebuilt.container.name
     image.write_bytes(b"y" * 11)  # same mtime, new size
     os.utime(image, ns=(2_000_000_000, 2_000_000_000))
-    assert make(container_image=str(image)).container_name != rebuilt.container_name
+    assert make(container_image=str(image)).container.name != rebuilt.container.name
 
 
 def test_an_unreadable_sqsh_file_gets_no_name(tmp_path: Path) -> None:
     spec = make(container_image=str(tmp_path / "absent.sqsh"))
-    assert spec.container_name is None
+    assert spec.container.name is None
     assert not any(flag.startswith("--container-name") for flag in srun_flags(spec))
 
 
 def test_the_users_name_wins_and_a_job_without_a_container_has_none() -> None:
-    assert make(container_name="qwen-v3").container_name == "qwen-v3"
+    assert make(container_name="qwen-v3").container.name == "qwen-v3"
     assert "--container-name=qwen-v3" in srun_flags(make(container_name="qwen-v3"))
-    assert make(container_image=None).container_name is None
-    assert make().replace(container_image=None).container_name is None  # a derived name goes with its image
+    assert make(container_image=None).container is None
+    assert make().replace(container_image=None).container is None  # a derived name goes with its image
 
 
 @pytest.mark.parametrize("name", ["a:b", "with space", "-x", "a/b", "x" * 129, "ü"])
@@ -228,6 +228,6 @@ def test_a_relative_sqsh_path_becomes_absolute(tmp_path: Path) -> None:
 
     for given in ("images/train.sqsh", "./images/train.sqsh"):
         spec = build_spec({"model": "qwen3_tiny", "container_image": given}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
-        assert spec.container_image == str(tmp_path / "images" / "train.sqsh")
+        assert spec.container.image == str(tmp_path / "images" / "train.sqsh")
     uri = build_spec({"model": "qwen3_tiny", "container_image": f"{ECR}/repo:tag"}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
-    assert uri.container_image == f"{ECR}#repo:tag"
+    assert uri.container.image == f"{ECR}#repo:tag"

@@ -118,7 +118,7 @@ def test_lineage_follows_resumed_from_and_keeps_the_id_of_a_lost_record(tmp_path
 
     found = curves.lineage(known["6"], load)
     assert found.job_ids == ("4", "5", "6") and found.lost == "4"
-    assert found.metrics_paths == (Path(spec.run_dir) / "metrics.jsonl",)
+    assert found.metrics_paths == (Path(spec.output.run_dir) / "metrics.jsonl",)
     looped = JobRecord(job_id="5", spec=spec, submitted_at=0.0, resumed_from="6")
     known["5"] = looped
     assert curves.lineage(known["6"], load).job_ids == ("5", "6")

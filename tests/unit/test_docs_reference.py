@@ -47,4 +47,4 @@ def test_the_documented_example_config_is_one_hyperlaunch_accepts_with_each_prof
     assert profiles, "the example shows profiles"
     for profile in [None, *profiles]:
         spec = plan_job({}, profile=profile, cwd=tmp_path, environ={}, user_config=tmp_path / "user.toml").spec
-        assert spec.model == "qwen3_0_6b"
+        assert spec.job.model == "qwen3_0_6b"

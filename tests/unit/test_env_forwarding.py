@@ -72,7 +72,7 @@ def test_a_forwarded_secret_reaches_sbatch_by_name_and_is_written_nowhere(
     assert "\nexport HF_TOKEN\n" in script and "\nexport A=1\n" in script
     record = json.loads((jobs.jobs_dir() / "5151" / jobs.RECORD_FILE).read_text())
     assert record["spec"]["env"] == [["HF_TOKEN", None], ["A", "1"]]
-    assert jobs.load("5151").spec.env == (("HF_TOKEN", None), ("A", "1")), "the record reads back"
+    assert jobs.load("5151").spec.job.env == (("HF_TOKEN", None), ("A", "1")), "the record reads back"
 
 
 def test_a_forwarded_name_that_is_not_set_is_a_one_line_error_and_nothing_is_written(
@@ -133,5 +133,5 @@ def test_a_forwarded_preset_variable_keeps_the_submitted_value_on_the_nodes(tmp_
 def test_a_forwarded_name_round_trips_through_config_files(tmp_path: Path) -> None:
     (tmp_path / "hyperlaunch.toml").write_text('model = "qwen3_tiny"\nenv = ["HF_TOKEN", "B=2"]\n')
     spec = build_spec({"env": ["B=3"]}, cwd=tmp_path, environ={}, user_config=tmp_path / "none.toml")
-    assert spec.env == (("HF_TOKEN", None), ("B", "3"))
+    assert spec.job.env == (("HF_TOKEN", None), ("B", "3"))
     assert jobs.spec_from_json(json.loads(json.dumps(jobs.spec_to_json(spec)))) == spec

@@ -57,19 +57,19 @@ def _training(tmp_path: Path, instance_type: str, model: str = "qwen3_0_6b", tra
 
 def test_a_24_gib_gpu_gets_activation_checkpointing_where_an_80_gib_one_does_not(tmp_path: Path) -> None:
     spec, settings = _training(tmp_path, "g5.12xlarge")
-    assert "--activation-checkpointing" in spec.trainer_args
-    assert (targs.value_of(spec.trainer_args, "--seq-len"), targs.value_of(spec.trainer_args, "--micro-batch-size")) == ("4096", "4")
+    assert "--activation-checkpointing" in spec.job.trainer_args
+    assert (targs.value_of(spec.job.trainer_args, "--seq-len"), targs.value_of(spec.job.trainer_args, "--micro-batch-size")) == ("4096", "4")
     why = settings["activation_checkpointing"].source
     assert "41.1 GiB a GPU as the preset has it" in why and "of 24 GiB (4 GPUs)" in why, why
     spec, settings = _training(tmp_path, "p5.48xlarge")
-    assert "--no-activation-checkpointing" in spec.trainer_args
-    assert targs.value_of(spec.trainer_args, "--micro-batch-size") == "4"
+    assert "--no-activation-checkpointing" in spec.job.trainer_args
+    assert targs.value_of(spec.job.trainer_args, "--micro-batch-size") == "4"
     assert "estimated 40.0 GiB a GPU of 80 GiB (8 GPUs)" in settings["activation_checkpointing"].source
 
 
 def test_what_does_not_fit_is_said_and_what_the_user_set_is_kept(tmp_path: Path) -> None:
     spec, settings = _training(tmp_path, "g5.xlarge", model="qwen3_1_7b")
-    assert targs.value_of(spec.trainer_args, "--micro-batch-size") == "1"
+    assert targs.value_of(spec.job.trainer_args, "--micro-batch-size") == "1"
     assert settings["micro_batch_size"].source.endswith(
         "use more GPUs, a shorter --seq-len or --cpu-offload (9.3 GiB a GPU; the offloaded states take 25.6 GiB of host memory a GPU)"
     )
@@ -77,13 +77,13 @@ def test_what_does_not_fit_is_said_and_what_the_user_set_is_kept(tmp_path: Path)
     # What the user set stays; the fit works around it: without checkpointing, a micro-batch of 1.
     spec, settings = _training(tmp_path, "g5.12xlarge", trainer_args=("--no-activation-checkpointing",))
     assert settings["activation_checkpointing"].source == "you (after --)"
-    assert targs.value_of(spec.trainer_args, "--micro-batch-size") == "1"
+    assert targs.value_of(spec.job.trainer_args, "--micro-batch-size") == "1"
     assert "14.2 GiB so, of 24 GiB (4 GPUs)" in settings["micro_batch_size"].source
 
 
 def test_cpu_nodes_keep_the_presets_cpu_sizes(tmp_path: Path) -> None:
     spec, settings = _training(tmp_path, "cpu")
-    assert targs.value_of(spec.trainer_args, "--seq-len") == "64"
+    assert targs.value_of(spec.job.trainer_args, "--seq-len") == "64"
     assert "GiB" not in settings["activation_checkpointing"].source
 
 
@@ -200,7 +200,7 @@ def test_a_fit_counts_the_cpu_offload_the_user_set(tmp_path: Path) -> None:
     # Without offload qwen3_1_7b does not fit a 24 GiB GPU even at a micro-batch of 1; with it,
     # the preset's micro-batch of 2 does.
     spec, _ = _training(tmp_path, "g5.xlarge", model="qwen3_1_7b", trainer_args=("--cpu-offload",))
-    assert targs.value_of(spec.trainer_args, "--micro-batch-size") == "2"
+    assert targs.value_of(spec.job.trainer_args, "--micro-batch-size") == "2"
     # Where even offload does not fit, it is not suggested (again, or at all).
     _, settings = _training(tmp_path, "g5.xlarge", model="llama3_1_8b", trainer_args=("--cpu-offload", "--seq-len", "131072"))
     assert "does not fit" in settings["activation_checkpointing"].source

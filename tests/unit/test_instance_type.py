@@ -60,7 +60,7 @@ def test_the_instance_type_comes_from_this_nodes_resource_config(tmp_path: Path,
     path = write_resource_config(tmp_path / "resource_config.json", monkeypatch, resource_config())
     partition = fake_partition(monkeypatch, NODES)
     p = plan(tmp_path, config=path)
-    assert (p.spec.instance_type, p.spec.exclusive, p.spec.procs_per_node) == ("p5.48xlarge", True, 8)
+    assert (p.spec.cluster.instance_type, p.spec.cluster.exclusive, p.spec.procs_per_node) == ("p5.48xlarge", True, 8)
     assert instance_decision(p) == (
         "p5.48xlarge",
         "resource_config.json, worker-group-1: 2 of the default partition's 3 node(s); not its ml.m5.xlarge (controller-machine)",
@@ -79,7 +79,7 @@ def test_without_the_partitions_nodes_the_gpu_group_with_most_instances(tmp_path
     path = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())
     fake_partition(monkeypatch, None)  # sinfo fails
     p = plan(tmp_path, config=path)
-    assert p.spec.instance_type == "p5.48xlarge"
+    assert p.spec.cluster.instance_type == "p5.48xlarge"
     assert instance_decision(p)[1] == "rc.json, worker-group-1: the GPU group with the most instances (2; no Slurm cluster answered)"
     assert "no Slurm cluster asked" in instance_decision(plan(tmp_path, config=path, ask_slurm=False))[1]
     fake_partition(monkeypatch, ["node1", "node2"])  # names that are no HyperPod node's
@@ -106,7 +106,7 @@ def test_a_partition_of_cpu_nodes_only_is_cpu(tmp_path: Path, monkeypatch: pytes
     path = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config())
     fake_partition(monkeypatch, ["ip-10-1-10-10"])
     p = plan(tmp_path, {**JOB, "partition": "login"}, config=path)
-    assert p.spec.instance_type == "cpu" and p.spec.exclusive is False
+    assert p.spec.cluster.instance_type == "cpu" and p.spec.cluster.exclusive is False
     assert instance_decision(p)[1] == "rc.json: partition login's nodes are ml.m5.xlarge (controller-machine), none with GPUs"
 
 
@@ -183,13 +183,13 @@ def test_the_sagemaker_api_names_the_type_for_hyperpod_cluster(tmp_path: Path, m
     create_cluster(aws, [("controller-machine", "ml.m5.xlarge", 1), ("worker-group-1", "ml.p5.48xlarge", 2)])
     fake_partition(monkeypatch, NODES)
     p = plan(tmp_path, {**JOB, "hyperpod_cluster": "demo"})
-    assert (p.spec.instance_type, p.spec.hyperpod_cluster, p.spec.procs_per_node) == ("p5.48xlarge", "demo", 8)
+    assert (p.spec.cluster.instance_type, p.spec.cluster.hyperpod_cluster, p.spec.procs_per_node) == ("p5.48xlarge", "demo", 8)
     assert instance_decision(p) == ("p5.48xlarge", "cluster demo (SageMaker API), worker-group-1: the GPU group with the most instances (2)", "")
     # this node's resource config is another cluster's: the named one is asked
     other = write_resource_config(tmp_path / "rc.json", monkeypatch, resource_config([CONTROLLER, G5], name="other"))
-    assert plan(tmp_path, {**JOB, "hyperpod_cluster": "demo"}, config=other).spec.instance_type == "p5.48xlarge"
+    assert plan(tmp_path, {**JOB, "hyperpod_cluster": "demo"}, config=other).spec.cluster.instance_type == "p5.48xlarge"
     fake_partition(monkeypatch, ["ip-10-1-10-10", "ip-10-1-40-1"])
-    assert plan(tmp_path, config=other).spec.instance_type == "g5.48xlarge"
+    assert plan(tmp_path, config=other).spec.cluster.instance_type == "g5.48xlarge"
 
 
 def test_several_gpu_groups_in_the_api_map_the_partitions_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws: LocalAws) -> None:
@@ -289,6 +289,6 @@ def test_hyperpod_auto_resume_is_decided_before_rendering_and_kept(tmp_path: Pat
     assert left.value == "auto" and "when the job starts" in left.source
 
     p = plan(tmp_path, {**JOB, "instance_type": "p5.48xlarge"}, config=config)  # this host's resource_config.json
-    assert p.spec.hyperpod == "on" and dict((d.name, d.value) for d in p.decided)["hyperpod"] == "on"
+    assert p.spec.cluster.hyperpod == "on" and dict((d.name, d.value) for d in p.decided)["hyperpod"] == "on"
     forced = plan(tmp_path, {**JOB, "instance_type": "p5.48xlarge", "hyperpod": "off"})
-    assert forced.spec.hyperpod == "off" and dict((d.name, d.source) for d in forced.decided)["hyperpod"].startswith("you")
+    assert forced.spec.cluster.hyperpod == "off" and dict((d.name, d.source) for d in forced.decided)["hyperpod"].startswith("you")

@@ -61,7 +61,7 @@ def _record(tmp_path: Path, job: str, *, model: str = "qwen3_tiny", checkpoint: 
         run_dir=str(tmp_path / "run"), torchrun="torchrun", after_job=after,
     )
     if checkpoint is not None:
-        path = checkpoint_path(tmp_path / "ck", spec.checkpoint_name, checkpoint)
+        path = checkpoint_path(tmp_path / "ck", spec.derived.checkpoint_name, checkpoint)
         path.mkdir(parents=True, exist_ok=True)
         (path / METADATA_FILE).write_bytes(b"")
     record = jobs.JobRecord(job_id=job, spec=spec, submitted_at=float(job), slurm_conf=os.environ["SLURM_CONF"])
@@ -99,7 +99,7 @@ def test_resume_after_end_queues_the_new_job_behind_the_live_one(
     assert "#SBATCH --dependency=afterany:41\n" in script
     assert "--resume-from" not in script, "the checkpoint is chosen when the job starts"
     record = jobs.load("5151")
-    assert record.spec.after_job == "41" and record.resumed_from == "41"
+    assert record.spec.derived.after_job == "41" and record.resumed_from == "41"
     assert "starts once it ends" in result.stderr
 
 
@@ -129,7 +129,7 @@ def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, 
     result = run_cli(["resume", "41", "--after-end"], monkeypatch)
     assert result.exit_code == 0, result.output
     assert "--dependency" not in (stub / "submitted.sbatch").read_text()
-    assert jobs.load("5151").spec.after_job is None
+    assert jobs.load("5151").spec.derived.after_job is None
 
 
 def test_submit_refuses_a_second_live_job_on_the_same_folder_and_model(

@@ -96,7 +96,7 @@ def test_slurm_states_map_to_causes_and_a_failed_end_is_reported(record: JobReco
 
 
 def test_progress_comes_from_metrics_and_the_pointer(record: JobRecord) -> None:
-    run = Path(record.spec.run_dir)
+    run = Path(record.spec.output.run_dir)
     run.mkdir()
     lines = [
         {"type": "event", "event": "resumed", "step": 10},
@@ -104,10 +104,10 @@ def test_progress_comes_from_metrics_and_the_pointer(record: JobRecord) -> None:
         {"type": "step", "step": 12, "loss": 2.25, "tokens_per_s": 120.0},
     ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"type": "st')
-    ckpt = Path(record.spec.checkpoint_dir) / "qwen3_tiny-10steps"
+    ckpt = Path(record.spec.output.checkpoint_dir) / "qwen3_tiny-10steps"
     ckpt.mkdir(parents=True)
     (ckpt / checkpoints.METADATA_FILE).write_text("")
-    checkpoints.write_pointer(Path(record.spec.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-10steps")
+    checkpoints.write_pointer(Path(record.spec.output.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-10steps")
     status = summarize(record, [_attempt("RUNNING")], [])
     p = status.progress
     assert (p.last_step, p.last_loss, p.tokens_per_s, p.checkpoint_step) == (12, 2.25, 120.0, 10)
@@ -133,7 +133,7 @@ def test_restart_limit_fails_the_job_naming_the_last_failure(record: JobRecord) 
 
 
 def test_each_job_sees_only_its_own_metrics_in_a_shared_run_dir(record: JobRecord) -> None:
-    run = Path(record.spec.run_dir)
+    run = Path(record.spec.output.run_dir)
     run.mkdir()
     lines = [
         {"type": "step", "step": 5, "loss": 3.0, "job_id": "6"},
@@ -151,7 +151,7 @@ def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it
     # `status` of 24 jobs resuming one training parsed the whole file 24 times (8 s here).
     from hyperlaunch.runs import job_status
 
-    run = Path(record.spec.run_dir)
+    run = Path(record.spec.output.run_dir)
     run.mkdir()
     lines = [{"type": "step", "step": step, "loss": 1.0, "job_id": str(6 + step % 3)} for step in range(1, 31)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -172,7 +172,7 @@ def test_a_final_export_that_failed_is_said_until_one_succeeds(record: JobRecord
 
     from hyperlaunch.cli.status import _detail
 
-    run = Path(record.spec.run_dir)
+    run = Path(record.spec.output.run_dir)
     run.mkdir()
     failed = {"type": "event", "event": "export_failed", "message": "no room for the export of qwen3_tiny-40steps", "job_id": "7"}
     (run / "metrics.jsonl").write_text(json.dumps(failed) + "\n")
@@ -189,7 +189,7 @@ def test_a_final_export_that_failed_is_said_until_one_succeeds(record: JobRecord
 
 def test_a_job_shows_the_last_checkpoint_it_completed_not_a_later_jobs_pointer(record: JobRecord) -> None:
     # Job 8 resumed job 7's training in the same folders and moved the pointer on to step 60.
-    ckpt, run = Path(record.spec.checkpoint_dir), Path(record.spec.run_dir)
+    ckpt, run = Path(record.spec.output.checkpoint_dir), Path(record.spec.output.run_dir)
     for step in (10, 20, 60):
         (ckpt / f"qwen3_tiny-{step}steps").mkdir(parents=True)
         (ckpt / f"qwen3_tiny-{step}steps" / checkpoints.METADATA_FILE).write_bytes(b"")
@@ -289,7 +289,7 @@ _SRUN_END = (
 
 def _trainer_recorded(record: JobRecord, kind: FailureKind, message: str) -> None:
     """The failure record rank 1 of job 7's first attempt writes."""
-    run = Path(record.spec.run_dir)
+    run = Path(record.spec.output.run_dir)
     run.mkdir()
     write_trainer_failure(kind, message, 1, {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))})
 
@@ -475,11 +475,11 @@ def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord)
         status = summarize(rec, [_attempt("COMPLETED")], [])
         return next(str(line) for line in _detail(status) if str(line).startswith("  checkpoint:"))
 
-    ckpt = Path(record.spec.checkpoint_dir)
+    ckpt = Path(record.spec.output.checkpoint_dir)
     (ckpt / "qwen3_tiny-40steps").mkdir(parents=True)
     (ckpt / "qwen3_tiny-40steps" / checkpoints.METADATA_FILE).write_bytes(b"")
     checkpoints.write_pointer(ckpt, "qwen3_tiny", "qwen3_tiny-40steps")  # another run's
-    assert checkpoint_line(record) == f"  checkpoint: qwen3_tiny-40steps in {record.spec.checkpoint_dir}"
+    assert checkpoint_line(record) == f"  checkpoint: qwen3_tiny-40steps in {record.spec.output.checkpoint_dir}"
     bench = dataclasses.replace(record, spec=record.spec.replace(trainer_args=("--no-checkpoints",)))
     assert checkpoint_line(bench) == "  checkpoint: none kept (--no-checkpoints)"
     assert summarize(bench, [_attempt("COMPLETED")], []).to_json()["checkpoint"] is None
@@ -598,7 +598,7 @@ def test_the_budget_counts_by_restart_count_as_the_supervisor_does(record: JobRe
         _attempt("REQUEUED", start="2026-01-01T00:01:00", end="2026-01-01T00:01:50"),
         _attempt("RUNNING", start="2026-01-01T00:02:00", end="Unknown"),
     ]
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     progress_path(run_dir, "7", 3).write_text("")  # the running attempt saved: the budget is whole again
     status = summarize(record, attempts, [], queue_state="RUNNING")
@@ -653,7 +653,7 @@ def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
         return next(line for line in _detail(status) if isinstance(line, str) and line.startswith("  restarts:"))
 
     assert budget_line() == "  restarts:   budget left 2 of 3 (--max-restarts); 2 attempt(s) ran, the last 1 without a new checkpoint"
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     progress_path(run_dir, "7", 1).write_text("")
     assert budget_line() == "  restarts:   budget left 3 of 3 (--max-restarts); 2 attempt(s) ran"
@@ -674,7 +674,7 @@ def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRe
         f"### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=script-broken round=0 action=exit"
         f" time={t('2026-01-01T00:00:04')}\n"
     ))
-    run_dir = Path(record.spec.run_dir)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True)
     record_path = trainer_failure_path(run_dir, "7", 0)
     record_path.write_text(format_trainer_failure(FailureKind.SCRIPT_BROKEN, "ModuleNotFoundError: No module named 'mypkg'", None))

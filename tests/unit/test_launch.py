@@ -29,7 +29,7 @@ def _record(tmp_path: Path, **changes: object) -> jobs.JobRecord:
 
 
 def _complete_checkpoint(record: jobs.JobRecord, step: int) -> None:
-    path = checkpoint_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name, step)
+    path = checkpoint_path(Path(record.spec.output.checkpoint_dir), record.spec.derived.checkpoint_name, step)
     path.mkdir(parents=True)
     (path / METADATA_FILE).write_bytes(b"")
 
@@ -38,14 +38,14 @@ def test_resume_plan_drops_the_flags_that_would_not_resume_and_keeps_the_rest(tm
     record = _record(tmp_path)
     _complete_checkpoint(record, 5)
     spec = plan_resume(record, nodes=3, max_steps=50)
-    assert spec.trainer_args == ("--lr", "1", "--seed", "3")
-    assert (spec.nodes, spec.max_steps, spec.exclude) == (3, 50, ("node9",))
-    assert spec.checkpoint_name == record.spec.checkpoint_name == "qwen3_tiny"
+    assert spec.job.trainer_args == ("--lr", "1", "--seed", "3")
+    assert (spec.job.nodes, spec.job.max_steps, spec.cluster.exclude) == (3, 50, ("node9",))
+    assert spec.derived.checkpoint_name == record.spec.derived.checkpoint_name == "qwen3_tiny"
 
 
 def test_resume_is_refused_without_a_complete_checkpoint(tmp_path: Path) -> None:
     record = _record(tmp_path)
-    (Path(record.spec.checkpoint_dir) / "qwen3_tiny-5steps").mkdir(parents=True)  # no .metadata
+    (Path(record.spec.output.checkpoint_dir) / "qwen3_tiny-5steps").mkdir(parents=True)  # no .metadata
     with pytest.raises(CheckpointError, match="no complete checkpoint of qwen3_tiny"):
         plan_resume(record)
     unsaved = _record(tmp_path, trainer_args=("--no-checkpoints",))
@@ -60,9 +60,9 @@ def test_resume_finds_a_model_directorys_checkpoints_by_the_recorded_name(tmp_pa
     link = tmp_path / "link"
     link.symlink_to(model)
     record = _record(tmp_path, model=str(link), trainer_args=())
-    assert record.spec.checkpoint_name == "real-model"
+    assert record.spec.derived.checkpoint_name == "real-model"
     _complete_checkpoint(record, 2)
-    assert plan_resume(record).checkpoint_name == "real-model"
+    assert plan_resume(record).derived.checkpoint_name == "real-model"
 
 
 def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path: Path) -> None:
@@ -86,10 +86,10 @@ def test_resume_of_a_job_that_trained_all_its_steps_and_exported_is_refused(tmp_
 
     record = _record(tmp_path, max_steps=40, trainer_args=())
     _complete_checkpoint(record, 40)
-    checkpoints.write_pointer(Path(record.spec.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-40steps")
+    checkpoints.write_pointer(Path(record.spec.output.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-40steps")
     # Its -final export failed (a full disk, say): the resume writes it.
-    assert plan_resume(record).max_steps == 40
-    final = checkpoints.final_dir(Path(record.spec.checkpoint_dir), "qwen3_tiny")
+    assert plan_resume(record).job.max_steps == 40
+    final = checkpoints.final_dir(Path(record.spec.output.checkpoint_dir), "qwen3_tiny")
     final.mkdir()
     (final / hf_exports.EXPORT_MARKER).write_text("{}")
     with pytest.raises(InvalidInput) as refused:
@@ -98,11 +98,11 @@ def test_resume_of_a_job_that_trained_all_its_steps_and_exported_is_refused(tmp_
         "job 41 has trained its 40 steps already (qwen3_tiny-40steps), and resuming it would train none "
         "(hyperlaunch resume 41 --max-steps N, with N above 40, trains further)"
     )
-    assert plan_resume(record, max_steps=80).max_steps == 80
-    assert plan_resume(record, after_job="40").max_steps == 40  # behind a job that may save more
+    assert plan_resume(record, max_steps=80).job.max_steps == 80
+    assert plan_resume(record, after_job="40").job.max_steps == 40  # behind a job that may save more
     # -final is an older step's (the export of step 40 failed and left it): the resume writes it.
     (final / hf_exports.EXPORT_MARKER).write_text('{"checkpoint": "/elsewhere/qwen3_tiny-20steps"}')
-    assert plan_resume(record).max_steps == 40
+    assert plan_resume(record).job.max_steps == 40
 
 
 def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_a_new_job_over_an_existing_pointer_is_told_it_continues_from_it(tmp_pat
     fresh = _record(tmp_path, trainer_args=("--lr", "1")).spec
     assert continues_from(fresh) is None  # nothing there yet
     _complete_checkpoint(_record(tmp_path), 30)
-    write_pointer(Path(fresh.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-30steps")
+    write_pointer(Path(fresh.output.checkpoint_dir), "qwen3_tiny", "qwen3_tiny-30steps")
     said = continues_from(fresh)
     assert said is not None and said.startswith(f"{tmp_path / 'ckpt'}/qwen3_tiny-latest names qwen3_tiny-30steps: this job continues from step 30")
     assert "--from-scratch" in said and "not past" not in said
@@ -135,7 +135,7 @@ def test_a_new_script_job_over_an_existing_pointer_of_its_name_is_told_so_too(tm
     assert continues_from(spec) is None
     (tmp_path / "ckpt" / "train-10steps").mkdir(parents=True)
     (tmp_path / "ckpt" / "train-10steps" / COMMITTED_FILE).touch()  # runtime.commit_checkpoint's
-    write_pointer(Path(spec.checkpoint_dir), "train", "train-10steps")
+    write_pointer(Path(spec.output.checkpoint_dir), "train", "train-10steps")
     said = continues_from(spec)  # a script's own flags mean nothing to hyperlaunch
     assert said is not None and said.startswith(f"{tmp_path / 'ckpt'}/train-latest names train-10steps: this job's script is handed it")
     assert "step 10" in said and "runtime.resume_path()" in said and "another --name" in said and "--from-scratch" not in said

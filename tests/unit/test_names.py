@@ -25,7 +25,7 @@ def build(tmp_path: Path, **flags: object):
 def test_instance_types_are_case_insensitive_and_kept_lower_case(tmp_path: Path, typed: str) -> None:
     assert get_instance(typed).name == "p5.48xlarge"
     spec = build(tmp_path, model="qwen3_0_6b", instance_type=typed)
-    assert spec.instance_type == "p5.48xlarge" and spec.gpus_per_node == 8
+    assert spec.cluster.instance_type == "p5.48xlarge" and spec.cluster.gpus_per_node == 8
 
 
 @pytest.mark.parametrize("typed", ["p5.48xlarg", "p5.4xlarge", "P5.48XLARG"])
@@ -71,7 +71,7 @@ def test_an_unknown_profile_where_none_is_defined_says_so(tmp_path: Path) -> Non
 )
 def test_human_times_become_slurm_times_in_the_spec_and_the_script(tmp_path: Path, typed: str, slurm: str) -> None:
     spec = build(tmp_path, model="qwen3_tiny", time=typed)
-    assert spec.time == slurm
+    assert spec.cluster.time == slurm
     assert f"#SBATCH --time={slurm}\n" in render_sbatch(spec)
 
 

@@ -63,7 +63,7 @@ def training(tmp_path: Path) -> Path:
         _step(7, 2.2, "13"), _step(8, 2.0, "13"),
         _step(50, 0.1, "14"),
     ]
-    run_dir = Path(spec.run_dir)
+    run_dir = Path(spec.output.run_dir)
     run_dir.mkdir()
     (run_dir / METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return tmp_path
@@ -157,8 +157,8 @@ def test_status_shows_where_each_trackers_run_is(tmp_path: Path, monkeypatch: py
     assert "  mlflow:     http://mlflow:5000/#/experiments/4/runs/r9" in text
     assert "  wandb:      run id abc123\n" in text
     # Steps trained and still no W&B location: its run did not open (no key on the nodes).
-    Path(spec.run_dir).mkdir(parents=True, exist_ok=True)
-    (Path(spec.run_dir) / METRICS_FILE).write_text(json.dumps(_step(1, 3.0, "12")) + "\n")
+    Path(spec.output.run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(spec.output.run_dir) / METRICS_FILE).write_text(json.dumps(_step(1, 3.0, "12")) + "\n")
     text = run_cli(["status", "12"], monkeypatch).stdout
     assert "  wandb:      run id abc123, not opened: the reason is in 'hyperlaunch logs 12'" in text
     trackers.write_location(tmp_path / "run", trackers.WANDB, "https://wandb.ai/me/proj/runs/abc123")
@@ -173,9 +173,9 @@ def test_the_wall_time_axes_read_short_even_for_a_run_under_a_second(tmp_path: P
 
     spec = _spec(tmp_path)
     jobs.save(jobs.JobRecord(job_id="12", spec=spec, submitted_at=1.0), "#!/bin/bash\n")
-    Path(spec.run_dir).mkdir()
+    Path(spec.output.run_dir).mkdir()
     steps = [{**_step(step, 4.0 - step / 10, "12"), "time": 1.7e9 + 0.08 * step} for step in range(1, 11)]
-    (Path(spec.run_dir) / METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in steps))
+    (Path(spec.output.run_dir) / METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in steps))
     drawn: list[Figure] = []
     save = Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])

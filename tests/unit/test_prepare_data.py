@@ -299,7 +299,7 @@ def test_a_prepared_folder_brings_its_tokenizer_to_submit_and_the_trainer(tmp_pa
     plan = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "out")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
     chosen = {s.name: (s.value, s.source) for s in plan.settings}
     assert chosen["tokenizer"] == ("offline", "the tokenizer --data was prepared with (its manifest.json)")
-    assert targs.value_of(plan.spec.trainer_args, "--tokenizer") == "offline"
+    assert targs.value_of(plan.spec.job.trainer_args, "--tokenizer") == "offline"
     raw = plan_job({"model": "qwen3_0_6b", "data": str(tmp_path / "a.jsonl")}, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml")
     assert {s.name: s.value for s in raw.settings}["tokenizer"] != "offline"
 

@@ -23,16 +23,16 @@ def plan(tmp_path: Path, flags: dict[str, object]):
 
 
 def arg(spec, flag: str) -> str | None:
-    return targs.value_of(spec.trainer_args, flag)
+    return targs.value_of(spec.job.trainer_args, flag)
 
 
 def test_the_missions_command_gets_the_guides_settings_sized_for_cpu_nodes(tmp_path: Path) -> None:
     spec = plan(tmp_path, {"model": "qwen3_0_6b", "nodes": 2}).spec
-    assert spec.max_steps == 100
+    assert spec.job.max_steps == 100
     assert (arg(spec, "--checkpoint-every"), arg(spec, "--val-every")) == ("50", "100")
     assert (arg(spec, "--seq-len"), arg(spec, "--micro-batch-size")) == ("64", "1")
     assert arg(spec, "--sharding") == "full"
-    assert {"--no-activation-checkpointing", "--no-cpu-offload"} <= set(spec.trainer_args)
+    assert {"--no-activation-checkpointing", "--no-cpu-offload"} <= set(spec.job.trainer_args)
     assert arg(spec, "--tokenizer") == "offline"  # no --data: the built-in corpus, no network
 
 
@@ -41,7 +41,7 @@ def test_gpu_instances_get_the_gpu_sizes_and_the_presets_tokenizer_with_data(tmp
     # without: test_gpu_memory.py).
     spec = plan(tmp_path, {"model": "llama3_1_8b", "instance_type": "p4d.24xlarge", "data": "/d/x.jsonl"}).spec
     assert (arg(spec, "--seq-len"), arg(spec, "--micro-batch-size")) == ("4096", "1")
-    assert "--activation-checkpointing" in spec.trainer_args
+    assert "--activation-checkpointing" in spec.job.trainer_args
     assert arg(spec, "--tokenizer") == "meta-llama/Llama-3.1-8B"
 
 
@@ -50,18 +50,18 @@ def test_every_preset_renders_every_setting_once_and_the_trainer_accepts_them(tm
     from hyperlaunch.runs.launch import check_trainer_command
 
     result = plan(tmp_path, {"model": name})
-    flags = [a for a in result.spec.trainer_args if a.startswith("--")]
+    flags = [a for a in result.spec.job.trainer_args if a.startswith("--")]
     assert len(flags) == len(set(flags)) == len(result.settings) - 1  # max_steps is the spec's own
-    assert result.spec.max_steps == get_preset(name).max_steps
+    assert result.spec.job.max_steps == get_preset(name).max_steps
     check_trainer_command(result.spec)
 
 
 def test_what_the_user_gives_wins_is_not_repeated_and_is_said_to_be_theirs(tmp_path: Path) -> None:
     result = plan(tmp_path, {"model": "qwen3_0_6b", "max_steps": 7, "trainer_args": ["--seq-len=32", "--activation-checkpointing"]})
     spec = result.spec
-    assert spec.max_steps == 7
-    assert arg(spec, "--seq-len") == "32" and spec.trainer_args.count("--seq-len") == 0
-    assert "--no-activation-checkpointing" not in spec.trainer_args
+    assert spec.job.max_steps == 7
+    assert arg(spec, "--seq-len") == "32" and spec.job.trainer_args.count("--seq-len") == 0
+    assert "--no-activation-checkpointing" not in spec.job.trainer_args
     sources = {s.name: (s.value, s.source) for s in result.settings}
     assert sources["max_steps"] == (7, "you (--max-steps)")
     assert sources["seq_len"] == ("32", "you (after --)")
@@ -133,7 +133,7 @@ def test_a_run_without_checkpoints_gets_no_checkpoint_cadence_at_submit_or_in_th
     from hyperlaunch.train.setup import with_recommended
 
     result = plan(tmp_path, {"model": "qwen3_tiny", "trainer_args": ["--no-checkpoints"]})
-    assert "--checkpoint-every" not in result.spec.trainer_args and "checkpoint_every" not in {s.name for s in result.settings}
+    assert "--checkpoint-every" not in result.spec.job.trainer_args and "checkpoint_every" not in {s.name for s in result.settings}
     check_trainer_command(result.spec)
     cfg = parse_config(["--model", "qwen3_tiny", "--checkpoint-dir", "/c", "--device", "cpu", "--no-checkpoints"])
     assert with_recommended(cfg, resolve_model("qwen3_tiny", None)).checkpoint_every is None

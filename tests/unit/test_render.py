@@ -267,15 +267,15 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
         script = render_sbatch(spec)
         for legacy in (False, True):  # sbatch reads the header itself; both parsers get the exact values
             args = sbatch_directive_args(script, legacy=legacy)
-            assert f"--job-name={spec.job_name}" in args
-            assert f"--output={spec.log_dir.replace('%', '%%')}/%x_%j.out" in args
+            assert f"--job-name={spec.job.job_name}" in args
+            assert f"--output={spec.output.log_dir.replace('%', '%%')}/%x_%j.out" in args
         result = run_script(script, base)
         assert not canary.exists(), "an interpolated value was executed"
         assert result.returncode == 0, result.stderr
         assert result.trainer is not None
         assert result.trainer["argv"][4:] == launch_command(spec)[1:]
-        assert result.trainer["env"]["HOSTILE"] == spec.env[0][1]
-        assert Path(spec.checkpoint_dir).is_dir() and Path(spec.run_dir).is_dir()
+        assert result.trainer["env"]["HOSTILE"] == spec.job.env[0][1]
+        assert Path(spec.output.checkpoint_dir).is_dir() and Path(spec.output.run_dir).is_dir()
 
 
 def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path: Path) -> None:
@@ -423,7 +423,7 @@ def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others
         checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun", spare_nodes=1
     )
     script = render_sbatch(spec)
-    assert f"--nodes={spec.nodes + 1}" in sbatch_directive_args(script)
+    assert f"--nodes={spec.job.nodes + 1}" in sbatch_directive_args(script)
     run = run_script(script, tmp_path, env={"HL_TEST_NODES": "node7 node8 node9"})
     assert run.returncode == 0, run.stderr
     srun_argv = (tmp_path / "srun.argv").read_bytes().decode().split("\0")

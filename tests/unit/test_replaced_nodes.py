@@ -44,7 +44,7 @@ def _submit_with_a_checkpoint(monkeypatch: pytest.MonkeyPatch) -> jobs.JobRecord
     submitted = run_cli(["submit", "-m", "qwen3_0_6b", "-N", "2", "--max-steps", "10"], monkeypatch)
     assert submitted.exit_code == 0, submitted.output
     record = jobs.load("41")
-    path = checkpoint_path(Path(record.spec.checkpoint_dir), record.spec.checkpoint_name, 5)
+    path = checkpoint_path(Path(record.spec.output.checkpoint_dir), record.spec.derived.checkpoint_name, 5)
     path.mkdir(parents=True)
     (path / METADATA_FILE).write_bytes(b"")
     return record
@@ -56,7 +56,7 @@ def test_submit_records_the_instance_ids_and_where_the_type_came_from(cluster: P
         "ip-10-1-10-10": "i-0c0ffee0000000001", "ip-10-1-38-128": "i-0aaa0000000000001", "ip-10-1-38-130": "i-0bbb0000000000001",
     }
     source = dict(record.decided)["instance_type"]
-    assert record.spec.instance_type == "p5.48xlarge" and source.startswith("resource_config.json, worker-group-1: 2 of")
+    assert record.spec.cluster.instance_type == "p5.48xlarge" and source.startswith("resource_config.json, worker-group-1: 2 of")
     raw = json.loads((jobs.jobs_dir() / "41" / jobs.RECORD_FILE).read_text())
     assert raw["node_instances"]["ip-10-1-38-128"] == "i-0aaa0000000000001" and raw["decided"]["instance_type"] == source
     detail = run_cli(["status", "41"], monkeypatch)

@@ -144,7 +144,7 @@ def _third_attempt_failure(tmp_path: Path, end_fields: str, earlier: Attempt) ->
     """How status explains a job (--max-restarts 1) whose third attempt ended with `end_fields`
     after two that ended as `earlier`."""
     record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 1), submitted_at=0.0)
-    Path(record.spec.log_dir).mkdir(parents=True)
+    Path(record.spec.output.log_dir).mkdir(parents=True)
     record.log_paths[0].write_text(p.format_attempt_marker("end", 2, JOB_ID, end_fields, "t") + "\n")
     attempts = [earlier] * 2 + [Attempt(JOB_ID, "FAILED", "n[1-2]", "t", "t", "1:0")]
     return summarize(record, attempts, []).failure
@@ -159,8 +159,8 @@ def test_a_restart_limit_says_how_many_attempts_made_no_progress(tmp_path: Path)
 
 def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tmp_path: Path) -> None:
     record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 3), submitted_at=0.0)
-    Path(record.spec.log_dir).mkdir(parents=True)
-    run_dir = Path(record.spec.run_dir)
+    Path(record.spec.output.log_dir).mkdir(parents=True)
+    run_dir = Path(record.spec.output.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     tf.trainer_failure_path(run_dir, JOB_ID, 0, 1).write_text(tf.format_trainer_failure(tf.FailureKind.HANG, "hang: no step for 42 s after step 17", 1))
     lines = [
@@ -181,7 +181,7 @@ def test_restarts_inside_the_allocation_are_listed_with_their_cause_and_round(tm
 def test_a_round_that_crashed_names_its_first_failed_tasks_code_and_error_not_srun_status(tmp_path: Path) -> None:
     # A script's rank 0 raised; srun stopped rank 1 (143) and exits with the highest code.
     record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 3), submitted_at=0.0)
-    Path(record.spec.log_dir).mkdir(parents=True)
+    Path(record.spec.output.log_dir).mkdir(parents=True)
     restart = p.format_attempt_marker("restart", 0, JOB_ID, "round=1 cause=crash exit=143 in_row=1 action=restart-in-allocation", "t")
     restart2 = p.format_attempt_marker("restart", 0, JOB_ID, "round=2 cause=crash exit=143 in_row=2 action=restart-in-allocation", "t")
     start = p.format_attempt_marker("start", 0, JOB_ID, "nodes=n[1-2] host=n1", "t")

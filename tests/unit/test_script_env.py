@@ -94,7 +94,7 @@ def test_every_name_the_rendered_script_reads_or_exports_is_reserved_or_a_preset
     """Names Python hands the template (the launcher's exports, the trainer-failure file) are
     only visible once rendered. The instance presets are data meant to be overridden."""
     spec = build_spec(flags, cwd=tmp_path, environ={})
-    instance = get_instance(spec.instance_type)
+    instance = get_instance(spec.cluster.instance_type)
     preset = set(dict(instance.env)) | set(dict(instance.container_env))
     missing = _names_used(render_sbatch(spec)) - RESERVED_ENV_NAMES - preset - set(NAMES_READ_AS_GIVEN)
     assert not missing, f"the script uses {sorted(missing)}: add them to hyperlaunch/core/script_env.py"
@@ -103,9 +103,9 @@ def test_every_name_the_rendered_script_reads_or_exports_is_reserved_or_a_preset
 def test_the_list_is_exactly_the_scripts_names_and_the_shells() -> None:
     used: set[str] = set().union(*(_names_used(text) for text in _templates().values())) | _supervisor_names()
     spec = build_spec({"model": "qwen3_tiny"}, cwd=Path("/tmp"), environ={})
-    used |= _names_used(render_sbatch(spec)) - set(dict(get_instance(spec.instance_type).env))
+    used |= _names_used(render_sbatch(spec)) - set(dict(get_instance(spec.cluster.instance_type).env))
     tracked = build_spec({"model": "qwen3_tiny", "tracker": ("tensorboard",)}, cwd=Path("/tmp"), environ={}).replace(tracker_run_id="abc")
-    used |= _names_used(render_sbatch(tracked)) - set(dict(get_instance(spec.instance_type).env))
+    used |= _names_used(render_sbatch(tracked)) - set(dict(get_instance(spec.cluster.instance_type).env))
     assert RESERVED_ENV_NAMES == used - set(NAMES_READ_AS_GIVEN) | {"BASH_ENV", "ENV", "IFS"}
 
 

@@ -39,34 +39,34 @@ def _plan(tmp_path: Path, **flags: object) -> object:
 def test_a_script_job_is_named_by_its_stem_and_runs_the_copy_in_its_snapshot(tmp_path: Path) -> None:
     project = _project(tmp_path)
     spec = build_spec({"script": "proj/src/train.py", "nodes": 2, "trainer_args": ["--lr", "3e-4"]}, cwd=tmp_path, environ={})
-    assert spec.is_script_job and spec.model == "" and spec.name == "train" == spec.checkpoint_name == spec.job_name
-    assert spec.script == str(project / "src" / "train.py")
-    assert spec.code_root == str(project / "src")  # no git: the script's folder
-    assert spec.run_dir == str(tmp_path / "runs" / "train")
-    assert spec.code_dir is not None and Path(spec.code_dir).parent == tmp_path / "runs" / "train" / ".hyperlaunch"
-    assert Path(spec.code_dir).name.startswith("code-")
+    assert spec.is_script_job and spec.job.model == "" and spec.job.name == "train" == spec.derived.checkpoint_name == spec.job.job_name
+    assert spec.job.script == str(project / "src" / "train.py")
+    assert spec.derived.code_root == str(project / "src")  # no git: the script's folder
+    assert spec.output.run_dir == str(tmp_path / "runs" / "train")
+    assert spec.derived.code_dir is not None and Path(spec.derived.code_dir).parent == tmp_path / "runs" / "train" / ".hyperlaunch"
+    assert Path(spec.derived.code_dir).name.startswith("code-")
     command = launch_command(spec)
-    assert command[-3:] == [os.path.join(spec.code_dir, "train.py"), "--lr", "3e-4"]
+    assert command[-3:] == [os.path.join(spec.derived.code_dir, "train.py"), "--lr", "3e-4"]
     script = render_sbatch(spec)
-    assert "--script-name train" in script and f"--srun-flag=--chdir={spec.code_dir}" in script
-    assert not Path(spec.code_dir).exists(), "planning writes nothing"
+    assert "--script-name train" in script and f"--srun-flag=--chdir={spec.derived.code_dir}" in script
+    assert not Path(spec.derived.code_dir).exists(), "planning writes nothing"
 
 
 def test_the_snapshot_is_the_scripts_folder_outside_git_and_the_work_tree_inside(tmp_path: Path) -> None:
     project = _project(tmp_path)
     alone = build_spec({"script": str(project / "src" / "train.py")}, cwd=tmp_path, environ={})
-    assert alone.code_root == str(project / "src")
+    assert alone.derived.code_root == str(project / "src")
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     in_git = build_spec({"script": str(project / "src" / "train.py")}, cwd=tmp_path, environ={})
-    assert in_git.code_root == str(project)
+    assert in_git.derived.code_root == str(project)
 
 
 def test_a_module_job_snapshots_the_current_folder_and_runs_python_m(tmp_path: Path) -> None:
     project = _project(tmp_path)
     spec = build_spec({"module": "src.train", "name": "exp1"}, cwd=project, environ={})
-    assert spec.name == "exp1" and spec.code_root == str(project)
+    assert spec.job.name == "exp1" and spec.derived.code_root == str(project)
     assert launch_command(spec)[-2:] == ["-m", "src.train"]
-    assert build_spec({"module": "pkg.sub.train"}, cwd=project, environ={}).name == "train"
+    assert build_spec({"module": "pkg.sub.train"}, cwd=project, environ={}).job.name == "train"
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_a_model_from_a_config_file_gives_way_to_a_script(tmp_path: Path) -> Non
     _project(tmp_path)
     (tmp_path / "hyperlaunch.toml").write_text('model = "qwen3_tiny"\nmax_steps = 10\n')
     spec = build_spec({"script": "proj/src/train.py"}, cwd=tmp_path, environ={})
-    assert spec.model == "" and spec.max_steps is None
+    assert spec.job.model == "" and spec.job.max_steps is None
 
 
 def test_a_script_that_gitignore_leaves_out_is_refused(tmp_path: Path) -> None:
@@ -115,15 +115,15 @@ def test_what_a_job_wrote_into_the_project_leaves_the_next_snapshot_as_it_was(tm
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "a"]):
         subprocess.run(["git", "-C", str(project), *args], check=True, env=git_env)
     first = build_spec({"script": "src/train.py", **flags}, cwd=project, environ={})
-    for folder in (first.checkpoint_dir, first.log_dir, first.run_dir):
+    for folder in (first.output.checkpoint_dir, first.output.log_dir, first.output.run_dir):
         (Path(folder) / "step").mkdir(parents=True)
-    with open(Path(first.checkpoint_dir) / "step" / "__0_0.distcp", "wb") as out:
+    with open(Path(first.output.checkpoint_dir) / "step" / "__0_0.distcp", "wb") as out:
         out.truncate(120_000_000)
-    (Path(first.run_dir) / "metrics.jsonl").write_text("{}\n")
+    (Path(first.output.run_dir) / "metrics.jsonl").write_text("{}\n")
 
     second = build_spec({"script": "src/train.py", **flags}, cwd=project, environ={})
 
-    assert second.code_dir == first.code_dir and second.code_root == str(project)
+    assert second.derived.code_dir == first.derived.code_dir and second.derived.code_root == str(project)
     assert code_snapshot.take_for(second, project).dirty is False
 
 
@@ -132,22 +132,22 @@ def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_r
 ) -> None:
     _project(tmp_path)
     spec = build_spec({"script": "proj/src/train.py"}, cwd=tmp_path, environ={})
-    assert spec.code_dir is not None
+    assert spec.derived.code_dir is not None
     monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
     seen: list[bool] = []
 
     def refuse(script: str, folder: Path, **kwargs: object) -> str:
-        seen.append((Path(spec.code_dir) / "train.py").is_file())
+        seen.append((Path(spec.derived.code_dir) / "train.py").is_file())
         raise RuntimeError("sbatch: error: Batch job submission failed")
 
     monkeypatch.setattr(submission.slurm, "submit_script", refuse)
     with pytest.raises(RuntimeError):
         submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
-    assert seen == [True] and not Path(spec.code_dir).exists()
+    assert seen == [True] and not Path(spec.derived.code_dir).exists()
 
     monkeypatch.setattr(submission.slurm, "submit_script", lambda *args, **kwargs: "77")
     record = submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
-    info = code_snapshot.read_info(Path(spec.code_dir))
+    info = code_snapshot.read_info(Path(spec.derived.code_dir))
     assert record.job_id == "77" and info is not None and info["files"] == 1
     assert jobs.recent(model="train")[0].job_id == "77", "resume --name finds script jobs"
 
@@ -155,15 +155,15 @@ def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_r
 def test_resume_runs_the_same_code_and_refresh_code_takes_a_new_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = _project(tmp_path)
     spec = build_spec({"script": "proj/src/train.py", "trainer_args": ["--lr", "1"]}, cwd=tmp_path, environ={})
-    ckpt = checkpoints.checkpoint_path(Path(spec.checkpoint_dir), "train", 5)
+    ckpt = checkpoints.checkpoint_path(Path(spec.output.checkpoint_dir), "train", 5)
     ckpt.mkdir(parents=True)
     (ckpt / checkpoints.COMMITTED_FILE).write_text("step=5\n")
     record = jobs.JobRecord(job_id="9", spec=spec, submitted_at=0.0)
     (project / "src" / "train.py").write_text("print('edited')\n")
     same = launch.plan_resume(record)
-    assert same.code_dir == spec.code_dir and same.trainer_args == ("--lr", "1")
+    assert same.derived.code_dir == spec.derived.code_dir and same.job.trainer_args == ("--lr", "1")
     fresh = launch.plan_resume(record, refresh_code=True)
-    assert fresh.code_dir != spec.code_dir and Path(fresh.code_dir or "").parent == Path(spec.code_dir or "").parent
+    assert fresh.derived.code_dir != spec.derived.code_dir and Path(fresh.derived.code_dir or "").parent == Path(spec.derived.code_dir or "").parent
     with pytest.raises(InvalidInput, match="no code snapshot"):
         trainer = build_spec({"model": "qwen3_tiny"}, cwd=tmp_path, environ={})
         launch.plan_resume(jobs.JobRecord(job_id="8", spec=trainer, submitted_at=0.0), refresh_code=True)

@@ -28,8 +28,8 @@ def make(**changes: object) -> JobSpec:
 
 def test_defaults_are_filled_once_and_frozen() -> None:
     spec = make(instance_type="p5.48xlarge")
-    assert spec.gpus_per_node == 8 and spec.procs_per_node == 8
-    assert spec.job_name == "qwen3_tiny"
+    assert spec.cluster.gpus_per_node == 8 and spec.procs_per_node == 8
+    assert spec.job.job_name == "qwen3_tiny"
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.nodes = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -38,7 +38,7 @@ def test_defaults_are_filled_once_and_frozen() -> None:
 
 def test_cpu_runs_one_process_per_node() -> None:
     spec = make()
-    assert spec.gpus_per_node == 0 and spec.procs_per_node == 1
+    assert spec.cluster.gpus_per_node == 0 and spec.procs_per_node == 1
 
 
 @pytest.mark.parametrize(
@@ -74,12 +74,12 @@ def test_invalid_values_are_refused_with_the_valid_ones(changes: dict[str, objec
 
 def test_slurm_time_forms_are_accepted() -> None:
     for value in ("30", "30:00", "4:00:00", "2-00", "2-12:00", "2-12:00:00", "UNLIMITED"):
-        assert make(time=value).time == value
+        assert make(time=value).cluster.time == value
 
 
 def test_local_model_directories_are_accepted_when_absolute() -> None:
     spec = make(model="/models/my-llama/")
-    assert spec.job_name == "my-llama"
+    assert spec.job.job_name == "my-llama"
 
 
 def test_container_mounts_cover_the_shared_folders_once() -> None:

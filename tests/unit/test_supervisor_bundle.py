@@ -102,7 +102,7 @@ def test_every_module_the_supervisor_imports_is_bundled() -> None:
 
 def test_submit_writes_the_bundle_before_sbatch_and_removes_it_when_slurm_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = _spec(tmp_path)
-    bundle = Path(supervisor_bundle.bundle_path(spec.run_dir))
+    bundle = Path(supervisor_bundle.bundle_path(spec.output.run_dir))
     monkeypatch.setenv("HYPERLAUNCH_HOME", str(tmp_path / "home"))
     seen: list[bool] = []
 

@@ -40,7 +40,7 @@ def test_scancels_term_ends_the_step_and_gives_the_lock_back(tmp_path: Path) -> 
         "SLURM_JOB_ID": JOB_ID, "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "node[1-2]", "HL_TEST_STEP_STUCK": stuck,
     }
     proc = subprocess.Popen(["bash", str(tmp_path / "job.sbatch")], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lock = checkpoint_lock_path(Path(spec.checkpoint_dir), spec.checkpoint_name)
+    lock = checkpoint_lock_path(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)
     deadline = time.time() + 20
     while not (_running_with(stuck) and lock.exists()) and time.time() < deadline:
         time.sleep(0.05)

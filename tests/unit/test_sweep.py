@@ -84,13 +84,13 @@ def test_a_grid_file_is_a_toml_table_of_arrays(tmp_path: Path) -> None:
 def test_each_element_is_a_job_of_its_own() -> None:
     element = _sweep(["lr=3e-4", "seed=1"]).elements[0]
     spec = rules.element_spec(BASE, element)
-    assert spec.checkpoint_name == "qwen3_0_6b-lr3e-4-seed1"
-    assert spec.run_dir == "/fsx/runs/lr sweep/lr3e-4-seed1" and spec.tensorboard_dir == "/fsx/runs/lr sweep/lr3e-4-seed1/tensorboard"
-    assert spec.trainer_args == ("--warmup-steps", "50", "--lr", "3e-4", "--seed", "1", "--model-name", "qwen3_0_6b-lr3e-4-seed1")
-    assert spec.job_name == BASE.job_name and spec.checkpoint_dir == BASE.checkpoint_dir
+    assert spec.derived.checkpoint_name == "qwen3_0_6b-lr3e-4-seed1"
+    assert spec.output.run_dir == "/fsx/runs/lr sweep/lr3e-4-seed1" and spec.output.tensorboard_dir == "/fsx/runs/lr sweep/lr3e-4-seed1/tensorboard"
+    assert spec.job.trainer_args == ("--warmup-steps", "50", "--lr", "3e-4", "--seed", "1", "--model-name", "qwen3_0_6b-lr3e-4-seed1")
+    assert spec.job.job_name == BASE.job.job_name and spec.output.checkpoint_dir == BASE.output.checkpoint_dir
     script = job_spec(**{**BASE.to_flat(), "model": "", "max_steps": None, "trainer_args": (), "checkpoint_name": "", "module": "pkg.train", "name": "exp", "code_dir": "/fsx/code", "code_root": "/src"})
     element_script = rules.element_spec(script, element)
-    assert element_script.checkpoint_name == "exp-lr3e-4-seed1" and element_script.trainer_args[-4:] == ("--lr", "3e-4", "--seed", "1")
+    assert element_script.derived.checkpoint_name == "exp-lr3e-4-seed1" and element_script.job.trainer_args[-4:] == ("--lr", "3e-4", "--seed", "1")
 
 
 def test_values_a_name_cannot_tell_apart_are_refused() -> None:
@@ -145,7 +145,7 @@ def test_a_sweep_record_keeps_its_elements_and_runs() -> None:
     again = jobs.JobRecord.from_json(json.loads(json.dumps(record.to_json())))
     assert again == record and again.sweep is not None and again.sweep.array == "1%2"
     element = again.element(1, "12")
-    assert (element.job_id, element.spec.checkpoint_name, element.log_paths[0].name) == ("12", "qwen3_0_6b-lr3e-4", "qwen3_0_6b_12.out")
+    assert (element.job_id, element.spec.derived.checkpoint_name, element.log_paths[0].name) == ("12", "qwen3_0_6b-lr3e-4", "qwen3_0_6b_12.out")
     broken = record.to_json()
     broken["sweep"]["runs"] = [5]
     with pytest.raises(ValueError, match="indices of its elements"):
@@ -252,7 +252,7 @@ def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
     (stub / "next_id").write_text("81")
     further = run_cli(["resume", "70_0", "--max-steps", "20", "--json"], monkeypatch)
     assert further.exit_code == 0, further.stderr
-    assert json.loads(further.stdout)["array"] == "0%2" and jobs.load("81").spec.max_steps == 20
+    assert json.loads(further.stdout)["array"] == "0%2" and jobs.load("81").spec.job.max_steps == 20
     # A new --max-steps trains every completed element further; without it, one that did not complete.
     (stub / "next_id").write_text("82")
     assert json.loads(run_cli(["resume", "70", "--max-steps", "20", "--json"], monkeypatch).stdout)["array"] == "0-3%2"
@@ -384,7 +384,7 @@ def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Monke
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     (stub / "sacct.out").write_text("70_0|71|COMPLETED\n71|COMPLETED|node1|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|\n")
     element = jobs.load("70").element(0, "71")
-    run_dir = Path(element.spec.run_dir)
+    run_dir = Path(element.spec.output.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     steps = [{"type": "step", "step": n, "loss": 3.0 - n / 10, "time": 1000.0 + n, "job_id": "71", "restart": 0, "round": 0} for n in (1, 2)]
     (run_dir / METRICS_FILE).write_text("".join(json.dumps(s) + "\n" for s in steps))
@@ -410,7 +410,7 @@ def test_plot_and_status_of_a_resumed_element_go_back_to_the_element_it_resumed(
     )
     element = jobs.load("80").element(0, "81")
     assert element.resumed_from == "70_0"
-    run_dir = Path(element.spec.run_dir)
+    run_dir = Path(element.spec.output.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     steps = [{"type": "step", "step": n, "loss": 3.0 - n / 10, "time": 1000.0 + n, "job_id": job, "restart": 0, "round": 0}
              for n, job in ((1, "71"), (2, "71"), (3, "81"), (4, "81"))]
@@ -454,7 +454,7 @@ def test_checkpoints_of_a_sweep_are_its_elements_never_the_base_models(stub: Pat
     # A new user's `checkpoints 70 --prune 2 --yes` removed qwen3_tiny-10steps (another job's,
     # named as the sweep's base model) and none of the sweep's own.
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
-    root = Path(jobs.load("70").spec.checkpoint_dir)
+    root = Path(jobs.load("70").spec.output.checkpoint_dir)
     _checkpoints(root, "qwen3_tiny", 10, 20, 30)
     _checkpoints(root, "qwen3_tiny-lr1e-3-seed1", 10, 20, 30)
     _checkpoints(root, "qwen3_tiny-lr3e-3-seed2", 10, 20)
@@ -483,7 +483,7 @@ def test_checkpoints_of_a_sweep_are_its_elements_never_the_base_models(stub: Pat
 
 def test_checkpoints_of_one_element_by_its_task_or_its_own_job_id(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
-    root = Path(jobs.load("70").spec.checkpoint_dir)
+    root = Path(jobs.load("70").spec.output.checkpoint_dir)
     _checkpoints(root, "qwen3_tiny", 10, 20)
     _checkpoints(root, "qwen3_tiny-lr1e-3-seed1", 10, 20)
     _checkpoints(root, "qwen3_tiny-lr1e-3-seed2", 10, 20, 30)

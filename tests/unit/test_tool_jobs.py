@@ -155,7 +155,7 @@ def test_a_training_submitted_under_a_reused_id_replaces_the_tool_record(stub: P
     (stub / "next").write_text("90")
     submitted = run_cli(["submit", "-m", "qwen3_tiny", "--torchrun", "torchrun"], monkeypatch)
     assert submitted.exit_code == 0, submitted.stderr
-    assert tool_jobs.load("90") is None and jobs.load("90").spec.model == "qwen3_tiny"
+    assert tool_jobs.load("90") is None and jobs.load("90").spec.job.model == "qwen3_tiny"
 
 
 def test_a_record_that_cannot_be_written_names_the_job_that_was_submitted(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

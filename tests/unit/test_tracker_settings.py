@@ -49,12 +49,12 @@ def test_bad_tracker_settings_are_one_line_errors(args: list[str], message: str,
 def test_the_trackers_own_settings_come_from_where_they_keep_them(tmp_path: Path) -> None:
     environ = {"MLFLOW_TRACKING_URI": "http://10.1.1.1:5000", "WANDB_PROJECT": "llm", "WANDB_MODE": "offline"}
     spec = build_spec({"model": "qwen3_tiny", "tracker": ["tensorboard", "mlflow", "wandb"]}, cwd=tmp_path, environ=environ)
-    assert spec.mlflow_uri == "http://10.1.1.1:5000"
-    assert spec.tensorboard_dir == os.path.join(spec.run_dir, "tensorboard")
-    assert ("WANDB_PROJECT", None) in spec.env and ("WANDB_MODE", None) in spec.env, "forwarded by name, not written"
-    assert spec.tracker_run_id is None, "chosen at submit, not when planned"
+    assert spec.output.mlflow_uri == "http://10.1.1.1:5000"
+    assert spec.output.tensorboard_dir == os.path.join(spec.output.run_dir, "tensorboard")
+    assert ("WANDB_PROJECT", None) in spec.job.env and ("WANDB_MODE", None) in spec.job.env, "forwarded by name, not written"
+    assert spec.derived.tracker_run_id is None, "chosen at submit, not when planned"
     alone = build_spec({"model": "qwen3_tiny", "tracker": ["tensorboard"], "tensorboard_dir": "tb"}, cwd=tmp_path, environ={})
-    assert alone.tensorboard_dir == str(tmp_path / "tb") and alone.env == ()
+    assert alone.output.tensorboard_dir == str(tmp_path / "tb") and alone.job.env == ()
 
 
 def test_the_config_file_names_trackers_as_a_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,18 +68,18 @@ def test_the_config_file_names_trackers_as_a_list(tmp_path: Path, monkeypatch: p
 def test_a_run_id_is_chosen_once_and_resume_keeps_it(tmp_path: Path) -> None:
     spec = build_spec({"model": "qwen3_tiny", "tracker": ["tensorboard", "wandb"]}, cwd=tmp_path, environ={})
     with tracker_runs.chosen(spec) as first, tracker_runs.chosen(spec) as second:
-        assert re.fullmatch(r"[0-9a-f]{12}", first.tracker_run_id or "")
-        assert first.tracker_run_id != second.tracker_run_id, "each submit a new training"
+        assert re.fullmatch(r"[0-9a-f]{12}", first.derived.tracker_run_id or "")
+        assert first.derived.tracker_run_id != second.derived.tracker_run_id, "each submit a new training"
     with tracker_runs.chosen(first) as again:
         assert again is first, "a spec with its run keeps it"
     untracked = build_spec({"model": "qwen3_tiny"}, cwd=tmp_path, environ={})
     with tracker_runs.chosen(untracked) as same:
         assert same is untracked
-    checkpoint = Path(first.checkpoint_dir) / "qwen3_tiny-10steps"
+    checkpoint = Path(first.output.checkpoint_dir) / "qwen3_tiny-10steps"
     checkpoint.mkdir(parents=True)
     (checkpoint / ".metadata").write_bytes(b"x")
     record = jobs.JobRecord(job_id="7", spec=first, submitted_at=time.time())
-    assert plan_resume(record).tracker_run_id == first.tracker_run_id
+    assert plan_resume(record).derived.tracker_run_id == first.derived.tracker_run_id
 
 
 def test_an_mlflow_server_that_does_not_answer_is_one_line_at_submit(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_submit_records_the_run_and_the_wandb_key_goes_by_name_only(
     assert (stub / "argv").read_text().splitlines()[0] == "--export=ALL,WANDB_API_KEY,WANDB_PROJECT"
     script = jobs.script_of("6161")
     assert f"\nexport WANDB_RUN_ID={run_id}\n" in script and "\nexport WANDB_API_KEY\n" in script
-    assert jobs.load("6161").spec.tracker_run_id == run_id
+    assert jobs.load("6161").spec.derived.tracker_run_id == run_id
     home = Path(os.environ["HYPERLAUNCH_HOME"])
     holding = [p for root in (home, tmp_path) for p in root.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert holding == [] and SECRET not in result.output

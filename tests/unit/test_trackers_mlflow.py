@@ -98,8 +98,8 @@ def test_a_sweeps_element_runs_under_its_own_name(tmp_path: Path, mlflow_uri: st
     base = job_spec(model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"),
                    run_dir=str(tmp_path / "run"), tracker=("mlflow",), mlflow_uri=mlflow_uri)
     with tracker_runs.chosen(element_spec(base, Element(0, (("lr", "1e-3"), ("seed", "2"))))) as spec:
-        run = MlflowClient(mlflow_uri).get_run(spec.mlflow_run_id)
-    assert run.info.run_name == f"qwen3_tiny-lr1e-3-seed2-{spec.tracker_run_id}"
+        run = MlflowClient(mlflow_uri).get_run(spec.derived.mlflow_run_id)
+    assert run.info.run_name == f"qwen3_tiny-lr1e-3-seed2-{spec.derived.tracker_run_id}"
     assert run.data.tags["hyperlaunch.trains"] == "qwen3_tiny"
 
 

@@ -121,7 +121,7 @@ def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub
         model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
         torchrun="torchrun", after=("40",),
     )
-    ckpt = checkpoint_path(tmp_path / "ck", spec.checkpoint_name, 10)
+    ckpt = checkpoint_path(tmp_path / "ck", spec.derived.checkpoint_name, 10)
     ckpt.mkdir(parents=True)
     (ckpt / METADATA_FILE).write_bytes(b"")
     jobs.save(jobs.JobRecord(job_id="50", spec=spec, submitted_at=1.0, slurm_conf=str(tmp_path / "slurm.conf")), "#!/bin/bash\n")
