@@ -33,6 +33,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import disk_space
+from hyperlaunch.core.checkpoint_pruning import remove_checkpoint
 from hyperlaunch.core.errors import CheckpointError, DiskFull
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
@@ -271,10 +272,10 @@ class Checkpointer:
 
     def _clear_stale(self, path: Path) -> None:
         # A directory with this name is left over from a run that went further before crashing
-        # (or a killed save). Its completion marker goes first (rules.remove_checkpoint): a crash
+        # (or a killed save). Its completion marker goes first (remove_checkpoint): a crash
         # while rewriting it must never leave old metadata beside new shards.
         if path.exists():
-            rules.remove_checkpoint(path)
+            remove_checkpoint(path)
 
     def _complete(self, save: _Save) -> None:
         step, path = save.step, save.path

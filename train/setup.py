@@ -16,6 +16,7 @@ import torch
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import gpu_memory, recommend
+from hyperlaunch.core.checkpoint_resume import ResumeChoice
 from hyperlaunch.core.errors import DiskFull, InvalidInput
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
@@ -189,7 +190,7 @@ def _fsdp_layout(cfg: TrainConfig, spec: ModelSpec, d: Dist, *, seq_len: int, mi
     return chosen
 
 
-def build(cfg: TrainConfig, resume: rules.ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
+def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: TrainerHooks = NO_HOOKS) -> Job:
     # From the start: a stop signal during the build (the save signal reaches the trainers
     # directly, and may come early) is kept for the first step, not lost or fatal.
     stop = StopRequest()

@@ -19,6 +19,7 @@ import threading
 from typing import NoReturn
 
 from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.checkpoint_resume import ResumeChoice, choose_resume
 from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.trackers import Ending
@@ -30,7 +31,7 @@ from .config import TrainConfig, parse_config
 from .hooks import NO_HOOKS, TrainerHooks
 
 
-def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
+def _preflight(cfg: TrainConfig) -> ResumeChoice:
     """Every check that needs neither torch.distributed nor the model: fail in one line,
     before any rank waits on another and before anything is written."""
     name = _model_name(cfg)
@@ -41,7 +42,7 @@ def _preflight(cfg: TrainConfig) -> rules.ResumeChoice:
         raise DataError(f"--data {cfg.data}: no such file or directory")
     # A run that keeps no checkpoint follows none either (a pointer there is another run's),
     # so a requeue starts over as said; --resume-from still loads the one it names.
-    resume = rules.choose_resume(
+    resume = choose_resume(
         cfg.checkpoint_dir, name, from_scratch=cfg.from_scratch or not cfg.checkpoints, resume_from=cfg.resume_from
     )
     # Only now create anything: every read-only check above has passed.

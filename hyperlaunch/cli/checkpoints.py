@@ -201,7 +201,8 @@ def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
     from hyperlaunch.core import hf_exports
-    from hyperlaunch.core.checkpoints import list_checkpoints, pointer_problem, read_pointer
+    from hyperlaunch.core.checkpoint_resume import pointer_problem
+    from hyperlaunch.core.checkpoints import list_checkpoints, read_pointer
     from hyperlaunch.core.errors import CheckpointError
 
     infos = list_checkpoints(root, model)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.cli._output import out
+from hyperlaunch.core import checkpoint_pruning
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.disk_space import format_size, free_bytes
 from hyperlaunch.core.errors import CheckpointError, InvalidInput
@@ -59,7 +60,7 @@ def plan(root: Path, model: str, keep: int) -> Plan:
         rules.read_pointer(root, model)
     except CheckpointError as err:
         raise CheckpointError(f"--prune: {err}", hint=f"fix or remove {model}-latest first; 'hyperlaunch checkpoints' lists them") from None
-    going = rules.prunable(root, model, keep)
+    going = checkpoint_pruning.prunable(root, model, keep)
     gone = {info.path for info in going}
     return Plan(model, going, [info for info in rules.list_checkpoints(root, model) if info.path not in gone])
 
@@ -98,7 +99,7 @@ def _remove(plans: list[Plan]) -> None:
     for each in plans:
         for info in each.going:
             try:
-                rules.remove_checkpoint(info.path)
+                checkpoint_pruning.remove_checkpoint(info.path)
             except FileNotFoundError:
                 pass  # gone meanwhile (the trainer's own --keep-last): as asked
             except OSError as err:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ INFO_FILE = "hyperlaunch.json"
 """Small JSON written by the trainer: model name, step, architecture, world size."""
 
 _STEPS_SUFFIX = re.compile(r"^(?P<step>\d+)steps$")
-_ANY_CHECKPOINT = re.compile(r"^(?P<model>.+)-(?P<step>\d+)steps$")
+ANY_CHECKPOINT = re.compile(r"^(?P<model>.+)-(?P<step>\d+)steps$")
+"""A checkpoint directory name of any model: `<model>-<N>steps`."""
 _MAX_POINTER_BYTES = 4096
 """A pointer holds one directory name (at most 255 bytes): anything longer is not one."""
 _MAX_INFO_BYTES = 1 << 20
@@ -219,7 +219,7 @@ def read_pointer(ckpt_dir: Path, model: str) -> str | None:
             hint=f"expected one line like {checkpoint_dir_name(model, 50)}; fix or delete the file",
         )
     if parse_step(name, model) is None:
-        other = _ANY_CHECKPOINT.match(name)
+        other = ANY_CHECKPOINT.match(name)
         if other:
             raise CheckpointError(
                 f"pointer {path} names {name}, a checkpoint of model {other.group('model')!r}, not {model!r}",
@@ -317,7 +317,7 @@ def list_models(ckpt_dir: Path) -> list[str]:
         if entry.is_file() and entry.name.endswith("-latest"):
             models.add(entry.name[: -len("-latest")])
         elif entry.is_dir():
-            match = _ANY_CHECKPOINT.match(entry.name)
+            match = ANY_CHECKPOINT.match(entry.name)
             if match:
                 models.add(match.group("model"))
     return sorted(models)
@@ -341,139 +341,6 @@ def pointed_checkpoint(ckpt_dir: Path, model: str) -> Path | None:
 def newest_complete(ckpt_dir: Path, model: str) -> CheckpointInfo | None:
     complete = [info for info in list_checkpoints(ckpt_dir, model) if info.complete]
     return complete[-1] if complete else None
-
-
-@dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
-class ResumeChoice:
-    """Where a run starts: a checkpoint to load, or from scratch."""
-
-    path: Path | None
-    """Checkpoint directory to load; None means start from scratch."""
-    step: int
-    """Its step (0 from scratch)."""
-    warning: str | None = None
-    """Set when the choice is a fallback the user should know about."""
-
-
-def choose_resume(
-    ckpt_dir: Path,
-    model: str,
-    *,
-    from_scratch: bool = False,
-    resume_from: Path | None = None,
-) -> ResumeChoice:
-    """The checkpoint a (re)started run loads:
-
-    - `resume_from` wins (it must be a complete checkpoint of this model);
-    - `from_scratch` starts fresh (explicitly; existing checkpoints are left alone);
-    - the `-latest` pointer, when it names a complete checkpoint;
-    - otherwise the newest complete checkpoint, with a warning (pointer missing, names a
-      missing or incomplete directory) - never silently from scratch while one exists;
-    - a garbage pointer or one naming another model raises CheckpointError.
-    """
-    if resume_from is not None:
-        return ResumeChoice(path=Path(resume_from), step=validate_checkpoint(resume_from, model))
-    if from_scratch:
-        return ResumeChoice(path=None, step=0)
-    named = read_pointer(ckpt_dir, model)
-    if named is not None and is_complete(Path(ckpt_dir) / named):
-        path = Path(ckpt_dir) / named
-        return ResumeChoice(path=path, step=validate_checkpoint(path, model))
-    fallback = newest_complete(ckpt_dir, model)
-    problem = pointer_problem(ckpt_dir, model, named)
-    if fallback is not None:
-        return ResumeChoice(
-            path=fallback.path,
-            step=validate_checkpoint(fallback.path, model),
-            warning=f"{problem}: resuming from the newest complete checkpoint {fallback.path.name}",
-        )
-    if named is not None:
-        return ResumeChoice(path=None, step=0, warning=f"{problem}, and no complete checkpoint exists: starting from scratch")
-    return ResumeChoice(path=None, step=0)
-
-
-def pointer_problem(ckpt_dir: Path, model: str, named: str | None) -> str | None:
-    """Why a resume could not follow the model's `-latest` pointer (`named`, as read_pointer
-    returned it), in words; None when the pointer names a complete checkpoint. choose_resume
-    then falls back to the newest complete checkpoint; `hyperlaunch checkpoints` warns."""
-    if named is None:
-        return f"no {model}-latest pointer"
-    path = Path(ckpt_dir) / named
-    if not path.exists():
-        return f"{model}-latest names {named}, which does not exist"
-    if not is_complete(path):
-        return f"{model}-latest names {named}, which is incomplete (no {METADATA_FILE})"
-    return None
-
-
-def validate_checkpoint(path: Path, model: str) -> int:
-    """The step of a checkpoint directory that must be a complete one of `model`."""
-    path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    if not is_complete(path):
-        raise CheckpointError(f"checkpoint {path} is incomplete (no {METADATA_FILE})")
-    info = read_info(path) or {}
-    recorded = info.get("model")
-    if recorded is not None and recorded != model:
-        raise CheckpointError(f"checkpoint {path} belongs to model {recorded!r}, not {model!r}")
-    step = parse_step(path.name, model)
-    if step is None:
-        if recorded is None:
-            other = _ANY_CHECKPOINT.match(path.name)
-            owner = f"model {other.group('model')!r}" if other else "no known model"
-            raise CheckpointError(f"checkpoint {path} belongs to {owner}, not {model!r}")
-        step = int(str(info.get("step", 0)))
-    return step
-
-
-def prunable(ckpt_dir: Path, model: str, keep_last: int) -> list[CheckpointInfo]:
-    """What keeping only the newest `keep_last` complete checkpoints of `model` removes.
-
-    Never the one the pointer names, nor incomplete ones newer than the newest complete
-    checkpoint (an async save may still be writing it); incomplete leftovers older than that
-    (from a killed save) go. `keep_last` <= 0 keeps everything.
-    """
-    if keep_last <= 0:
-        return []
-    infos = list_checkpoints(ckpt_dir, model)
-    complete = [info for info in infos if info.complete]
-    keep = {info.path for info in complete[-keep_last:]}
-    keep |= {info.path for info in infos if info.is_latest}
-    newest_step = complete[-1].step if complete else -1
-    return [info for info in infos if info.path not in keep and (info.complete or info.step < newest_step)]
-
-
-def remove_checkpoint(path: Path, ignore_errors: bool = False) -> None:
-    """Delete a checkpoint folder, its completeness markers first: a removal that stops half way
-    (a permission, a node lost) leaves an incomplete checkpoint, never one that looks complete
-    and fails to load. A checkpoint that is a link to a folder elsewhere loses the link only:
-    its markers, through the link, are the target's."""
-    if os.path.islink(path):
-        try:
-            os.unlink(path)
-        except OSError:
-            if not ignore_errors:
-                raise
-        return
-    for marker in (METADATA_FILE, COMMITTED_FILE):
-        try:
-            (path / marker).unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            if not ignore_errors:
-                raise
-    shutil.rmtree(path, ignore_errors=ignore_errors)
-
-
-def prune(ckpt_dir: Path, model: str, keep_last: int) -> list[Path]:
-    """Delete what `prunable` names; returns the folders removed."""
-    removed = []
-    for info in prunable(ckpt_dir, model, keep_last):
-        remove_checkpoint(info.path, ignore_errors=True)
-        removed.append(info.path)
-    return removed
 
 
 def check_writable(ckpt_dir: Path) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.aws import hyperpod, hyperpod_lookup
-from hyperlaunch.core import checkpoints, hf_exports, trackers
+from hyperlaunch.core import checkpoint_resume, checkpoints, hf_exports, trackers
 from hyperlaunch.core.errors import CheckpointError, InvalidInput, JobNotFound
 from hyperlaunch.core.script_env import RESUME_FROM_ENV
 from hyperlaunch.job import code_snapshot
@@ -98,7 +98,7 @@ def _refuse_nothing_to_do(record: jobs.JobRecord, max_steps: int | None) -> None
     step's) the resume writes it, and goes ahead."""
     spec = record.spec
     ckpt_dir, name = Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name
-    choice = checkpoints.choose_resume(ckpt_dir, name)
+    choice = checkpoint_resume.choose_resume(ckpt_dir, name)
     if max_steps is None or choice.path is None or choice.step < max_steps:
         return
     exported = targs.NO_EXPORT in spec.job.trainer_args or hf_exports.is_export_of(checkpoints.final_dir(ckpt_dir, name), choice.path.name)

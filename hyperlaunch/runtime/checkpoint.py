@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from hyperlaunch.core import checkpoint_pruning
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.atomic_file import write_atomically
 from hyperlaunch.core.errors import CheckpointError
@@ -39,4 +40,4 @@ def commit(
         write_atomically(path / rules.COMMITTED_FILE, f"step={step}\n".encode())
     rules.write_pointer(Path(ckpt_dir), name, path.name)
     records.record_progress(Path(run_dir), step, environ)
-    return rules.prune(Path(ckpt_dir), name, keep_last) if keep_last else []
+    return checkpoint_pruning.prune(Path(ckpt_dir), name, keep_last) if keep_last else []

@@ -31,6 +31,7 @@ BUNDLED_MODULES = (
     "core/__init__.py",
     "core/atomic_file.py",
     "core/bounded_read.py",
+    "core/checkpoint_pruning.py",
     "core/checkpoints.py",
     "core/errors.py",
     "core/metrics_records.py",

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints as ck
+from hyperlaunch.core.checkpoint_pruning import prune
+from hyperlaunch.core.checkpoint_resume import ResumeChoice, choose_resume, validate_checkpoint
 from hyperlaunch.core.errors import CheckpointError, InvalidInput
 
 MODEL = "qwen3_tiny"
@@ -68,7 +70,7 @@ def test_garbage_pointer_is_a_clear_error(tmp_path: Path, content: bytes) -> Non
     make_ckpt(tmp_path, 10)
     ck.pointer_path(tmp_path, MODEL).write_bytes(content)
     with pytest.raises(CheckpointError) as err:
-        ck.choose_resume(tmp_path, MODEL)
+        choose_resume(tmp_path, MODEL)
     assert "qwen3_tiny-latest" in err.value.one_line()
     assert "\n" not in err.value.one_line()
 
@@ -77,13 +79,13 @@ def test_pointer_naming_another_model_is_refused(tmp_path: Path) -> None:
     make_ckpt(tmp_path, 10, model="llama_tiny")
     ck.pointer_path(tmp_path, MODEL).write_text("llama_tiny-10steps\n")
     with pytest.raises(CheckpointError, match="llama_tiny"):
-        ck.choose_resume(tmp_path, MODEL)
+        choose_resume(tmp_path, MODEL)
 
 
 def test_pointer_holding_a_path_is_accepted(tmp_path: Path) -> None:
     make_ckpt(tmp_path, 10)
     ck.pointer_path(tmp_path, MODEL).write_text(f"{tmp_path}/qwen3_tiny-10steps")
-    assert ck.choose_resume(tmp_path, MODEL).step == 10
+    assert choose_resume(tmp_path, MODEL).step == 10
 
 
 def test_listing_reports_step_size_completeness_and_pointer(tmp_path: Path) -> None:
@@ -105,7 +107,7 @@ def test_resume_follows_the_pointer(tmp_path: Path) -> None:
     make_ckpt(tmp_path, 10)
     make_ckpt(tmp_path, 20)
     ck.write_pointer(tmp_path, MODEL, "qwen3_tiny-10steps")
-    choice = ck.choose_resume(tmp_path, MODEL)
+    choice = choose_resume(tmp_path, MODEL)
     assert (choice.step, choice.warning) == (10, None)
     assert choice.path == tmp_path / "qwen3_tiny-10steps"
 
@@ -116,30 +118,30 @@ def test_pointer_to_bad_dir_falls_back_with_a_warning(tmp_path: Path, state: str
     if state == "incomplete":
         make_ckpt(tmp_path, 20, complete=False)
     ck.pointer_path(tmp_path, MODEL).write_text("qwen3_tiny-20steps\n")
-    choice = ck.choose_resume(tmp_path, MODEL)
+    choice = choose_resume(tmp_path, MODEL)
     assert choice.step == 10
     assert choice.warning and state in choice.warning
 
 
 def test_never_silently_from_scratch_while_complete_checkpoints_exist(tmp_path: Path) -> None:
-    assert ck.choose_resume(tmp_path, MODEL) == ck.ResumeChoice(path=None, step=0)
+    assert choose_resume(tmp_path, MODEL) == ResumeChoice(path=None, step=0)
     make_ckpt(tmp_path, 10)
-    choice = ck.choose_resume(tmp_path, MODEL)
+    choice = choose_resume(tmp_path, MODEL)
     assert choice.step == 10 and choice.warning
-    assert ck.choose_resume(tmp_path, MODEL, from_scratch=True).path is None
+    assert choose_resume(tmp_path, MODEL, from_scratch=True).path is None
 
 
 def test_resume_from_checks_model_and_completeness(tmp_path: Path) -> None:
     mine = make_ckpt(tmp_path, 10)
     theirs = make_ckpt(tmp_path, 10, model="llama_tiny")
     half = make_ckpt(tmp_path, 20, complete=False)
-    assert ck.choose_resume(tmp_path, MODEL, resume_from=mine).step == 10
+    assert choose_resume(tmp_path, MODEL, resume_from=mine).step == 10
     with pytest.raises(CheckpointError, match="llama_tiny"):
-        ck.choose_resume(tmp_path, MODEL, resume_from=theirs)
+        choose_resume(tmp_path, MODEL, resume_from=theirs)
     with pytest.raises(CheckpointError, match="incomplete"):
-        ck.choose_resume(tmp_path, MODEL, resume_from=half)
+        choose_resume(tmp_path, MODEL, resume_from=half)
     with pytest.raises(CheckpointError, match="does not exist"):
-        ck.choose_resume(tmp_path, MODEL, resume_from=tmp_path / "nope")
+        choose_resume(tmp_path, MODEL, resume_from=tmp_path / "nope")
 
 
 def test_info_file_identifies_a_renamed_checkpoint(tmp_path: Path) -> None:
@@ -148,8 +150,8 @@ def test_info_file_identifies_a_renamed_checkpoint(tmp_path: Path) -> None:
     (renamed / ck.METADATA_FILE).write_bytes(b"")
     ck.write_info(renamed, {"model": "llama_tiny", "step": 7})
     with pytest.raises(CheckpointError, match="llama_tiny"):
-        ck.validate_checkpoint(renamed, MODEL)
-    assert ck.validate_checkpoint(renamed, "llama_tiny") == 7
+        validate_checkpoint(renamed, MODEL)
+    assert validate_checkpoint(renamed, "llama_tiny") == 7
 
 
 def test_prune_keeps_last_k_the_pointer_and_inflight_saves(tmp_path: Path) -> None:
@@ -158,11 +160,11 @@ def test_prune_keeps_last_k_the_pointer_and_inflight_saves(tmp_path: Path) -> No
     make_ckpt(tmp_path, 15, complete=False)  # leftover of a killed save
     make_ckpt(tmp_path, 50, complete=False)  # an async save still writing
     ck.write_pointer(tmp_path, MODEL, "qwen3_tiny-10steps")
-    removed = ck.prune(tmp_path, MODEL, keep_last=2)
+    removed = prune(tmp_path, MODEL, keep_last=2)
     assert sorted(p.name for p in removed) == ["qwen3_tiny-15steps", "qwen3_tiny-20steps"]
     left = [i.step for i in ck.list_checkpoints(tmp_path, MODEL)]
     assert left == [10, 30, 40, 50]
-    assert ck.prune(tmp_path, MODEL, keep_last=0) == []
+    assert prune(tmp_path, MODEL, keep_last=0) == []
 
 
 def test_check_writable(tmp_path: Path) -> None:
@@ -221,8 +223,8 @@ def test_the_data_cache_and_other_hidden_names_are_never_checkpoints(tmp_path: P
     (tmp_path / f".{MODEL}-latest").write_text(f".{MODEL}-30steps\n")
     assert ck.list_models(tmp_path) == [MODEL]
     assert [info.step for info in ck.list_checkpoints(tmp_path, MODEL)] == [10, 20]
-    assert ck.choose_resume(tmp_path, MODEL).path == tmp_path / "qwen3_tiny-20steps"
-    assert ck.prune(tmp_path, MODEL, keep_last=1) == [tmp_path / "qwen3_tiny-10steps"]
+    assert choose_resume(tmp_path, MODEL).path == tmp_path / "qwen3_tiny-20steps"
+    assert prune(tmp_path, MODEL, keep_last=1) == [tmp_path / "qwen3_tiny-10steps"]
     assert (cache / "corpus.jsonl-0123abcd" / "manifest.json").exists() and hidden.is_dir()
     with pytest.raises(InvalidInput, match="--model-name"):
         ck.checkpoint_name("/some/model/dir", ".hyperlaunch")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core import checkpoint_pruning
 from hyperlaunch.core import checkpoints as rules
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.test_cli_checkpoints import make_checkpoint, point
@@ -101,14 +102,14 @@ def test_a_folder_without_checkpoints_says_so(cli, tmp_path: Path) -> None:
 
 
 def test_a_removal_that_fails_names_the_folder_and_what_went_before(cli, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = rules.remove_checkpoint
+    real = checkpoint_pruning.remove_checkpoint
 
     def remove(path: Path, ignore_errors: bool = False) -> None:
         if path.name == "qwen3_tiny-20steps":
             raise PermissionError(13, "Permission denied")
         real(path, ignore_errors)
 
-    monkeypatch.setattr(rules, "remove_checkpoint", remove)
+    monkeypatch.setattr(checkpoint_pruning, "remove_checkpoint", remove)
     code, _, stderr = _prune(cli, root, "1", "--yes")
     assert code != 0 and len(stderr.strip().splitlines()) == 1
     assert f"could not remove {root / 'qwen3_tiny-20steps'}: Permission denied after removing qwen3_tiny-10steps" in stderr
@@ -122,7 +123,7 @@ def test_a_removal_cut_short_leaves_an_incomplete_checkpoint_not_a_complete_look
 
     monkeypatch.setattr(shutil, "rmtree", cut_short)
     with pytest.raises(OSError):
-        rules.remove_checkpoint(path)
+        checkpoint_pruning.remove_checkpoint(path)
     assert path.is_dir() and not rules.is_complete(path)
 
 
@@ -142,6 +143,6 @@ def test_a_linked_checkpoint_loses_its_link_and_its_target_stays_whole(root: Pat
     elsewhere = make_checkpoint(tmp_path / "other", "qwen3_tiny", 5)
     link = root / "qwen3_tiny-5steps"
     link.symlink_to(elsewhere, target_is_directory=True)
-    assert rules.prune(root, "qwen3_tiny", 2) == [link, root / "qwen3_tiny-10steps", root / "qwen3_tiny-20steps"]
+    assert checkpoint_pruning.prune(root, "qwen3_tiny", 2) == [link, root / "qwen3_tiny-10steps", root / "qwen3_tiny-20steps"]
     assert not link.exists() and not link.is_symlink()
     assert rules.is_complete(elsewhere) and (elsewhere / "__0_0.distcp").exists()
