@@ -12,7 +12,7 @@ import typer
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
-    from hyperlaunch.data.prepare import PrepareResult
+    from hyperlaunch.data.prepare_work import PrepareResult
 
 
 def prepare_data(
