@@ -1,5 +1,6 @@
 """DCP sharded checkpoints of the whole training state, and the glue to the shared pointer
-rules in hyperlaunch.core.checkpoints (the only place that knows names, completeness and pruning).
+rules in hyperlaunch.core.checkpoints (the only place that knows names and completeness) and
+hyperlaunch.core.checkpoint_pruning (the only one that knows what pruning removes).
 
 Order of a save: remove a stale directory of the same name, check the filesystem has room for
 one more checkpoint, write hyperlaunch.json, write the shards, DCP writes `.metadata` last (the

@@ -1,6 +1,6 @@
 """`hyperlaunch checkpoints --prune N`: keep one model's (or each of a sweep's elements') newest N
 complete checkpoints and remove the others, by the rule the trainer's --keep-last follows
-(hyperlaunch.core.checkpoints.prunable): never the one `-latest` names, never a save that may
+(hyperlaunch.core.checkpoint_pruning.prunable): never the one `-latest` names, never a save that may
 still be under way. Without --yes it says what would go and removes nothing."""
 
 from __future__ import annotations

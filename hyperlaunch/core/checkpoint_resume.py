@@ -22,7 +22,7 @@ from hyperlaunch.core.checkpoints import (
 from hyperlaunch.core.errors import CheckpointError
 
 
-@dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
+@dataclass(frozen=True)
 class ResumeChoice:
     """Where a run starts: a checkpoint to load, or from scratch."""
 

@@ -15,6 +15,8 @@ Names that start with '.' are hyperlaunch's own (temp files, the data cache) and
 checkpoint, a pointer or a model: listing, pruning and `-latest` pass them by.
 
 Torch-free on purpose: the CLI lists checkpoints and chooses the resume point on a login node.
+Where a run resumes is hyperlaunch.core.checkpoint_resume's; what pruning removes
+hyperlaunch.core.checkpoint_pruning's.
 """
 
 from __future__ import annotations
@@ -279,7 +281,7 @@ def _remove_stale_temps(path: Path) -> None:
 
 def list_checkpoints(ckpt_dir: Path, model: str) -> list[CheckpointInfo]:
     """This model's checkpoint directories, oldest step first. A garbage pointer is ignored
-    here (listing must work to diagnose it); `choose_resume` reports it."""
+    here (listing must work to diagnose it); hyperlaunch.core.checkpoint_resume reports it."""
     root = Path(ckpt_dir)
     if not root.is_dir():
         return []
@@ -326,7 +328,7 @@ def list_models(ckpt_dir: Path) -> list[str]:
 def pointed_checkpoint(ckpt_dir: Path, model: str) -> Path | None:
     """The complete checkpoint `<model>-latest` names, None when there is no pointer: what a
     user's script resumes from (hyperlaunch.runtime) and what its supervisor tells each round.
-    Stricter than choose_resume, which falls back to the newest complete checkpoint: raises
+    Stricter than checkpoint_resume.choose_resume, which falls back to the newest complete checkpoint: raises
     CheckpointError for a pointer that names garbage, another model's checkpoint or an
     incomplete one."""
     named = read_pointer(Path(ckpt_dir), model)

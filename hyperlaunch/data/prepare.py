@@ -2,10 +2,10 @@
 `hyperlaunch prepare-data` calls `prepare`, the trainer `prepare_for_training` (raw --data is
 prepared once into a cache in the checkpoint folder, by one process under a file lock).
 
-The work is cut into units (hyperlaunch.data.sources); each becomes one shard, written by a
-worker process with the fast tokenizer's batch API, complete once its marker file exists. A
-killed preparation continues where it stopped; the manifest is written last, atomically; a
-finished folder is never written again unless asked to (--overwrite).
+The work (hyperlaunch.data.prepare_work) is cut into units (hyperlaunch.data.sources); each
+becomes one shard, written by a worker process (hyperlaunch.data.tokenize_workers), complete once
+its marker file exists. A killed preparation continues where it stopped; the manifest is written
+last, atomically; a finished folder is never written again unless asked to (--overwrite).
 
 Torch-free; numpy and tokenizers (the `data` extra) are imported when there is work to do.
 """

@@ -24,7 +24,7 @@ _MIN_UNIT_BYTES = 1 << 20
 """Smaller inputs are still cut in units of at least this, so a small corpus is one unit,
 tokenized in the calling process (no worker start-up)."""
 _UNITS_PER_WORKER = 4
-"""Units per worker when the input is small enough to cut finer than DEFAULT_SHARD_MB: keeps
+"""Units per worker when the input is small enough to cut finer than the shard size: keeps
 every worker busy to the end."""
 
 

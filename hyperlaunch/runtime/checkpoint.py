@@ -1,6 +1,6 @@
 """Committing a complete checkpoint as a training script does it (the pointer moves, the
-attempt's progress is recorded). The rules of names, completeness, pruning and what the pointer
-names are hyperlaunch.core.checkpoints'; the bundled trainer (train/checkpointing.py) commits
+attempt's progress is recorded). The rules of names, completeness and what the pointer names
+are hyperlaunch.core.checkpoints', pruning's hyperlaunch.core.checkpoint_pruning's; the bundled trainer (train/checkpointing.py) commits
 through `commit` too.
 
 Standard library only, Python 3.8+."""
