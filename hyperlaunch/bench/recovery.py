@@ -27,8 +27,6 @@ from typing import Any
 from hyperlaunch.bench.report import header
 from hyperlaunch.bench.runs import parser
 
-PHASES = ("detection", "requeue wait", "job start", "imports", "build", "checkpoint load", "first step")
-
 
 def _hl(*args: str, cwd: Path) -> str:
     result = subprocess.run([sys.executable, "-m", "hyperlaunch", *args], cwd=cwd, capture_output=True, text=True, check=False)

@@ -178,10 +178,6 @@ def all_presets() -> dict[str, InstancePreset]:
     return {**shipped_presets(), **_user_presets(user_presets_dir())}
 
 
-def is_user_preset(name: str) -> bool:
-    return canonical_instance_type(name) in _user_presets(user_presets_dir())
-
-
 def undescribed(name: str, gpus_per_node: int) -> InstancePreset:
     """An instance type no preset describes, with the GPUs the user said it has: NCCL over the
     network NCCL finds itself, no EFA settings, no GPU model (so no MFU, and recommendations

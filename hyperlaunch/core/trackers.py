@@ -53,7 +53,6 @@ whose previous one said why it ended; the trackers log it with the restart."""
 
 MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
 MLFLOW_RUN_ID_ENV = "MLFLOW_RUN_ID"
-MLFLOW_EXPERIMENT_ENV = "MLFLOW_EXPERIMENT_NAME"
 MLFLOW_ALLOW_FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"
 """MLflow's opt-in (3.x) to a file: tracking URI, which it otherwise refuses as in maintenance mode."""
 WANDB_RUN_ID_ENV = "WANDB_RUN_ID"
