@@ -56,7 +56,7 @@ class MetricsLog:
         )
 
     def request_requeue(self) -> None:
-        """Tell the batch script this stop was a save, not a crash (torchrun reports both as
+        """Tell the supervisor this stop was a save, not a crash (torchrun reports both as
         exit code 1): the requeue-request file of this job attempt, see hyperlaunch.core.protocol."""
         if self.enabled:
             records.request_requeue(self.run_dir)

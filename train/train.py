@@ -6,7 +6,7 @@ problem; 9 this node lacks what the job needs (one line on stderr); 124
 (watchdog.HANG_EXIT_CODE) no step finished within the hang limit (--hang-timeout): the
 rank's Python stacks are on stderr; 1 any other error, or faulthandler's backstop for a hang
 that held the GIL. Under a hyperlaunch job the failing rank also leaves a failure record for
-the batch script (hyperlaunch.core.trainer_failures.TrainerFailure).
+the supervisor (hyperlaunch.core.trainer_failures.TrainerFailure).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
 
 
 def _record_failure(err: Exception) -> None:
-    """Tell the batch script and `status` why this rank stops (a no-op outside a hyperlaunch
+    """Tell the supervisor and `status` why this rank stops (a no-op outside a hyperlaunch
     job, and once this or another rank has). Every rank tries; the first record stays."""
     rank = _env_rank()
     if isinstance(err, HyperlaunchError):

@@ -93,7 +93,7 @@ def one_run(model: str, work: Path, data: Path | None = None, spare_nodes: int =
     _hl("dev-cluster", "revive-node", victim, cwd=work)
     startup = resumed["startup"]
     if spare_nodes:
-        # No Slurm attempt ends: the script started the next round on the spare.
+        # No Slurm attempt ends: the supervisor started the next round on the spare.
         failed_at = started_at = startup["process_start"]
     else:
         failed_at, started_at = _epoch(attempts[0]["end"]), _epoch(attempts[1]["start"])

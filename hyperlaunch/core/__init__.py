@@ -1,1 +1,1 @@
-"""Rules the tool and the trainer both obey: errors, paths, file helpers, model and instance presets, checkpoint names, the script/trainer/status protocol. Standard library only; imports nothing of hyperlaunch above it."""
+"""Rules the tool and the trainer both obey: errors, paths, file helpers, model and instance presets, checkpoint names, the supervisor/trainer/status protocol. Standard library only; imports nothing of hyperlaunch above it."""

@@ -97,7 +97,7 @@ class ChecksFailed(HyperlaunchError):
 
 class NodeProblem(HyperlaunchError):
     """The trainer's node lacks what the job needs (no GPU for --device cuda): not the input's
-    fault, so the batch script retries it, perhaps on other nodes."""
+    fault, so the supervisor retries it, perhaps on other nodes."""
 
     exit_code = 9
 

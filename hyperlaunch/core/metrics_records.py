@@ -1,5 +1,5 @@
 """Metrics records: rank 0's step and event records in `<run_dir>/metrics.jsonl`, one JSON
-object a line; the trainer writes them, `status` reads them. Part of the script/trainer
+object a line; the trainer writes them, `status` reads them. Part of the supervisor/trainer
 protocol (hyperlaunch.core.protocol).
 
 Torch-free (the CLI reads metrics on a login node). Importable on Python 3.8: the runtime

@@ -33,7 +33,7 @@ class RestartCause(str, enum.Enum):
     COMPLETED = "completed"
     """The training step exited 0."""
     TIME_LIMIT = "time-limit"
-    """The save signal (Slurm's warning before the time limit, or someone's) reached the script."""
+    """The save signal (Slurm's warning before the time limit, or someone's) reached the supervisor."""
     REQUEUE_REQUESTED = "requeue-requested"
     """The trainer saved after a stop signal (or, with --no-checkpoints, stopped): its
     requeue-request file, or REQUEUE_EXIT_CODE."""
@@ -56,7 +56,7 @@ class RestartCause(str, enum.Enum):
 
 
 class AttemptAction(str, enum.Enum):
-    """What the script did after an attempt ended."""
+    """What the supervisor did after an attempt ended."""
 
     REQUEUE = "requeue"
     EXIT = "exit"
@@ -142,7 +142,7 @@ REQUEUE_EXIT_CODE = 75
 and moved the pointer: "saved, please requeue" (75 is sysexits' EX_TEMPFAIL, retry later). A
 run with --no-checkpoints saves nothing and asks the same: its requeue starts over."""
 SAVE_SIGNAL = "USR2"
-"""The signal Slurm's --signal sends before the time limit and the script forwards; the trainer saves on it."""
+"""The signal Slurm's --signal sends before the time limit and the supervisor passes on to the training step; the trainer saves on it."""
 
 REQUEUE_REQUEST_PREFIX = "requeue-request-"
 """After a stop signal, once its checkpoint is complete, rank 0 creates
@@ -160,11 +160,11 @@ PROGRESS_PREFIX = "progress-"
 a checkpoint completes in that attempt and the pointer names it: the attempt made progress.
 The supervisor counts back from its attempt over these files: the attempts in a row without
 one use the restart budget (--max-restarts), a time-limit or preemption requeue after a save
-does not. Written by the trainer, which runs wherever the job runs (the batch host may have no
-Python, inside a container job), with the checkpoint rules of hyperlaunch.core.checkpoints."""
+does not. Written where the checkpoint completes, by the trainer or a script's commit
+(hyperlaunch.runtime.checkpoint), with the checkpoint rules of hyperlaunch.core.checkpoints."""
 
 RESTART_CEILING = 1000
-"""Requeues of one job, with or without progress, past which the script requeues no more: a
+"""Requeues of one job, with or without progress, past which the supervisor requeues no more: a
 guard against a loop that saves and fails forever. Slurm's own limit (MaxBatchRequeue) bounds
 only the requeues of jobs whose batch script failed to launch, not `scontrol requeue`."""
 

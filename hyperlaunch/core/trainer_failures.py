@@ -1,7 +1,7 @@
 """Trainer failure records: why the trainer stopped on an error, and whether another attempt
 can help. Rank 0 (or whichever rank failed first) writes one per attempt into the file the
 supervisor names in TRAINER_FAILURE_FILE_ENV; the supervisor reads its verdict, `status` its
-message. Part of the script/trainer protocol (hyperlaunch.core.protocol).
+message. Part of the supervisor/trainer protocol (hyperlaunch.core.protocol).
 
 Torch-free (the CLI reads these on a login node); Python 3.8 at run time (the job's supervisor,
 hyperlaunch.supervisor, reads the verdict)."""
@@ -143,8 +143,8 @@ _FAILURE_MESSAGE_MAX = 500
 @dataclass(frozen=True)  # not kw_only: the job's supervisor reads these on Python 3.8
 class TrainerFailure:
     """A failure record: why the trainer stopped, written once per attempt by the rank that
-    failed first. Two lines: `final|retry <kind> rank=<r>` (bash reads it with
-    `read -r verdict kind rest`), then the one-line message."""
+    failed first. Two lines: `final|retry <kind> rank=<r>` (parse_trainer_failure reads it
+    for the supervisor and `status`), then the one-line message."""
 
     kind: str
     """A FailureKind value (kept as text: a newer trainer may write a kind this reader lacks)."""
@@ -156,7 +156,7 @@ class TrainerFailure:
 
 def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_: int = 0) -> Path:
     """The record of one round of trainers: `<prefix><job>.<restart>`, and `.<round>` after it
-    for the rounds the script started inside the same allocation (round 1 and on)."""
+    for the rounds the supervisor started inside the same allocation (round 1 and on)."""
     suffix = f".{round_}" if round_ else ""
     return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
@@ -205,7 +205,7 @@ def write_trainer_failure(kind: FailureKind, message: str, rank: int | None, env
 
 def _write_exclusive(target: str, data: bytes) -> Path | None:
     # For file systems without hard links: still first writer wins, though a reader could see
-    # a half-written file for a moment (the script reads only after every rank has exited).
+    # a half-written file for a moment (the supervisor reads only after the step has ended).
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "wb") as handle:
@@ -223,6 +223,6 @@ def _remove(path: str) -> None:
 
 
 def read_trainer_failure(path: Path) -> TrainerFailure | None:
-    """The record at `path`, None when there is none (no failure, or an older script)."""
+    """The record at `path`, None when there is none (no failure, or a trainer or script that records none)."""
     raw = read_regular_file(Path(path), limit=_FAILURE_MESSAGE_MAX + 1024)
     return parse_trainer_failure(raw.decode("utf-8", errors="replace")) if raw is not None else None

@@ -20,7 +20,7 @@ limit; prints a header (`hyperlaunch: hang watchdog: rank 1 on node2: ...`) and 
 Python stack on stderr in one write; on rank 0 adds a `hang` event to metrics.jsonl; waits
 EXIT_GRACE_S, so that the other ranks, blocked in a collective on the stuck one, dump their
 stacks too before its exit fails their collectives; and exits HANG_EXIT_CODE without any
-cleanup. torchrun then sees a failed worker, and the batch script restarts the job.
+cleanup. torchrun then sees a failed worker, and the supervisor retries it like a crash.
 
 A main thread stuck in C code holding the GIL starves the watchdog thread: faulthandler's own
 timer, armed BACKSTOP_MARGIN_S to twice that after the deadline, then prints `Timeout

@@ -1,4 +1,4 @@
-"""The checkpoint lock the batch script takes before training (templates/partials/lock.sh.j2):
+"""The checkpoint lock the job's supervisor takes before training (hyperlaunch.supervisor.lock):
 it belongs to a Slurm job, so a requeued attempt of the same job takes it over, a job Slurm
 reports ended (or no longer knows) leaves it stale, and a live other job ends the attempt
 before anything trains. Run by the harness, with the squeue stub answering for the holder."""
