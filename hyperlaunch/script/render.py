@@ -29,6 +29,7 @@ from hyperlaunch.core import trackers
 from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
+from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.job.containers import container_mounts
 from hyperlaunch.job.sections import DEFAULT_TRAINER_MODULE
 from hyperlaunch.job.spec import JobSpec, dependencies
@@ -74,7 +75,7 @@ class ScriptValues:
     supervisor: str
     """The supervisor's bundle, written into the run folder at submit (hyperlaunch.script.supervisor_bundle)."""
     supervisor_flags: tuple[tuple[str, ...], ...]
-    """The supervisor's options, one line each (hyperlaunch.supervisor.options)."""
+    """The supervisor's options, one line each (hyperlaunch.core.supervisor_options)."""
     launch_lines: tuple[tuple[str, ...], ...]
     """torchrun and the trainer's arguments (passed to the step script, which adds the
     rendezvous), a flag and its value to a line."""
@@ -126,37 +127,35 @@ def flag_lines(words: list[str]) -> list[tuple[str, ...]]:
     return lines
 
 
-def supervisor_flags(spec: JobSpec) -> list[tuple[str, ...]]:
-    """The supervisor's command line but the launch command: the job's recovery settings, and
-    the flags of every round's srun step."""
-    run_dir = spec.output.run_dir.rstrip("/") or "/"
-    lock = checkpoint_lock_path(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)
-    flags: list[tuple[str, ...]] = [
-        ("--run-dir", run_dir),
-        ("--checkpoint-dir", spec.output.checkpoint_dir),
-        ("--checkpoint-lock", str(lock)),
-        ("--max-restarts", str(spec.recovery.max_restarts)),
-        ("--restarts-in-allocation", str(spec.recovery.restarts_in_allocation)),
-    ]
-    if spec.recovery.spare_nodes:
-        flags.append(("--spare-nodes", str(spec.recovery.spare_nodes)))
-    if spec.cluster.exclude:
+def supervisor_options(spec: JobSpec) -> SupervisorOptions:
+    """The supervisor's command line for `spec`: the job's recovery settings, the flags of every
+    round's srun step and the launch command. The one place that reads the spec for it."""
+    return SupervisorOptions(
+        run_dir=spec.output.run_dir,
+        checkpoint_dir=spec.output.checkpoint_dir,
+        checkpoint_lock=str(checkpoint_lock_path(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)),
+        max_restarts=spec.recovery.max_restarts,
+        launch_command=tuple(launch_command(spec)),
+        restarts_in_allocation=spec.recovery.restarts_in_allocation,
+        spare_nodes=spec.recovery.spare_nodes,
         # Never dropped from the job's excluded nodes when lost ones are added.
-        flags.append(("--exclude", ",".join(spec.cluster.exclude)))
-    if spec.cluster.hyperpod == "auto":
+        exclude=spec.cluster.exclude,
+        hyperpod=spec.cluster.hyperpod,
         # HyperPod is told from other clusters on the batch host, by this folder.
-        flags.append(("--hyperpod", "auto", "--hyperpod-dir", HYPERPOD_MARKER_DIR))
-    else:
-        flags.append(("--hyperpod", spec.cluster.hyperpod))
-    if spec.cluster.gpus_per_node:
+        hyperpod_dir=HYPERPOD_MARKER_DIR if spec.cluster.hyperpod == "auto" else "",
         # GPU jobs log which NCCL network plugin each node finds (templates/step.sh.j2); with
         # --require-efa a node without one ends the job.
-        flags.append(("--nccl-check",) if not spec.cluster.require_efa else ("--nccl-check", "--require-efa"))
-    if spec.is_script_job:
+        nccl_check=bool(spec.cluster.gpus_per_node),
+        require_efa=bool(spec.cluster.gpus_per_node) and spec.cluster.require_efa,
         # The scripts get the HYPERLAUNCH_* variables and the runtime library on their path.
-        flags.append(("--script-name", spec.derived.checkpoint_name))
-    flags += [(f"--srun-flag={flag}",) for flag in srun_flags(spec)]
-    return flags
+        script_name=spec.derived.checkpoint_name if spec.is_script_job else "",
+        srun_flags=tuple(srun_flags(spec)),
+    )
+
+
+def supervisor_flags(spec: JobSpec) -> tuple[tuple[str, ...], ...]:
+    """The supervisor's command line but the launch command, one line of the script each."""
+    return supervisor_options(spec).lines()
 
 
 def sbatch_flags(spec: JobSpec) -> list[tuple[str, str | None]]:

@@ -21,10 +21,9 @@ from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.job.sweep import Sweep, element_spec
 from hyperlaunch.script.render import (
     env_groups,
-    launch_command,
     render_values,
     script_values,
-    supervisor_flags,
+    supervisor_options,
     tracker_exports,
 )
 from hyperlaunch.supervisor.sweep_element import FORMAT
@@ -47,7 +46,7 @@ def render_sweep(base: JobSpec, sweep: Sweep) -> SweepScript:
                 "index": element.index,
                 "name": spec.derived.checkpoint_name,
                 "env": dict(tracker_exports(spec)) if spec.output.tracker else {},
-                "argv": [*(word for line in supervisor_flags(spec) for word in line), "--", *launch_command(spec)],
+                "argv": supervisor_options(spec).argv(),
             }
             for element, spec in specs
         ],
