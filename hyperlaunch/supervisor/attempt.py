@@ -32,6 +32,7 @@ from hyperlaunch.core.protocol import (
     write_attempt_end,
 )
 from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOUS_PORT_ENV, ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import (
     TRAINER_FAILURE_FILE_ENV,
@@ -52,7 +53,6 @@ from hyperlaunch.supervisor.decisions import (
     slurm_job,
 )
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
-from hyperlaunch.supervisor.options import Settings, parse
 from hyperlaunch.supervisor.output import Markers, err, out
 from hyperlaunch.supervisor.probe import NodeProber
 
@@ -95,8 +95,8 @@ def _remove(path: Path) -> None:
 
 
 class Attempt:
-    def __init__(self, settings: Settings, environ: Mapping[str, str], step_script: str, *, sweep_element: bool = False) -> None:
-        self.settings = settings
+    def __init__(self, options: SupervisorOptions, environ: Mapping[str, str], step_script: str, *, sweep_element: bool = False) -> None:
+        self.options = options
         self.environ = dict(environ)
         self.step_script = step_script
         self.job_id = environ.get("SLURM_JOB_ID", "")
@@ -105,7 +105,7 @@ class Attempt:
         job = self.job_id or "0"
         count = environ.get("SLURM_RESTART_COUNT", "")
         self.restart = int(count) if count.isdigit() else 0
-        run_dir = Path(settings.run_dir)
+        run_dir = Path(options.run_dir)
         self.run_dir = run_dir
         self.progress_record = progress_path(run_dir, job, self.restart)
         self.requeue_request = requeue_request_path(run_dir, job, self.restart)
@@ -114,7 +114,7 @@ class Attempt:
         self.claimed: tuple[int, str] | None = None
         """The port this round claimed on this host, and as whom (ports.claim)."""
         self.marker = Markers(self.restart, self.job_id)
-        self.lock = CheckpointLock(settings.checkpoint_lock, self.job_id, self.host, say=err)
+        self.lock = CheckpointLock(options.checkpoint_lock, self.job_id, self.host, say=err)
         self.failures = 0
         self.round: int | None = None
         self.in_row = 0
@@ -125,7 +125,7 @@ class Attempt:
         self.round_nodes: list[str] = []
         self.spares: list[str] = []
         self.nodes_needed = 0
-        self.srun_flags = list(settings.srun_flags)
+        self.srun_flags = list(options.srun_flags)
         self.fast_node_check = False
         self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
         self.round_output = step_errors.RoundOutput()
@@ -179,7 +179,7 @@ class Attempt:
         _remove(self.trainer_failure)
         _remove(self.progress_record)
         self.failures = failures_in_a_row(self.run_dir, self.job_id or "0", self.restart)
-        refusal = refusal_at_start(self.failures, self.restart, self.settings.max_restarts)
+        refusal = refusal_at_start(self.failures, self.restart, self.options.max_restarts)
         if refusal is not None:
             self._start_marker()
             err(f"hyperlaunch: {refusal}")
@@ -208,7 +208,7 @@ class Attempt:
 
     def _make_dirs(self) -> None:
         # The trainer writes here; Pyxis also refuses to mount a source that does not exist yet.
-        for folder in (self.settings.checkpoint_dir, self.settings.run_dir):
+        for folder in (self.options.checkpoint_dir, self.options.run_dir):
             try:
                 os.makedirs(folder, exist_ok=True)
             except OSError as error:
@@ -216,13 +216,13 @@ class Attempt:
 
     def _take_allocation(self) -> None:
         self.allocation = slurm_calls.hostnames(self.environ.get("SLURM_JOB_NODELIST", ""))
-        self.nodes_needed = max(len(self.allocation) - self.settings.spare_nodes, 0)
+        self.nodes_needed = max(len(self.allocation) - self.options.spare_nodes, 0)
         self.round_nodes = self.allocation[: self.nodes_needed]
         self.spares = self.allocation[self.nodes_needed :]
-        on_hyperpod = self.settings.hyperpod == "on" or (
-            self.settings.hyperpod == "auto" and bool(self.settings.hyperpod_dir) and os.path.isdir(self.settings.hyperpod_dir)
+        on_hyperpod = self.options.hyperpod == "on" or (
+            self.options.hyperpod == "auto" and bool(self.options.hyperpod_dir) and os.path.isdir(self.options.hyperpod_dir)
         )
-        if on_hyperpod and self.settings.hyperpod == "auto":
+        if on_hyperpod and self.options.hyperpod == "auto":
             # HyperPod replaces a failed node and re-runs the step with --auto-resume=1; other
             # Slurm clusters reject the flag, so it is added only where HyperPod's folder exists.
             self.srun_flags.append("--auto-resume=1")
@@ -258,7 +258,7 @@ class Attempt:
                 save_requested=self.save_requested,
                 requeue_requested=os.path.lexists(self.requeue_request),
                 in_row=self.in_row,
-                restarts_in_allocation=self.settings.restarts_in_allocation,
+                restarts_in_allocation=self.options.restarts_in_allocation,
             )
             decision = after_round(end, self._down_nodes)
             if decision.action == "exit":
@@ -266,7 +266,7 @@ class Attempt:
                     # Recorded once it ends the job: where a node is down, the round is a node failure.
                     where = {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)}
                     write_trainer_failure(FailureKind(from_output.kind), from_output.message, None, where)
-                    fixed = f"; once fixed: hyperlaunch resume {self.slurm_job} --refresh-code" if self.settings.script_name else ""
+                    fixed = f"; once fixed: hyperlaunch resume {self.slurm_job} --refresh-code" if self.options.script_name else ""
                     err(
                         f"hyperlaunch: the step failed in a way no restart can fix ({from_output.message}): not requeued;"
                         f" the whole output: hyperlaunch logs {self.slurm_job} --err{fixed}"
@@ -298,7 +298,7 @@ class Attempt:
             return None
         if task is not None and task < len(self.round_nodes):
             line += f" (on {self.round_nodes[task]})"
-        kind = FailureKind.SCRIPT_BROKEN if self.settings.script_name else FailureKind.TRAINER_BROKEN
+        kind = FailureKind.SCRIPT_BROKEN if self.options.script_name else FailureKind.TRAINER_BROKEN
         return TrainerFailure(kind=kind.value, final=True, rank=None, message=line)
 
     def _replace_with_spares(self, lost: Sequence[str], status: int) -> bool:
@@ -331,7 +331,7 @@ class Attempt:
         self.failures = failures_after(os.path.lexists(self.progress_record), self.failures)
         text = f"{fields} " if fields else ""
         text += f"failures={self.failures}" + (f" round={self.round}" if self.round is not None else "")
-        if may_requeue(self.failures, self.restart, self.settings.max_restarts):
+        if may_requeue(self.failures, self.restart, self.options.max_restarts):
             self._end_marker(status, cause, text, AttemptAction.REQUEUE)
             excluded: list[str] = []
             if lost:
@@ -348,7 +348,7 @@ class Attempt:
             self.ending = False
             err("hyperlaunch: scontrol requeue failed; ending with the step's status")
         else:
-            err(f"hyperlaunch: {refusal_to_requeue(self.failures, self.restart, self.settings.max_restarts)}")
+            err(f"hyperlaunch: {refusal_to_requeue(self.failures, self.restart, self.options.max_restarts)}")
         self._end_marker(status, cause, text, AttemptAction.EXIT)
         return status
 
@@ -363,8 +363,8 @@ class Attempt:
     def _exclusions(self, lost: Sequence[str]) -> list[str]:
         partition = self.environ.get("SLURM_JOB_PARTITION", "")
         total = slurm_calls.partition_size(partition)
-        needs = self.nodes_needed + self.settings.spare_nodes
-        chosen = exclusions(slurm_calls.excluded_nodes(self.slurm_job), lost, self.settings.exclude, total, needs)
+        needs = self.nodes_needed + self.options.spare_nodes
+        chosen = exclusions(slurm_calls.excluded_nodes(self.slurm_job), lost, self.options.exclude, total, needs)
         if chosen.dropped:
             err(
                 f"hyperlaunch: excluding at most {chosen.room} node(s) (partition {partition or '?'} has {total},"
@@ -388,7 +388,7 @@ class Attempt:
         Slurm notices (SlurmdTimeout), so the step is ended at once. (exit status, lost nodes)."""
         flags: list[str] = []
         env = dict(self.environ)
-        if self.settings.spare_nodes > 0:
+        if self.options.spare_nodes > 0:
             # The trainers run on the round's nodes only, one task each (the allocation's
             # SLURM_NTASKS counts the spares); the spares wait.
             count = str(len(self.round_nodes))
@@ -401,18 +401,18 @@ class Attempt:
         env[ROUND_ENV] = str(self.round)
         env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port())
         env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
-        if self.settings.nccl_check:
-            env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.settings.require_efa else "1"
+        if self.options.nccl_check:
+            env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.options.require_efa else "1"
         if self.restart_cause:
             env[RESTART_CAUSE_ENV] = self.restart_cause
-        if self.settings.script_name:
-            resume, warning = script_job.resume_from(self.settings.checkpoint_dir, self.settings.script_name)
+        if self.options.script_name:
+            resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
             if warning:
                 err(warning)
-            env.update(script_job.script_environment(self.settings.run_dir, self.settings.checkpoint_dir, self.settings.script_name, env, resume))
+            env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
         _remove(self.trainer_failure)
         self.round_output.mark()
-        argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.settings.launch_command]
+        argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
         try:
             # Its own process group: a stopped supervisor stops whatever srun started here too.
             self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -496,8 +496,8 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     environ = os.environ if environ is None else environ
     in_sweep = bool(argv) and argv[0] == sweep_element.ELEMENTS_FLAG
     argv, element_env = sweep_element.resolve(argv, environ)  # an array task of a sweep: its element's
-    settings = parse(argv)
-    attempt = Attempt(settings, {**environ, **element_env}, step_script(), sweep_element=in_sweep)
+    options = SupervisorOptions.from_argv(argv)
+    attempt = Attempt(options, {**environ, **element_env}, step_script(), sweep_element=in_sweep)
     attempt.install_signal_handlers()
     try:
         return attempt.run()
