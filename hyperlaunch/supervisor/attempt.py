@@ -6,6 +6,7 @@ this module carries them out."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pkgutil
 import signal
@@ -20,14 +21,7 @@ from hyperlaunch.core.protocol import (
     SAVE_SIGNAL,
     AttemptAction,
     RestartCause,
-    failures_after,
-    failures_in_a_row,
-    may_requeue,
     previous_attempt_cause,
-    progress_path,
-    progress_step,
-    refusal_at_start,
-    refusal_to_requeue,
     requeue_request_path,
     write_attempt_end,
 )
@@ -39,22 +33,16 @@ from hyperlaunch.core.trainer_failures import (
     FailureKind,
     TrainerFailure,
     read_trainer_failure,
-    trainer_failure_path,
     write_trainer_failure,
 )
 from hyperlaunch.supervisor import ports, script_job, slurm_calls, step_errors, sweep_element
-from hyperlaunch.supervisor.decisions import (
-    RoundEnd,
-    after_round,
-    exclusions,
-    job_port,
-    rendezvous_port,
-    replace_lost,
-    slurm_job,
-)
+from hyperlaunch.supervisor.allocation import Allocation
+from hyperlaunch.supervisor.budget import RestartBudget
+from hyperlaunch.supervisor.decisions import RoundEnd, after_round, job_port, rendezvous_port, slurm_job
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
 from hyperlaunch.supervisor.output import Markers, err, out
 from hyperlaunch.supervisor.probe import NodeProber
+from hyperlaunch.supervisor.rounds import Rounds
 
 POLL_S = 0.25
 """How often the running step is looked at."""
@@ -87,13 +75,6 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
-
-
 class Attempt:
     def __init__(self, options: SupervisorOptions, environ: Mapping[str, str], step_script: str, *, sweep_element: bool = False) -> None:
         self.options = options
@@ -105,33 +86,23 @@ class Attempt:
         job = self.job_id or "0"
         count = environ.get("SLURM_RESTART_COUNT", "")
         self.restart = int(count) if count.isdigit() else 0
-        run_dir = Path(options.run_dir)
-        self.run_dir = run_dir
-        self.progress_record = progress_path(run_dir, job, self.restart)
-        self.requeue_request = requeue_request_path(run_dir, job, self.restart)
-        self.trainer_failure = trainer_failure_path(run_dir, job, self.restart)
+        self.run_dir = Path(options.run_dir)
+        self.requeue_request = requeue_request_path(self.run_dir, job, self.restart)
+        """Where rank 0 asks for a requeue, having saved after a stop signal."""
         self.host = socket.gethostname()
         self.claimed: tuple[int, str] | None = None
         """The port this round claimed on this host, and as whom (ports.claim)."""
         self.marker = Markers(self.restart, self.job_id)
         self.lock = CheckpointLock(options.checkpoint_lock, self.job_id, self.host, say=err)
-        self.failures = 0
-        self.round: int | None = None
-        self.in_row = 0
+        self.budget = RestartBudget(self.run_dir, job, self.restart, options.max_restarts)
+        self.allocation = Allocation(options, self.environ, self.slurm_job)
+        self.rounds = Rounds(self.run_dir, job, self.restart, previous_attempt_cause(self.run_dir, job, self.restart))
         self.save_requested = False
         self.ending = False
         self.step: subprocess.Popen[bytes] | None = None
-        self.allocation: list[str] = []
-        self.round_nodes: list[str] = []
-        self.spares: list[str] = []
-        self.nodes_needed = 0
-        self.srun_flags = list(options.srun_flags)
-        self.fast_node_check = False
         self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
         self.round_output = step_errors.RoundOutput()
         """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
-        # Why the next round of trainers starts again (the trackers log it with the restart).
-        self.restart_cause = previous_attempt_cause(run_dir, job, self.restart)
 
     # Signals --------------------------------------------------------------------------------
 
@@ -176,14 +147,13 @@ class Attempt:
         self._make_dirs()
         # Records of an earlier job with this id must not decide this attempt (a rebuilt cluster
         # numbers its jobs from the start again, into the same run dir).
-        _remove(self.trainer_failure)
-        _remove(self.progress_record)
-        self.failures = failures_in_a_row(self.run_dir, self.job_id or "0", self.restart)
-        refusal = refusal_at_start(self.failures, self.restart, self.options.max_restarts)
+        with contextlib.suppress(OSError):
+            self.rounds.failure_record.unlink()
+        refusal = self.budget.start()
         if refusal is not None:
             self._start_marker()
             err(f"hyperlaunch: {refusal}")
-            self._end_marker(1, RestartCause.RESTART_LIMIT, f"failures={self.failures}", AttemptAction.EXIT)
+            self._end_marker(1, RestartCause.RESTART_LIMIT, f"failures={self.budget.failures}", AttemptAction.EXIT)
             return 1
         taken = self.lock.take()
         if taken != TAKEN:
@@ -201,8 +171,9 @@ class Attempt:
                 f" (held by job {holder or '?'}, state {self.lock.holder_state or 'unknown'})"
             )
             return self._requeue_within_budget(RestartCause.CHECKPOINT_LOCKED, 1, f"holder={holder or 'none'}")
-        self._take_allocation()
-        spares = f" spares={','.join(self.spares)}" if self.spares else ""
+        self.allocation.take()
+        self.rounds.first()
+        spares = f" spares={','.join(self.allocation.spares)}" if self.allocation.spares else ""
         self._start_marker(spares)
         return self._rounds()
 
@@ -214,38 +185,21 @@ class Attempt:
             except OSError as error:
                 err(f"hyperlaunch: cannot create {folder}: {error.strerror or error}")
 
-    def _take_allocation(self) -> None:
-        self.allocation = slurm_calls.hostnames(self.environ.get("SLURM_JOB_NODELIST", ""))
-        self.nodes_needed = max(len(self.allocation) - self.options.spare_nodes, 0)
-        self.round_nodes = self.allocation[: self.nodes_needed]
-        self.spares = self.allocation[self.nodes_needed :]
-        on_hyperpod = self.options.hyperpod == "on" or (
-            self.options.hyperpod == "auto" and bool(self.options.hyperpod_dir) and os.path.isdir(self.options.hyperpod_dir)
-        )
-        if on_hyperpod and self.options.hyperpod == "auto":
-            # HyperPod replaces a failed node and re-runs the step with --auto-resume=1; other
-            # Slurm clusters reject the flag, so it is added only where HyperPod's folder exists.
-            self.srun_flags.append("--auto-resume=1")
-        # Lost nodes are looked for before Slurm notices them, but not where HyperPod replaces
-        # them itself, and not when the node list is unknown.
-        self.fast_node_check = not on_hyperpod and bool(self.allocation)
-        self.round = 0
-
     def _rounds(self) -> int:
         while True:
-            before = self._progress_step()
+            before = self.budget.checkpoint_step()
             try:
                 status, lost = self._run_round()
             finally:
                 if self.claimed is not None:
                     ports.release(*self.claimed)
                     self.claimed = None
-            if self._progress_step() > before:
-                self.in_row = 0
+            if self.budget.checkpoint_step() > before:
+                self.rounds.progressed()
             kind, final = "", False
             from_output: TrainerFailure | None = None
             if status != 0:
-                record = read_trainer_failure(self.trainer_failure)
+                record = read_trainer_failure(self.rounds.failure_record)
                 if record is None:
                     record = from_output = self._unfixable_error(status, lost)
                 if record is not None:
@@ -257,14 +211,14 @@ class Attempt:
                 failure_final=final,
                 save_requested=self.save_requested,
                 requeue_requested=os.path.lexists(self.requeue_request),
-                in_row=self.in_row,
+                in_row=self.rounds.in_row,
                 restarts_in_allocation=self.options.restarts_in_allocation,
             )
-            decision = after_round(end, self._down_nodes)
+            decision = after_round(end, self.allocation.down_nodes)
             if decision.action == "exit":
                 if decision.cause is RestartCause.TRAINER_ERROR and from_output is not None:
                     # Recorded once it ends the job: where a node is down, the round is a node failure.
-                    where = {TRAINER_FAILURE_FILE_ENV: str(self.trainer_failure)}
+                    where = {TRAINER_FAILURE_FILE_ENV: str(self.rounds.failure_record)}
                     write_trainer_failure(FailureKind(from_output.kind), from_output.message, None, where)
                     fixed = f"; once fixed: hyperlaunch resume {self.slurm_job} --refresh-code" if self.options.script_name else ""
                     err(
@@ -274,18 +228,20 @@ class Attempt:
                 elif decision.cause is RestartCause.TRAINER_ERROR:
                     err(
                         f"hyperlaunch: the trainer failed ({kind}) in a way no restart can fix: not requeued;"
-                        f" its reason is in {self.trainer_failure}"
+                        f" its reason is in {self.rounds.failure_record}"
                     )
-                self._end_marker(status, decision.cause, f"{decision.fields} round={self.round}".lstrip(), AttemptAction.EXIT)
+                self._end_marker(status, decision.cause, f"{decision.fields} round={self.rounds.number}".lstrip(), AttemptAction.EXIT)
                 return status
             if decision.action == "requeue":
                 return self._requeue_within_budget(decision.cause, status)
             if decision.action == "lost":
-                if self._replace_with_spares(decision.nodes, status):
+                replaced_by = self.allocation.replace(decision.nodes)
+                if replaced_by is not None:
+                    fields = f"nodes={','.join(decision.nodes)} spare={','.join(replaced_by)}"
+                    self._next_round(RestartCause.NODE_FAILURE, status, fields, in_row=False)
                     continue
                 return self._requeue_within_budget(decision.cause, status, decision.fields, decision.nodes)
-            self.in_row += 1
-            self._next_round(decision.cause, status, decision.fields)
+            self._next_round(decision.cause, status, decision.fields, in_row=True)
 
     def _unfixable_error(self, status: int, lost: Sequence[str]) -> TrainerFailure | None:
         """A failure record for the round from its output (not written yet), where no rank wrote
@@ -296,88 +252,38 @@ class Attempt:
         line, task = step_errors.unfixable_error(self.round_output.lines())
         if not line:
             return None
-        if task is not None and task < len(self.round_nodes):
-            line += f" (on {self.round_nodes[task]})"
+        round_nodes = self.allocation.round_nodes
+        if task is not None and task < len(round_nodes):
+            line += f" (on {round_nodes[task]})"
         kind = FailureKind.SCRIPT_BROKEN if self.options.script_name else FailureKind.TRAINER_BROKEN
         return TrainerFailure(kind=kind.value, final=True, rank=None, message=line)
 
-    def _replace_with_spares(self, lost: Sequence[str], status: int) -> bool:
-        """A spare takes each lost node's place and the trainers start again from -latest."""
-        if not self.spares or not self._give_back(lost):
-            return False
-        replacement = replace_lost(self.round_nodes, lost, self.spares)
-        self.spares = list(replacement.spares_left)
-        if len(replacement.nodes) == self.nodes_needed:
-            self.round_nodes = list(replacement.nodes)
-            fields = f"nodes={','.join(lost)} spare={','.join(replacement.replaced_by)}"
-            self._next_round(RestartCause.NODE_FAILURE, status, fields)
-            return True
-        short = self.nodes_needed - len(replacement.nodes)
-        err(f"hyperlaunch: {short} node(s) short after losing {','.join(lost)}: no spare left")
-        return False
-
-    def _next_round(self, cause: RestartCause, status: int, fields: str) -> None:
-        assert self.round is not None
-        self.round += 1
-        self.restart_cause = cause.value
-        self.trainer_failure = trainer_failure_path(self.run_dir, self.job_id or "0", self.restart, self.round)
+    def _next_round(self, cause: RestartCause, status: int, fields: str, *, in_row: bool) -> None:
+        number = self.rounds.next(cause, in_row=in_row)
         more = f"{fields} " if fields else ""
-        self.marker("restart", f"round={self.round} cause={cause.value} exit={status} {more}action={AttemptAction.RESTART_IN_ALLOCATION.value}")
+        self.marker("restart", f"round={number} cause={cause.value} exit={status} {more}action={AttemptAction.RESTART_IN_ALLOCATION.value}")
 
     def _requeue_within_budget(self, cause: RestartCause, status: int, fields: str = "", lost: Sequence[str] = ()) -> int:
         """Requeue the job while the restart budget lasts, else end it with `status`. An attempt
         that completed a checkpoint resets the budget; lost nodes are given back first (else
         the requeue waits until Slurm marks them down), then excluded from the next start."""
-        self.failures = failures_after(os.path.lexists(self.progress_record), self.failures)
+        allowed = self.budget.spend()
         text = f"{fields} " if fields else ""
-        text += f"failures={self.failures}" + (f" round={self.round}" if self.round is not None else "")
-        if may_requeue(self.failures, self.restart, self.options.max_restarts):
+        text += f"failures={self.budget.failures}" + (f" round={self.rounds.number}" if self.rounds.number is not None else "")
+        if allowed:
             self._end_marker(status, cause, text, AttemptAction.REQUEUE)
-            excluded: list[str] = []
-            if lost:
-                if not self._give_back(lost):
-                    err(f"hyperlaunch: could not give back node(s) {','.join(lost)}; the requeue waits until Slurm marks them down")
-                excluded = self._exclusions(lost)
+            excluded = self.allocation.leave(lost)
             self.ending = True
             if slurm_calls.requeue(self.slurm_job):
                 self.lock.keep = True
-                # Only now: a running job's excluded nodes cannot change.
-                if lost and not slurm_calls.exclude_nodes(self.slurm_job, excluded):
-                    err(f"hyperlaunch: could not exclude node(s) {','.join(lost)} from the next start")
+                self.allocation.keep_away(lost, excluded)
                 return 0
             self.ending = False
             err("hyperlaunch: scontrol requeue failed; ending with the step's status")
         else:
-            err(f"hyperlaunch: {refusal_to_requeue(self.failures, self.restart, self.options.max_restarts)}")
+            err(f"hyperlaunch: {self.budget.refusal()}")
         self._end_marker(status, cause, text, AttemptAction.EXIT)
         return status
-
-    # Slurm and the nodes ----------------------------------------------------------------------
-
-    def _give_back(self, lost: Sequence[str]) -> bool:
-        """Give the allocation's lost nodes back: Slurm then never waits on them to end the job
-        or a requeue, nor ends the job when it marks them down."""
-        self.allocation = [node for node in self.allocation if node not in lost]
-        return slurm_calls.shrink_to(self.slurm_job, self.allocation)
-
-    def _exclusions(self, lost: Sequence[str]) -> list[str]:
-        partition = self.environ.get("SLURM_JOB_PARTITION", "")
-        total = slurm_calls.partition_size(partition)
-        needs = self.nodes_needed + self.options.spare_nodes
-        chosen = exclusions(slurm_calls.excluded_nodes(self.slurm_job), lost, self.options.exclude, total, needs)
-        if chosen.dropped:
-            err(
-                f"hyperlaunch: excluding at most {chosen.room} node(s) (partition {partition or '?'} has {total},"
-                f" the job needs {needs}): no longer excluding {','.join(chosen.dropped)}"
-            )
-        return list(chosen.nodes)
-
-    def _down_nodes(self) -> list[str]:
-        """The allocation's nodes Slurm lists down (not those given back already)."""
-        return slurm_calls.down_nodes(",".join(self.allocation))
-
-    def _progress_step(self) -> int:
-        return progress_step(self.run_dir, self.job_id or "0", self.restart)
 
     # A round ------------------------------------------------------------------------------------
 
@@ -388,31 +294,33 @@ class Attempt:
         Slurm notices (SlurmdTimeout), so the step is ended at once. (exit status, lost nodes)."""
         flags: list[str] = []
         env = dict(self.environ)
+        round_nodes = self.allocation.round_nodes
         if self.options.spare_nodes > 0:
             # The trainers run on the round's nodes only, one task each (the allocation's
             # SLURM_NTASKS counts the spares); the spares wait.
-            count = str(len(self.round_nodes))
-            flags += [f"--nodes={count}", f"--ntasks={count}", f"--nodelist={','.join(self.round_nodes)}"]
-            env[STEP_NODES_ENV] = " ".join(self.round_nodes)
-        if self.round:
+            count = str(len(round_nodes))
+            flags += [f"--nodes={count}", f"--ntasks={count}", f"--nodelist={','.join(round_nodes)}"]
+            env[STEP_NODES_ENV] = " ".join(round_nodes)
+        if self.rounds.number:
             # A step that lost a node stays on Slurm's books, holding its live nodes' CPUs, until
             # Slurm marks that node down; its processes are gone (end_step): overlap it.
             flags.append("--overlap")
-        env[ROUND_ENV] = str(self.round)
+        env[ROUND_ENV] = str(self.rounds.number)
         env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port())
-        env[TRAINER_FAILURE_FILE_ENV] = str(self.trainer_failure)
+        env[TRAINER_FAILURE_FILE_ENV] = str(self.rounds.failure_record)
         if self.options.nccl_check:
             env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.options.require_efa else "1"
-        if self.restart_cause:
-            env[RESTART_CAUSE_ENV] = self.restart_cause
+        if self.rounds.restart_cause:
+            env[RESTART_CAUSE_ENV] = self.rounds.restart_cause
         if self.options.script_name:
             resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
             if warning:
                 err(warning)
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
-        _remove(self.trainer_failure)
+        with contextlib.suppress(OSError):
+            self.rounds.failure_record.unlink()
         self.round_output.mark()
-        argv = ["srun", *self.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
+        argv = ["srun", *self.allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
         try:
             # Its own process group: a stopped supervisor stops whatever srun started here too.
             self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -422,8 +330,8 @@ class Attempt:
         step = self.step
         next_probe = 0.0
         while step.poll() is None:
-            if self.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed():
-                lost = self.prober.gone(self.round_nodes)
+            if self.allocation.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed():
+                lost = self.prober.gone(self.allocation.round_nodes)
                 next_probe = time.monotonic() + PROBE_INTERVAL_S
                 if lost:
                     err(
@@ -438,16 +346,16 @@ class Attempt:
         """Whether the running round has a failed task: a rank's failure record (the bundled
         trainer's, the runtime library's), or srun's line for a task that ended on an error (any
         script's rank that lost its peer)."""
-        return self.trainer_failure.exists() or self.round_output.task_failed()
+        return self.rounds.failure_record.exists() or self.round_output.task_failed()
 
     def _rendezvous_port(self) -> int:
         """The round's port: checked free where the round's head node, which hosts the store, is
         this host (the batch host; also the head in a container, where the step finds no node
         list), and claimed there until the round ends (ports.claim); another node's ports are
         not seen from here, so that one keeps its job's port."""
-        round_ = self.round or 0
+        round_ = self.rounds.number or 0
         own = job_port(self.job_id, round_)
-        head = self.round_nodes[0] if self.round_nodes else None
+        head = self.allocation.round_nodes[0] if self.allocation.round_nodes else None
         if head is not None and head != (self.environ.get("SLURMD_NODENAME") or self.host):
             return own
         owner = f"{self.job_id}.{round_}"
@@ -466,7 +374,7 @@ class Attempt:
         COMPLETING, and a requeued job's hold only starts after that."""
         for step_id in slurm_calls.job_steps(self.slurm_job):
             slurm_calls.kill_step_in_background(step_id)
-        if len(self.spares) < len(lost):
+        if len(self.allocation.spares) < len(lost):
             time.sleep(0.5)
         assert self.step is not None
         self.step.kill()
