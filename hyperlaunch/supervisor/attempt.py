@@ -1,8 +1,9 @@
 """One attempt of a job (one Slurm run of its batch script), supervised: the checkpoint lock,
 the attempt markers, rounds of trainers inside the allocation (after a crash or hang on healthy
-nodes, or on a spare in place of a lost node), the lost-node probe, the restart budget, the
-requeue, and Slurm's save warning passed on. The decisions are hyperlaunch.supervisor.decisions';
-this module carries them out."""
+nodes, or on a spare in place of a lost node), the restart budget and the requeue. The decisions
+are hyperlaunch.supervisor.decisions'; the parts that carry them out each keep their own state:
+the nodes (allocation), the round counter (rounds), the budget (budget), the step and its probe
+(step), the signals (signals). This module wires them together."""
 
 from __future__ import annotations
 
@@ -11,23 +12,18 @@ import os
 import pkgutil
 import signal
 import socket
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hyperlaunch.core.protocol import (
     REQUEUE_EXIT_CODE,
-    SAVE_SIGNAL,
     AttemptAction,
     RestartCause,
     previous_attempt_cause,
     requeue_request_path,
     write_attempt_end,
 )
-from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOUS_PORT_ENV, ROUND_ENV, STEP_NODES_ENV
 from hyperlaunch.core.supervisor_options import SupervisorOptions
-from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import (
     TRAINER_FAILURE_FILE_ENV,
     FailureKind,
@@ -35,51 +31,23 @@ from hyperlaunch.core.trainer_failures import (
     read_trainer_failure,
     write_trainer_failure,
 )
-from hyperlaunch.supervisor import ports, script_job, slurm_calls, step_errors, sweep_element
+from hyperlaunch.supervisor import slurm_calls, sweep_element
 from hyperlaunch.supervisor.allocation import Allocation
 from hyperlaunch.supervisor.budget import RestartBudget
-from hyperlaunch.supervisor.decisions import RoundEnd, after_round, job_port, rendezvous_port, slurm_job
+from hyperlaunch.supervisor.decisions import RoundEnd, after_round, slurm_job
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
-from hyperlaunch.supervisor.output import Markers, err, out
-from hyperlaunch.supervisor.probe import NodeProber
+from hyperlaunch.supervisor.output import Markers, err
 from hyperlaunch.supervisor.rounds import Rounds
-
-POLL_S = 0.25
-"""How often the running step is looked at."""
-PROBE_INTERVAL_S = 5
-"""Seconds between probes of the round's nodes while a step with a failed task still runs and
-every node answers. The first probe comes as soon as the failure shows: it only asks each node's
-kernel for a TCP connection, and on healthy nodes the step ends by itself."""
-STOP_WAIT_S = 10
-"""How long a stopped supervisor (scancel's TERM) waits for its step before killing it."""
-SAVE_SIGNUM = getattr(signal, "SIG" + SAVE_SIGNAL)
-
-
-class Terminated(Exception):
-    """A stop signal (scancel's TERM) reached the supervisor."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.status = 128 + signum
-
-
-def exit_status(returncode: int) -> int:
-    """A child's status as a shell reports it: 128 + the signal that killed it."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    try:
-        os.killpg(pid, signum)
-    except OSError:
-        pass
+from hyperlaunch.supervisor.signals import Signals, Terminated
+from hyperlaunch.supervisor.step import TrainingStep
 
 
 class Attempt:
+    """The attempt's parts, and its course from the lock to its end marker."""
+
     def __init__(self, options: SupervisorOptions, environ: Mapping[str, str], step_script: str, *, sweep_element: bool = False) -> None:
         self.options = options
         self.environ = dict(environ)
-        self.step_script = step_script
         self.job_id = environ.get("SLURM_JOB_ID", "")
         self.slurm_job = slurm_job(environ, sweep_element=sweep_element)
         """The job as Slurm commands must name it (a sweep's element: `12_3`)."""
@@ -90,57 +58,13 @@ class Attempt:
         self.requeue_request = requeue_request_path(self.run_dir, job, self.restart)
         """Where rank 0 asks for a requeue, having saved after a stop signal."""
         self.host = socket.gethostname()
-        self.claimed: tuple[int, str] | None = None
-        """The port this round claimed on this host, and as whom (ports.claim)."""
         self.marker = Markers(self.restart, self.job_id)
         self.lock = CheckpointLock(options.checkpoint_lock, self.job_id, self.host, say=err)
         self.budget = RestartBudget(self.run_dir, job, self.restart, options.max_restarts)
         self.allocation = Allocation(options, self.environ, self.slurm_job)
         self.rounds = Rounds(self.run_dir, job, self.restart, previous_attempt_cause(self.run_dir, job, self.restart))
-        self.save_requested = False
-        self.ending = False
-        self.step: subprocess.Popen[bytes] | None = None
-        self.prober = NodeProber(environ.get("SLURMD_NODENAME") or self.host)
-        self.round_output = step_errors.RoundOutput()
-        """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
-
-    # Signals --------------------------------------------------------------------------------
-
-    def install_signal_handlers(self) -> None:
-        signal.signal(SAVE_SIGNUM, self._on_save_signal)
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, self._on_stop_signal)
-
-    def _on_save_signal(self, signum: int, frame: object) -> None:
-        # Slurm sends it to the batch step (--signal=B:...) before the time limit: every trainer
-        # saves a checkpoint and exits, then the job is requeued.
-        self.save_requested = True
-        out(f"### hyperlaunch signal {SAVE_SIGNAL} received; forwarding to the training step")
-        step = self.step
-        if step is not None and step.returncode is None:
-            try:
-                os.kill(step.pid, SAVE_SIGNUM)
-            except OSError:
-                pass
-
-    def _on_stop_signal(self, signum: int, frame: object) -> None:
-        if not self.ending:
-            raise Terminated(signum)
-
-    def stop_step(self) -> None:
-        """Nothing is left running: the step gets TERM (its trainers save where they can), then
-        KILL after STOP_WAIT_S."""
-        step = self.step
-        if step is None or step.poll() is not None:
-            return
-        _signal_group(step.pid, signal.SIGTERM)
-        try:
-            step.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(step.pid, signal.SIGKILL)
-            step.wait()
-
-    # The attempt ----------------------------------------------------------------------------
+        self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host)
+        self.signals = Signals(self.step)
 
     def run(self) -> int:
         """The attempt, start to end: its exit status."""
@@ -188,12 +112,7 @@ class Attempt:
     def _rounds(self) -> int:
         while True:
             before = self.budget.checkpoint_step()
-            try:
-                status, lost = self._run_round()
-            finally:
-                if self.claimed is not None:
-                    ports.release(*self.claimed)
-                    self.claimed = None
+            status, lost = self.step.run(self.rounds, self.allocation)
             if self.budget.checkpoint_step() > before:
                 self.rounds.progressed()
             kind, final = "", False
@@ -209,7 +128,7 @@ class Attempt:
                 lost=tuple(lost),
                 failure_kind=kind,
                 failure_final=final,
-                save_requested=self.save_requested,
+                save_requested=self.signals.save_requested,
                 requeue_requested=os.path.lexists(self.requeue_request),
                 in_row=self.rounds.in_row,
                 restarts_in_allocation=self.options.restarts_in_allocation,
@@ -247,16 +166,9 @@ class Attempt:
         """A failure record for the round from its output (not written yet), where no rank wrote
         one and the output names an error no restart fixes (hyperlaunch.supervisor.step_errors):
         never for a round that lost nodes or stopped to save."""
-        if lost or self.save_requested or status == REQUEUE_EXIT_CODE or os.path.lexists(self.requeue_request):
+        if lost or self.signals.save_requested or status == REQUEUE_EXIT_CODE or os.path.lexists(self.requeue_request):
             return None
-        line, task = step_errors.unfixable_error(self.round_output.lines())
-        if not line:
-            return None
-        round_nodes = self.allocation.round_nodes
-        if task is not None and task < len(round_nodes):
-            line += f" (on {round_nodes[task]})"
-        kind = FailureKind.SCRIPT_BROKEN if self.options.script_name else FailureKind.TRAINER_BROKEN
-        return TrainerFailure(kind=kind.value, final=True, rank=None, message=line)
+        return self.step.unfixable_error(self.allocation.round_nodes)
 
     def _next_round(self, cause: RestartCause, status: int, fields: str, *, in_row: bool) -> None:
         number = self.rounds.next(cause, in_row=in_row)
@@ -273,113 +185,17 @@ class Attempt:
         if allowed:
             self._end_marker(status, cause, text, AttemptAction.REQUEUE)
             excluded = self.allocation.leave(lost)
-            self.ending = True
+            self.signals.ending = True
             if slurm_calls.requeue(self.slurm_job):
                 self.lock.keep = True
                 self.allocation.keep_away(lost, excluded)
                 return 0
-            self.ending = False
+            self.signals.ending = False
             err("hyperlaunch: scontrol requeue failed; ending with the step's status")
         else:
             err(f"hyperlaunch: {self.budget.refusal()}")
         self._end_marker(status, cause, text, AttemptAction.EXIT)
         return status
-
-    # A round ------------------------------------------------------------------------------------
-
-    def _run_round(self) -> tuple[int, list[str]]:
-        """One round of trainers: the training step on the round's nodes, watched until it ends.
-        When a task fails while the step still runs (a rank's record, or srun's line for a task
-        that ended), the round's nodes are probed: a node that is gone keeps srun waiting until
-        Slurm notices (SlurmdTimeout), so the step is ended at once. (exit status, lost nodes)."""
-        flags: list[str] = []
-        env = dict(self.environ)
-        round_nodes = self.allocation.round_nodes
-        if self.options.spare_nodes > 0:
-            # The trainers run on the round's nodes only, one task each (the allocation's
-            # SLURM_NTASKS counts the spares); the spares wait.
-            count = str(len(round_nodes))
-            flags += [f"--nodes={count}", f"--ntasks={count}", f"--nodelist={','.join(round_nodes)}"]
-            env[STEP_NODES_ENV] = " ".join(round_nodes)
-        if self.rounds.number:
-            # A step that lost a node stays on Slurm's books, holding its live nodes' CPUs, until
-            # Slurm marks that node down; its processes are gone (end_step): overlap it.
-            flags.append("--overlap")
-        env[ROUND_ENV] = str(self.rounds.number)
-        env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port())
-        env[TRAINER_FAILURE_FILE_ENV] = str(self.rounds.failure_record)
-        if self.options.nccl_check:
-            env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.options.require_efa else "1"
-        if self.rounds.restart_cause:
-            env[RESTART_CAUSE_ENV] = self.rounds.restart_cause
-        if self.options.script_name:
-            resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
-            if warning:
-                err(warning)
-            env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
-        with contextlib.suppress(OSError):
-            self.rounds.failure_record.unlink()
-        self.round_output.mark()
-        argv = ["srun", *self.allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
-        try:
-            # Its own process group: a stopped supervisor stops whatever srun started here too.
-            self.step = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as error:
-            err(f"hyperlaunch: cannot start srun: {error.strerror or error}")
-            return 127, []
-        step = self.step
-        next_probe = 0.0
-        while step.poll() is None:
-            if self.allocation.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed():
-                lost = self.prober.gone(self.allocation.round_nodes)
-                next_probe = time.monotonic() + PROBE_INTERVAL_S
-                if lost:
-                    err(
-                        f"hyperlaunch: node(s) {','.join(lost)} stopped answering (slurmd refuses or ignores connections);"
-                        " ending the step without waiting for Slurm to notice"
-                    )
-                    return self._end_step(lost), lost
-            time.sleep(POLL_S)
-        return exit_status(step.wait()), []
-
-    def _a_task_failed(self) -> bool:
-        """Whether the running round has a failed task: a rank's failure record (the bundled
-        trainer's, the runtime library's), or srun's line for a task that ended on an error (any
-        script's rank that lost its peer)."""
-        return self.rounds.failure_record.exists() or self.round_output.task_failed()
-
-    def _rendezvous_port(self) -> int:
-        """The round's port: checked free where the round's head node, which hosts the store, is
-        this host (the batch host; also the head in a container, where the step finds no node
-        list), and claimed there until the round ends (ports.claim); another node's ports are
-        not seen from here, so that one keeps its job's port."""
-        round_ = self.rounds.number or 0
-        own = job_port(self.job_id, round_)
-        head = self.allocation.round_nodes[0] if self.allocation.round_nodes else None
-        if head is not None and head != (self.environ.get("SLURMD_NODENAME") or self.host):
-            return own
-        owner = f"{self.job_id}.{round_}"
-        port = rendezvous_port(self.job_id, round_, lambda port: ports.in_use(port) or not ports.claim(port, owner))
-        self.claimed = (port, owner)
-        if port != own:
-            err(f"hyperlaunch: rendezvous port {own} is in use on {head or self.host}; the trainers rendezvous on {port}")
-        return port
-
-    def _end_step(self, lost: Sequence[str]) -> int:
-        """End the round's step whose node is gone: the step's processes on the live nodes (so
-        the next round gets their CPUs and GPUs at once), then srun itself (it would wait for the
-        dead node). scancel is not waited for. When the job goes back to the queue (not enough
-        spares), srun goes half a second later: each live node's slurmstepd reports its tasks'
-        end to srun, and retries for about 2 s while srun is gone; until then the job stays
-        COMPLETING, and a requeued job's hold only starts after that."""
-        for step_id in slurm_calls.job_steps(self.slurm_job):
-            slurm_calls.kill_step_in_background(step_id)
-        if len(self.allocation.spares) < len(lost):
-            time.sleep(0.5)
-        assert self.step is not None
-        self.step.kill()
-        self.step.wait()
-        return 1
 
     def _start_marker(self, more: str = "") -> None:
         self.marker("start", f"nodes={self.environ.get('SLURM_JOB_NODELIST', '')} host={self.host}{more}")
@@ -406,14 +222,14 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     argv, element_env = sweep_element.resolve(argv, environ)  # an array task of a sweep: its element's
     options = SupervisorOptions.from_argv(argv)
     attempt = Attempt(options, {**environ, **element_env}, step_script(), sweep_element=in_sweep)
-    attempt.install_signal_handlers()
+    attempt.signals.install()
     try:
         return attempt.run()
     except Terminated as stop:
-        attempt.ending = True
+        attempt.signals.ending = True
         err(f"hyperlaunch: stopped by {signal.Signals(stop.status - 128).name}; ending the training step")
-        attempt.stop_step()
+        attempt.step.stop()
         return stop.status
     finally:
-        attempt.ending = True
+        attempt.signals.ending = True
         attempt.lock.release()
