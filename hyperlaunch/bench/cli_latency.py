@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = _submit_held(args.jobs, slurm)
         _record_jobs(ids, home, work, slurm["SLURM_CONF"])
         env["SLURM_CONF"] = slurm["SLURM_CONF"]
-        from hyperlaunch.slurm.commands import job_attempts_command
+        from hyperlaunch.slurm.accounting import job_attempts_command
 
         commands["sacct alone (all jobs)"] = job_attempts_command(ids)
         commands["status"] = [exe, "status"]

@@ -124,7 +124,7 @@ def _instance_type(launch: LaunchSettings, env: dict[str, str], answers: bool) -
     from hyperlaunch.aws.hyperpod_lookup import describe_instance_source
     from hyperlaunch.core.errors import SlurmError
     from hyperlaunch.doctor.checks import check_instance_type
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm import nodes as slurm_nodes
 
     def from_cluster() -> str:
         partition = launch.partition
@@ -132,7 +132,7 @@ def _instance_type(launch: LaunchSettings, env: dict[str, str], answers: bool) -
         names = None
         if answers:
             try:
-                names = [node.name for node in slurm.partition_nodes(partition, env=env)]
+                names = [node.name for node in slurm_nodes.partition_nodes(partition, env=env)]
             except SlurmError:
                 names = None
         return describe_instance_source(cluster=launch.hyperpod_cluster, partition_nodes=names, where=where)

@@ -113,7 +113,7 @@ def _submit(
     from hyperlaunch.runs import hf_export, tool_jobs
     from hyperlaunch.runs.waits import refuse_unmet
     from hyperlaunch.script.render_export import render_export
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm import submission as slurm_submission
     from hyperlaunch.slurm.dependencies import dependency_value
     from hyperlaunch.slurm.time_limit import slurm_time
 
@@ -139,7 +139,7 @@ def _submit(
         partition=partition, time=slurm_time(time_limit) if time_limit else None, dependency=dependency,
     )
     env = slurm_env()
-    job_id = slurm.submit_script(script, hyperlaunch_home() / "exports", env=env)
+    job_id = slurm_submission.submit_script(script, hyperlaunch_home() / "exports", env=env)
     shown_log = str(log).replace("%j", job_id)
     # Queued behind a training without --step, it chooses its checkpoint, and so its folder's
     # step N, when it starts.

@@ -100,7 +100,7 @@ def logs(
     from hyperlaunch.core.protocol import read_regular_file
     from hyperlaunch.runs import tool_jobs
     from hyperlaunch.runs.sweeps import load_job
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm import queue as slurm_queue
 
     if job_id is None:
         from hyperlaunch.runs.launch import newest_record
@@ -160,7 +160,7 @@ def logs(
                 for line in shown(_lines(chunk)):
                     out.text(line)
                 sys.stdout.flush()
-            elif not slurm.queue_state(job_id, env=env):
+            elif not slurm_queue.queue_state(job_id, env=env):
                 data = read_regular_file(path) or b""  # what it wrote before it ended, this last time
                 for line in shown(_lines(data[position:])):  # the rest, a last line without its newline too
                     out.text(line)
@@ -210,11 +210,11 @@ def _cancelled(job_id: str, what: str, env: dict[str, str]) -> bool:
     """scancel the job while Slurm has it queued or running (a sweep: any element of it); else
     say that it already ended (scancel says nothing then, and exits 0)."""
     from hyperlaunch.core.slurm_states import ACTIVE_STATES
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm import queue as slurm_queue
 
-    listed = slurm.queue_listing(job_id, env=env)
+    listed = slurm_queue.queue_listing(job_id, env=env)
     if not any(state in ACTIVE_STATES for state in listed):
         out.text(f"{what} already ended{f' ({listed[0]})' if listed else ''}: nothing to cancel")
         return False
-    slurm.cancel(job_id, env=env)
+    slurm_queue.cancel(job_id, env=env)
     return True

@@ -47,7 +47,7 @@ def command_environment(command: str, environ: Mapping[str, str]) -> dict[str, s
     `scancel J` leave a running one, SINFO_PARTITION hides nodes), and with Slurm's standard ISO
     times (SLURM_TIME_FORMAT=relative turns sacct's start times into `17:11:09`, which no node
     failure can be placed against). sbatch and srun keep the environment as it is. The launcher
-    (hyperlaunch.slurm.commands) and the supervisor (hyperlaunch.supervisor.slurm_calls) both
+    (hyperlaunch.slurm.runner) and the supervisor (hyperlaunch.supervisor.slurm_calls) both
     run their commands in it."""
     if command in LAUNCHERS:
         return dict(environ)

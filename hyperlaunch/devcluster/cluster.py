@@ -16,7 +16,9 @@ from hyperlaunch.core.errors import ClusterError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
 from hyperlaunch.devcluster import config, hosts, install, procs, services, state
 from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, ClusterLayout
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm import queue as slurm_queue
+from hyperlaunch.slurm.nodes import NodeInfo
 
 Progress = Callable[[str], None]
 NODE_READY_TIMEOUT_S = 90.0
@@ -156,8 +158,8 @@ def _stop_everything(current: state.ClusterState) -> None:
         # as RUNNING with no process behind it: cancel it while Slurm can still record that.
         env = services.daemon_env(layout)
         try:
-            slurm.cancel_running_jobs(env=env)
-            wait_for(lambda: slurm.running_job_count(env=env) == 0, timeout_s=15)
+            slurm_queue.cancel_running_jobs(env=env)
+            wait_for(lambda: slurm_queue.running_job_count(env=env) == 0, timeout_s=15)
         except HyperlaunchError:
             pass
     # Job processes first (they would otherwise outlive their slurmd), then daemons in
@@ -203,7 +205,7 @@ class ClusterStatus:
     root: Path
     running: bool
     daemons: list[DaemonStatus]
-    nodes: list[slurm.NodeInfo]
+    nodes: list[NodeInfo]
     killed_nodes: list[str]
     slurm_conf: Path | None
 
@@ -216,11 +218,11 @@ def status(*, root: Path) -> ClusterStatus:
     daemons = [
         DaemonStatus(name, rec.pid, procs.is_alive(rec), rec.log) for name, rec in recorded.daemons.items()
     ]
-    nodes: list[slurm.NodeInfo] = []
+    nodes: list[NodeInfo] = []
     ctld = recorded.daemons.get("slurmctld")
     if ctld is not None and procs.is_alive(ctld):
         try:
-            nodes = slurm.node_states(env=services.daemon_env(recorded.layout))
+            nodes = slurm_nodes.node_states(env=services.daemon_env(recorded.layout))
         except HyperlaunchError:
             nodes = []
     return ClusterStatus(

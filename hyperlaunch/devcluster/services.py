@@ -14,7 +14,9 @@ from hyperlaunch.core.errors import ClusterError, SlurmError
 from hyperlaunch.devcluster import procs
 from hyperlaunch.devcluster.install import find_binary
 from hyperlaunch.devcluster.layout import CLUSTER_NAME, ClusterLayout
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import accounting as slurm_accounting
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm.nodes import NodeInfo
 
 
 def daemon_env(layout: ClusterLayout, node: str | None = None) -> dict[str, str]:
@@ -170,7 +172,7 @@ def start_slurmdbd(layout: ClusterLayout) -> procs.ProcessRecord:
     record = procs.ProcessRecord(record.name, record.pid, record.start_time, str(layout.log("slurmdbd")))
     _wait(record, proc, lambda: procs.port_accepts(layout.slurmdbd_port), what="slurmdbd", timeout_s=60)
     try:
-        slurm.ensure_accounting_cluster(CLUSTER_NAME, env=daemon_env(layout))
+        slurm_accounting.ensure_accounting_cluster(CLUSTER_NAME, env=daemon_env(layout))
     except SlurmError as err:
         raise ClusterError(str(err), hint=f"read {record.log}") from err
     return record
@@ -183,7 +185,7 @@ def start_slurmctld(layout: ClusterLayout) -> procs.ProcessRecord:
     )
     record = procs.ProcessRecord(record.name, record.pid, record.start_time, str(layout.log("slurmctld")))
     env = daemon_env(layout)
-    _wait(record, proc, lambda: slurm.controller_responds(env=env), what="slurmctld", timeout_s=60)
+    _wait(record, proc, lambda: slurm_nodes.controller_responds(env=env), what="slurmctld", timeout_s=60)
     return record
 
 
@@ -215,7 +217,7 @@ def wait_nodes_ready(
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
-        states = {n.name: n for n in slurm.node_states(env=env)}
+        states = {n.name: n for n in slurm_nodes.node_states(env=env)}
         pending = [n for n in nodes if not _ready(states.get(n))]
         if not pending:
             return
@@ -232,7 +234,7 @@ def wait_nodes_ready(
         time.sleep(0.5)
 
 
-def _ready(node: slurm.NodeInfo | None) -> bool:
+def _ready(node: NodeInfo | None) -> bool:
     if node is None:
         return False
     state = node.state.lower()

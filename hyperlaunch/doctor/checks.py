@@ -2,7 +2,7 @@
 
 Every check is a small function of `Probes` (which binary is on PATH, what a command prints,
 which files exist, the mount table), so unit tests hand in fakes and the real probes run
-Slurm commands through hyperlaunch.slurm.commands only. Torch-free: doctor runs on a login node.
+Slurm commands through hyperlaunch.slurm.runner only. Torch-free: doctor runs on a login node.
 These checks look from the login node; hyperlaunch.doctor.node_probe looks from the compute nodes.
 """
 
@@ -22,7 +22,7 @@ from typing import Literal
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR as HYPERPOD_MARKER
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.core.mounts import LOCAL_FS_TYPES, is_shared, mount_of
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -394,7 +394,7 @@ def system_probes(env: Mapping[str, str]) -> Probes:
             return CommandOutput(_NOT_RUN, "", f"{args[0]} not found on PATH")
         if args[0] in _SLURM_COMMANDS:
             try:
-                result = slurm.run(args, env=env, timeout=_TIMEOUT_S, check=False)
+                result = slurm_runner.run(args, env=env, timeout=_TIMEOUT_S, check=False)
             except SlurmError as err:  # with check=False only a timeout, or a SLURM_CONF that is no file
                 return CommandOutput(_TIMED_OUT, "", err.one_line())
             return CommandOutput(result.returncode, result.stdout, result.stderr)

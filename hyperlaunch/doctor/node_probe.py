@@ -6,7 +6,7 @@ that holds another hyperlaunch, is caught before a job fails on it - and the sys
 that the job's supervisor runs on (hyperlaunch.supervisor's PYTHON, MIN_PYTHON or later).
 
 Parsing and judging are pure functions of the reports; only `probe_partition` asks Slurm,
-through hyperlaunch.slurm.commands. Torch-free."""
+through hyperlaunch.slurm.nodes. Torch-free."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from typing import Any
 from hyperlaunch import __version__
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.doctor.checks import CheckResult, Status, passed, warned
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm.nodes import PartitionNode
 from hyperlaunch.supervisor import MIN_PYTHON, PYTHON
 
 PROBE_FORMAT = 1
@@ -156,7 +157,7 @@ def parse_reports(stdout: str) -> list[NodeReport]:
 
 
 def choose_nodes(
-    rows: Sequence[slurm.PartitionNode], partition: str | None
+    rows: Sequence[PartitionNode], partition: str | None
 ) -> tuple[str | None, list[str], list[tuple[str, str]]]:
     """(partition, its idle nodes, (node, state) of the others). No name: the default partition.
     Only plain `idle` counts: mixed or allocated nodes run jobs, and idle~, idle#, idle* are
@@ -298,7 +299,7 @@ def probe_partition(
     command = ["bash", "-c", render_node_probe(), "hyperlaunch-probe", job.torchrun]
     for attempt in range(TRIES):
         try:
-            partition, idle, skipped = choose_nodes(slurm.all_partition_nodes(env=env), partition)
+            partition, idle, skipped = choose_nodes(slurm_nodes.all_partition_nodes(env=env), partition)
         except SlurmError as err:
             return ProbeResult(partition=partition, error=err.one_line())
         if partition is None:
@@ -307,7 +308,7 @@ def probe_partition(
             return ProbeResult(partition=partition, skipped=tuple(skipped))
         progress(f"probing {len(idle)} idle node(s) in partition {partition} (at most {TIMEOUT_S:.0f} s)...")
         try:
-            step = slurm.run_on_nodes(
+            step = slurm_nodes.run_on_nodes(
                 command, nodes=idle, partition=partition, env=env, start_within_s=START_WITHIN_S, timeout_s=TIMEOUT_S
             )
         except SlurmError as err:
@@ -320,7 +321,7 @@ def probe_partition(
     reports = sorted(parse_reports(step.stdout), key=lambda report: order.get(report.node, len(order)))
     if any(report.hyperpod for report in reports) and job.task_plugin is None:
         try:
-            job = dataclasses.replace(job, task_plugin=slurm.config_values(env=env).get("TaskPlugin"))
+            job = dataclasses.replace(job, task_plugin=slurm_nodes.config_values(env=env).get("TaskPlugin"))
         except SlurmError:
             pass  # the auto-resume check is skipped; the others stand
     return ProbeResult(

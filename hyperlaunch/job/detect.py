@@ -2,7 +2,7 @@
 where it came from: the decided value goes into the JobSpec (so the job record holds it and
 `resume` renders the same job), the source is printed beside the training settings.
 
-Rendering never asks Slurm; this module does, through hyperlaunch.slurm.commands, and only when the
+Rendering never asks Slurm; this module does, through hyperlaunch.slurm.nodes, and only when the
 user left the decision to it."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from hyperlaunch.aws import hyperpod, hyperpod_lookup
 from hyperlaunch.aws.hyperpod import HYPERPOD_MARKER_DIR
 from hyperlaunch.core.errors import InvalidInput, SlurmError
 from hyperlaunch.core.instances import canonical_instance_type, get_instance, known_instance_types
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm.nodes import PartitionNode
 
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::|$|\()")
 
@@ -51,11 +52,11 @@ def gres_gpus(*, gpus: int, partition: str | None, slurm_env: Mapping[str, str] 
     if slurm_env is None:
         return off("no Slurm cluster asked")
     try:
-        kinds = slurm.gres_types(env=slurm_env)
+        kinds = slurm_nodes.gres_types(env=slurm_env)
         if "gpu" not in kinds:
             declared = ",".join(kinds) or "(null)"
             return off(f"the cluster declares no GPU GRES (scontrol show config: GresTypes = {declared})")
-        rows = slurm.partition_nodes(partition, env=slurm_env)
+        rows = slurm_nodes.partition_nodes(partition, env=slurm_env)
     except SlurmError as err:
         where = "no Slurm here (scontrol not on PATH)" if "not found on PATH" in str(err) else "no Slurm cluster answered"
         return off(f"{where}; pass --gres-gpus to request them as GRES anyway")
@@ -102,7 +103,7 @@ def instance_type(
     return Decision("instance_type", canonical_instance_type(choice.instance_type), choice.source, choice.warning)
 
 
-_NodesAnswer = tuple[list[slurm.PartitionNode] | None, str]
+_NodesAnswer = tuple[list[PartitionNode] | None, str]
 """The partition's nodes, or None and why not."""
 
 
@@ -116,7 +117,7 @@ def _partition_nodes(
         if slurm_env is None:
             return None, "no Slurm cluster asked"
         try:
-            found = slurm.partition_nodes(partition, env=slurm_env())
+            found = slurm_nodes.partition_nodes(partition, env=slurm_env())
         except SlurmError as err:
             return None, "no Slurm here" if "not found on PATH" in str(err) else "no Slurm cluster answered"
         return (found, "") if found else (None, f"sinfo lists no node in {where}")
@@ -158,7 +159,7 @@ def _cpu(tried: list[str], nodes: Callable[[], _NodesAnswer], where: str) -> Dec
     )
 
 
-def _featured_types(nodes: list[slurm.PartitionNode]) -> dict[str, int]:
+def _featured_types(nodes: list[PartitionNode]) -> dict[str, int]:
     """GPU instance types with a preset that the nodes' features name, with how many nodes each."""
     known = set(known_instance_types())
     counts: dict[str, int] = {}

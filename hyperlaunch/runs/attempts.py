@@ -15,8 +15,8 @@ from pathlib import Path
 from hyperlaunch.core.protocol import parse_attempt_marker, read_regular_file
 from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_EXIT, without_label
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.slurm import hostlist
+from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 
 # How long after an attempt ends its node's DOWN event may still be recorded.
 _EVENT_SLACK = timedelta(seconds=120)
@@ -29,7 +29,7 @@ _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|er
 
 
 def failed_nodes(
-    attempt: slurm.Attempt, events: Sequence[slurm.NodeEvent], next_start: str | None = None
+    attempt: Attempt, events: Sequence[NodeEvent], next_start: str | None = None
 ) -> list[str]:
     """Nodes of the attempt that went down between its start and shortly after its end, but
     not once the next attempt has started (a node both attempts ran on that fails then is the
@@ -73,8 +73,8 @@ def markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, 
 
 
 def with_logged_attempts(
-    attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
-) -> list[slurm.Attempt]:
+    attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str]], ends: Mapping[int, Mapping[str, str]]
+) -> list[Attempt]:
     """sacct's attempts, each with the restart count it ran under, and with those only the
     log's start markers know. A job requeued after giving nodes back (a lost node left at once)
     keeps one accounting record for the run it was resized in and every later run: that record
@@ -106,7 +106,7 @@ def with_logged_attempts(
     return [*runs, piece]
 
 
-def running_past_its_record(attempt: slurm.Attempt, now: datetime) -> slurm.Attempt:
+def running_past_its_record(attempt: Attempt, now: datetime) -> Attempt:
     """The run in progress of a job squeue says runs, where its record closed before the run
     began. The dev cluster's Slurm leaves the record of a job requeued after giving a node back
     as the requeue left it (REQUEUED, ended at the requeue, 0 s) until the next run ends; the
@@ -117,7 +117,7 @@ def running_past_its_record(attempt: slurm.Attempt, now: datetime) -> slurm.Atte
     return replace(attempt, state="RUNNING", end="Unknown", elapsed_s=max(_seconds(start, now), 0))
 
 
-def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[str, str]]) -> tuple[list[slurm.Attempt], list[int]]:
+def _numbered(attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str]]) -> tuple[list[Attempt], list[int]]:
     """sacct's attempts with their restart counts, and the logged counts no attempt took.
     Each run that started takes the next start marker the log holds, not its position: Slurm's
     count can skip a number (a requeue counted twice, the script's and Slurm's own for a lost
@@ -127,7 +127,7 @@ def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[st
     the next marker was written (it wrote none), is one more than the run before."""
     first = _parse_time(attempts[0].start) if attempts else None
     logged = [count for count in sorted(starts) if not _written_before(starts[count], first, _EARLIER_JOB)]
-    numbered: list[slurm.Attempt] = []
+    numbered: list[Attempt] = []
     previous = -1
     for attempt in attempts:
         count = previous + 1
@@ -141,7 +141,7 @@ def _numbered(attempts: Sequence[slurm.Attempt], starts: Mapping[int, Mapping[st
     return numbered, logged
 
 
-def _as_it_ran(attempt: slurm.Attempt, marker: Mapping[str, str]) -> slurm.Attempt:
+def _as_it_ran(attempt: Attempt, marker: Mapping[str, str]) -> Attempt:
     """The run as its start marker tells it. A run that gave nodes back is recorded from then,
     on the nodes left (the node list of a later run it goes on for is that one's): it started
     at its marker's time, on its marker's nodes. A run still going (no end yet) keeps sacct's
@@ -164,7 +164,7 @@ def _written_after(marker: Mapping[str, str], when: datetime | None) -> bool:
     return written is not None and when is not None and written > when + _CLOCK_SLACK
 
 
-def restart_count(attempts: Sequence[slurm.Attempt], index: int) -> int:
+def restart_count(attempts: Sequence[Attempt], index: int) -> int:
     """attempts[index]'s restart count: the one its log tells, else its position."""
     restart = attempts[index].restart
     return restart if restart is not None else index

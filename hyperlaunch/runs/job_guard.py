@@ -15,13 +15,14 @@ from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.job.sweep import element_name
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import arrays as slurm_arrays
+from hyperlaunch.slurm import queue as slurm_queue
 
 
 def live_state(job_id: str, *, env: Mapping[str, str] | None = None) -> str | None:
     """Slurm's state of a job that runs or will run (PENDING, RUNNING, REQUEUED, ...); None
     once it ended or Slurm no longer knows it."""
-    state = slurm.job_state(job_id, env=env)
+    state = slurm_queue.job_state(job_id, env=env)
     return state if state in ACTIVE_STATES else None
 
 
@@ -56,7 +57,7 @@ def refuse_shared_checkpoints(spec: JobSpec, *, env: Mapping[str, str], names: S
     ahead = set().union(*(_waited_for(job, {j: r for j, (r, _) in same.items()}) for job, _ in dependencies(spec)))
     others = [job for job in same if job not in ahead]
     if others:
-        queued = slurm.my_queue_states(env=env)
+        queued = slurm_queue.my_queue_states(env=env)
         for job in others:
             record = same[job][0]
             if record.sweep is not None:
@@ -89,7 +90,7 @@ def _refuse_live_elements(job: str, record: jobs.JobRecord, wanted: set[str], qu
     for task, state in queued.items():
         if state not in ACTIVE_STATES:
             continue
-        for index in slurm.array_indices(task, job):
+        for index in slurm_arrays.array_indices(task, job):
             if names.get(index) in wanted:
                 element = f"{job}_{index}"
                 raise JobConflict(

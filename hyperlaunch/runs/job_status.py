@@ -63,7 +63,9 @@ from hyperlaunch.runs.attempts import (
     with_logged_attempts,
 )
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import accounting as slurm_accounting
+from hyperlaunch.slurm import queue as slurm_queue
+from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class RestartBudget:
         return max(self.allowed - self.failures, 0)
 
 
-def restart_budget(record: JobRecord, attempts: Sequence[slurm.Attempt], *, last_running: bool) -> RestartBudget:
+def restart_budget(record: JobRecord, attempts: Sequence[Attempt], *, last_running: bool) -> RestartBudget:
     """The budget as the next attempt's script will count it: from the trainer's progress
     records in the run dir. An attempt under way that has saved already has given it back."""
     run_dir, job = Path(record.spec.output.run_dir), record.job_id
@@ -177,7 +179,7 @@ class Dependency:
     """`job`'s Slurm state now (UNKNOWN when Slurm no longer knows it)."""
 
 
-def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt]) -> Dependency | None:
+def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[Attempt]) -> Dependency | None:
     """For a job that never started: a job it waited to complete that ended otherwise (Slurm
     cancels it then, --kill-on-invalid-dep), or None."""
     if any(_started(a) for a in attempts):
@@ -188,7 +190,7 @@ def blocker_of(waits_for: Sequence[Dependency], attempts: Sequence[slurm.Attempt
     return None
 
 
-def _started(attempt: slurm.Attempt) -> bool:
+def _started(attempt: Attempt) -> bool:
     """Whether Slurm started the attempt: it has a start time and nodes. A job cancelled in the
     queue has neither, but one cancelled as it was submitted (its --after had already failed)
     has its submit time as start and end in sacct, and still no nodes ("None assigned")."""
@@ -208,7 +210,7 @@ class WaitsFor:
 
     state: str
     waits_for: tuple[Dependency, ...]
-    attempts: tuple[slurm.Attempt, ...]
+    attempts: tuple[Attempt, ...]
     pending_reason: str
     """While PENDING: squeue's word for why (Resources, Priority, ...); "" otherwise."""
 
@@ -227,7 +229,7 @@ class WaitsFor:
 class JobStatus(WaitsFor):
     record: JobRecord
     state: str
-    attempts: tuple[slurm.Attempt, ...]
+    attempts: tuple[Attempt, ...]
     restarts: tuple[Restart, ...]
     progress: Progress
     nodes: str = ""
@@ -316,8 +318,8 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
     by_conf: dict[str | None, list[JobRecord]] = {}
     for record in records:
         by_conf.setdefault(conf_for(record.slurm_conf, env), []).append(record)
-    attempts: dict[str, list[slurm.Attempt]] = {}
-    events: dict[str | None, list[slurm.NodeEvent]] = {}
+    attempts: dict[str, list[Attempt]] = {}
+    events: dict[str | None, list[NodeEvent]] = {}
     queued: dict[str, str] = {}
     reasons: dict[str, str] = {}
     ended: dict[str, str] = {}
@@ -326,11 +328,11 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
         # squeue runs while sacct does: each waits on slurmctld or slurmdbd, not on us.
         waited = list(dict.fromkeys(job for r in group for job, _ in dependencies(r.spec)))
         with ThreadPoolExecutor(max_workers=2) as pool:
-            in_queue = pool.submit(slurm.my_queue, env=slurm_env)
+            in_queue = pool.submit(slurm_queue.my_queue, env=slurm_env)
             # The jobs waited for by their own states: an array task's (12_3) and a whole
             # array's (a sweep's) are not one job's attempts.
-            waited_states = pool.submit(slurm.job_states, waited, env=slurm_env)
-            found = slurm.job_attempts([r.job_id for r in group], env=slurm_env)
+            waited_states = pool.submit(slurm_accounting.job_states, waited, env=slurm_env)
+            found = slurm_accounting.job_attempts([r.job_id for r in group], env=slurm_env)
             for name, entry in in_queue.result().items():
                 queued[name], reasons[name] = entry.state, entry.reason
             ended.update(waited_states.result())
@@ -339,7 +341,7 @@ def collect(records: Sequence[JobRecord], *, env: Mapping[str, str] | None = Non
         if failed:
             starts = [a.start for a in failed if a.start and a.start != "Unknown"]
             if starts:
-                events[conf] = slurm.node_events(min(starts), env=slurm_env)
+                events[conf] = slurm_accounting.node_events(min(starts), env=slurm_env)
     def state_of(job: str) -> str:
         if queued.get(job) in ACTIVE_STATES:
             return queued[job]
@@ -370,7 +372,7 @@ def env_with_conf(env: Mapping[str, str] | None, conf: str | None) -> dict[str, 
     return base
 
 
-def current_state(last: slurm.Attempt | None, queue_state: str | None) -> str:
+def current_state(last: Attempt | None, queue_state: str | None) -> str:
     """Where a job is: squeue's state while it is in the queue (sacct's last attempt can read
     NODE_FAIL for a job already back there), else its last attempt's."""
     if queue_state is not None and queue_state in ACTIVE_STATES:
@@ -380,8 +382,8 @@ def current_state(last: slurm.Attempt | None, queue_state: str | None) -> str:
 
 def summarize(
     record: JobRecord,
-    attempts: Sequence[slurm.Attempt],
-    events: Sequence[slurm.NodeEvent],
+    attempts: Sequence[Attempt],
+    events: Sequence[NodeEvent],
     *,
     queue_state: str | None = None,
     now: datetime | None = None,
@@ -438,9 +440,9 @@ def summarize(
 
 def _cause(
     index: int,
-    attempt: slurm.Attempt,
+    attempt: Attempt,
     marker: Mapping[str, str] | None,
-    events: Sequence[slurm.NodeEvent],
+    events: Sequence[NodeEvent],
     err_lines: Sequence[str],
     record: JobRecord,
     next_start: str | None = None,

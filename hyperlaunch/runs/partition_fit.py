@@ -12,8 +12,9 @@ from collections.abc import Mapping
 
 from hyperlaunch.core.errors import InvalidInput, SlurmError
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.slurm import commands as slurm
 from hyperlaunch.slurm import hostlist
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm.nodes import PartitionNode
 
 
 def refuse_more_nodes_than_partition(spec: JobSpec, *, env: Mapping[str, str]) -> None:
@@ -22,7 +23,7 @@ def refuse_more_nodes_than_partition(spec: JobSpec, *, env: Mapping[str, str]) -
     sbatch to judge."""
     partition = spec.cluster.partition or env.get("SBATCH_PARTITION") or None  # sbatch's default, as sbatch takes it
     try:
-        listed = slurm.partition_nodes(partition, env=env)
+        listed = slurm_nodes.partition_nodes(partition, env=env)
         nodes = [node.name for node in listed]
         excluded = {name for pattern in spec.cluster.exclude for name in hostlist.expand(pattern)}
         usable = [name for name in nodes if name not in excluded]
@@ -44,9 +45,9 @@ _POWER_STATE_MARKS = ("~", "#", "%", "!", "cloud", "power")
 """sinfo's marks of a node powered down or up on demand (`idle~`, `alloc#`, `cloud`, ...)."""
 
 
-def _grows_on_demand(nodes: list[slurm.PartitionNode], env: Mapping[str, str]) -> bool:
+def _grows_on_demand(nodes: list[PartitionNode], env: Mapping[str, str]) -> bool:
     """Whether Slurm may start nodes sinfo does not count now: a power-saving cluster."""
     if any(mark in node.state.lower() for node in nodes for mark in _POWER_STATE_MARKS):
         return True
-    program = slurm.config_values(env=env).get("ResumeProgram", "")
+    program = slurm_nodes.config_values(env=env).get("ResumeProgram", "")
     return program not in ("", "(null)")

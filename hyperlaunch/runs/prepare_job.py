@@ -21,7 +21,7 @@ from hyperlaunch.data.sources import find_sources
 from hyperlaunch.runs import tool_jobs
 from hyperlaunch.runs.waits import refuse_unmet
 from hyperlaunch.script.render_prepare import render_prepare
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import submission as slurm_submission
 from hyperlaunch.slurm.dependencies import dependency_value
 from hyperlaunch.slurm.time_limit import slurm_time
 
@@ -96,7 +96,7 @@ def submit_prepare(
     )
     refuse_unmet(waits, env=env)
     log.parent.mkdir(parents=True, exist_ok=True)
-    job_id = slurm.submit_script(script, hyperlaunch_home() / "prepare-data", env=env)
+    job_id = slurm_submission.submit_script(script, hyperlaunch_home() / "prepare-data", env=env)
     job = PrepareJob(
         job_id, str(folder), nodes, str(log).replace("%j", job_id), node_python, command[command.index("--tokenizer") + 1],
         tuple(paths), tuple(job for job, _ in waits),

@@ -1,5 +1,5 @@
 """Submit a rendered script and record the job: the job's supervisor goes into the run folder,
-the script to Slurm through hyperlaunch.slurm.commands (submitit underneath), then the record is
+the script to Slurm through hyperlaunch.slurm.submission (submitit underneath), then the record is
 written. No record without a job, and nothing left behind by a refused one."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.job.sweep import Sweep
 from hyperlaunch.runs import jobs
 from hyperlaunch.script import supervisor_bundle
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import submission as slurm_submission
 
 
 def submit(
@@ -47,7 +47,7 @@ def submit(
         except OSError as err:
             raise InvalidInput(f"log_dir {spec.output.log_dir}: cannot create it: {err.strerror or err}") from None
         with _supervisor_written(spec), _code_written(spec), _files_written(files):
-            job_id = slurm.submit_script(script, submitit_dir, env=environ, forward=forward)
+            job_id = slurm_submission.submit_script(script, submitit_dir, env=environ, forward=forward)
     record = jobs.JobRecord(
         job_id=job_id,
         spec=spec,

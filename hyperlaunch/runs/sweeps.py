@@ -22,7 +22,7 @@ from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.runs import jobs, tracker_runs
 from hyperlaunch.runs.job_status import Dependency, JobStatus, blocker_of, collect, never_runs_text
 from hyperlaunch.script.render_sweep import SweepScript, render_sweep
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import arrays as slurm_arrays
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def sweep_status(record: jobs.JobRecord, *, env: Mapping[str, str] | None = None
     """The status of each element this sweep job runs (Slurm's array tasks, then, for the ones
     that started, their jobs' statuses) and of the jobs it waits for, in one collect."""
     assert record.sweep is not None
-    tasks = slurm.array_tasks(record.job_id, env=env)
+    tasks = slurm_arrays.array_tasks(record.job_id, env=env)
     started = {i: tasks[i].job_id for i in record.sweep.runs if i in tasks and tasks[i].job_id is not None}
     element_records = [record.element(i, str(job)) for i, job in started.items()]
     # The array job itself, last: its waits (the states of --after's jobs) are the sweep's.
@@ -288,7 +288,7 @@ def _job_or_element(job_id: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int |
     except JobNotFound as err:
         not_found = err
     try:
-        task = slurm.array_task_of(job_id, env=env_for(None))
+        task = slurm_arrays.array_task_of(job_id, env=env_for(None))
     except SlurmError:
         task = None  # no Slurm to ask here: the id is just not recorded
     if task is None:
@@ -311,7 +311,7 @@ def _job_or_element(job_id: str, env_for: EnvFor) -> tuple[jobs.JobRecord, int |
 def element_record(record: jobs.JobRecord, index: int, *, env: Mapping[str, str] | None = None) -> jobs.JobRecord:
     """The record of element `index` of sweep `record` as the job its task became; InvalidInput
     while it has not started (it has no job, log or attempts yet)."""
-    tasks = slurm.array_tasks(record.job_id, env=env)
+    tasks = slurm_arrays.array_tasks(record.job_id, env=env)
     task = tasks.get(index)
     if task is None and tasks:  # see sweep_status: Slurm forgets a task cancelled while it waited
         later = resumed_as(record, index)

@@ -14,7 +14,9 @@ from hyperlaunch.core.bounded_read import read_regular_tail
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.runs.job_status import Dependency, WaitsFor, conf_for, current_state, env_with_conf
 from hyperlaunch.runs.tool_jobs import ToolJob
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import accounting as slurm_accounting
+from hyperlaunch.slurm import queue as slurm_queue
+from hyperlaunch.slurm.accounting import Attempt
 
 _TAIL_BYTES = 64 * 1024
 _LINE_CHARS = 300
@@ -26,7 +28,7 @@ _TOOL_ERROR = "hyperlaunch: error:"
 class ToolStatus(WaitsFor):
     job: ToolJob
     state: str
-    attempts: tuple[slurm.Attempt, ...] = ()
+    attempts: tuple[Attempt, ...] = ()
     waits_for: tuple[Dependency, ...] = ()
     error: str | None = None
     """For a job that ended otherwise than COMPLETED: its error, as its log says it (error_line)."""
@@ -63,9 +65,9 @@ def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None
     found: dict[str, ToolStatus] = {}
     for conf, group in by_conf.items():
         slurm_env = env_with_conf(env, conf)
-        queued = slurm.my_queue(env=slurm_env)
-        attempts = slurm.job_attempts([job.job_id for job in group], env=slurm_env)
-        waited = slurm.job_states(list(dict.fromkeys(w for job in group for w, _ in job.waits)), env=slurm_env)
+        queued = slurm_queue.my_queue(env=slurm_env)
+        attempts = slurm_accounting.job_attempts([job.job_id for job in group], env=slurm_env)
+        waited = slurm_accounting.job_states(list(dict.fromkeys(w for job in group for w, _ in job.waits)), env=slurm_env)
         for job in group:
             now = queued.get(job.job_id)
             found[job.job_id] = summarize_tool(
@@ -75,7 +77,7 @@ def collect_tools(tool_jobs: Sequence[ToolJob], *, env: Mapping[str, str] | None
 
 
 def summarize_tool(
-    job: ToolJob, attempts: Sequence[slurm.Attempt], queue_state: str | None, waited: Mapping[str, str], *, pending_reason: str = "",
+    job: ToolJob, attempts: Sequence[Attempt], queue_state: str | None, waited: Mapping[str, str], *, pending_reason: str = "",
 ) -> ToolStatus:
     """Pure but for the log: where the job is (job_status.current_state), what it waits for
     (and, pending, squeue's `pending_reason`), its error or the folder it wrote."""

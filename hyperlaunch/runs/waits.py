@@ -21,16 +21,17 @@ from collections.abc import Mapping, Sequence
 
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import accounting as slurm_accounting
+from hyperlaunch.slurm import queue as slurm_queue
 
 
 def refuse_unmet(waits: Sequence[tuple[str, str]], *, env: Mapping[str, str] | None, resumed: bool = False) -> None:
     """InvalidInput for the first (job, `ok`|`any`) of `waits` that Slurm has forgotten and that
     can never be met, or that nothing knows (unless `resumed`: a resumed job's)."""
-    forgotten = [(job, kind) for job, kind in waits if not slurm.job_state(job, env=env)]
+    forgotten = [(job, kind) for job, kind in waits if not slurm_queue.job_state(job, env=env)]
     if not forgotten:
         return
-    ended = slurm.accounting_states([job for job, _ in forgotten], env=env)
+    ended = slurm_accounting.accounting_states([job for job, _ in forgotten], env=env)
     if ended is None:
         return  # no accounting to say how they ended: Slurm drops them, as it always has
     for job, kind in forgotten:

@@ -454,7 +454,7 @@ TINY_QWEN3_CONFIG = {
 
 
 class FakeSbatch:
-    """sbatch at hyperlaunch.slurm.commands.run: records what it was handed, accepts or refuses. What
+    """sbatch at hyperlaunch.slurm.runner.run: records what it was handed, accepts or refuses. What
     hyperlaunch asks of the cluster before rendering (sinfo, scontrol show) finds a cluster
     that says nothing."""
 
@@ -463,7 +463,7 @@ class FakeSbatch:
         self.scripts: list[str] = []
 
     def __call__(self, args: typing.Sequence[str], **_: object) -> object:
-        from hyperlaunch.slurm.commands import Result
+        from hyperlaunch.slurm.runner import Result
 
         if list(args[:1]) == ["sinfo"] or list(args[:2]) == ["scontrol", "show"]:
             return Result(tuple(args), 0, "", "")
@@ -494,7 +494,7 @@ def run_case(case: Case, *, refuse: bool = False, mp: pytest.MonkeyPatch, sandbo
     # The venv's real torchrun would start real training; the harness stubs `torchrun`.
     mp.setattr("hyperlaunch.job.settings.default_torchrun", lambda: "torchrun")
     fake = FakeSbatch(refuse)
-    mp.setattr("hyperlaunch.slurm.commands.run", fake)
+    mp.setattr("hyperlaunch.slurm.runner.run", fake)
     args = [command or case.command, *map(sandbox.sub, case.args)]
     if case.output is not None:
         args += ["-o", sandbox.sub(case.output)]

@@ -1,6 +1,6 @@
 """A HyperPod cluster for tests, as each source shows it: a resource_config.json in REFERENCE
 §5's shape (pointed at with SAGEMAKER_RESOURCE_CONFIG_PATH), a cluster created in the local
-moto server, and the Slurm node names of a partition (hyperlaunch.slurm.commands.partition_nodes faked)."""
+moto server, and the Slurm node names of a partition (hyperlaunch.slurm.nodes.partition_nodes faked)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.errors import SlurmError
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
 from tests.moto_aws import LocalAws
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:cluster/abcdef123456"
@@ -71,12 +71,12 @@ class FakePartition:
     def __init__(self, names: Sequence[str] | None, gres: str = "(null)", features: Sequence[Sequence[str]] = ()) -> None:
         self.names, self.gres, self.features, self.calls = names, gres, list(features), []
 
-    def __call__(self, partition: str | None, *, env: object = None) -> list[slurm.PartitionNode]:
+    def __call__(self, partition: str | None, *, env: object = None) -> list[slurm_nodes.PartitionNode]:
         self.calls.append(partition)
         if self.names is None:
             raise SlurmError("sinfo failed: Unable to contact slurm controller")
         features = self.features or [()] * len(self.names)
-        return [slurm.PartitionNode(name=name, gres=self.gres, features=tuple(f)) for name, f in zip(self.names, features, strict=True)]
+        return [slurm_nodes.PartitionNode(name=name, gres=self.gres, features=tuple(f)) for name, f in zip(self.names, features, strict=True)]
 
 
 def fake_partition(
@@ -84,5 +84,5 @@ def fake_partition(
 ) -> FakePartition:
     """Nodes of the partition; `features`: each node's (sinfo %f), in the order of `names`."""
     fake = FakePartition(names, gres, features)
-    monkeypatch.setattr(slurm, "partition_nodes", fake)
+    monkeypatch.setattr(slurm_nodes, "partition_nodes", fake)
     return fake

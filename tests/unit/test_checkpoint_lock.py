@@ -109,7 +109,7 @@ def test_the_lock_reads_back_what_the_script_wrote(tmp_path: Path) -> None:
 def test_status_says_which_job_held_the_lock(tmp_path: Path) -> None:
     from hyperlaunch.runs.job_status import summarize
     from hyperlaunch.runs.jobs import JobRecord
-    from hyperlaunch.slurm.commands import Attempt
+    from hyperlaunch.slurm.accounting import Attempt
 
     _held_by(tmp_path, OTHER)
     job_states(tmp_path, OTHER, "RUNNING")

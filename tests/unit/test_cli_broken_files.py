@@ -1,6 +1,6 @@
 """One broken file never breaks a command: job records that no longer validate, metrics and
 log lines that are not records, odd files where a pointer or log should be, names holding
-Rich markup or dots. Each goes through the real CLI with Slurm faked at hyperlaunch.slurm.commands.run."""
+Rich markup or dots. Each goes through the real CLI with Slurm faked at hyperlaunch.slurm.runner.run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from hyperlaunch.core.errors import CheckpointError
 from hyperlaunch.core.metrics_records import METRICS_FILE
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
+from hyperlaunch.slurm import submission as slurm_submission
 from tests.unit.cli_runner import one_error_line, run_cli
 
 
@@ -26,7 +27,7 @@ from tests.unit.cli_runner import one_error_line, run_cli
 def _fake_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
     """sacct, squeue and sacctmgr answer with nothing: the job left the queue long ago."""
     monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, "", ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, "", ""))
 
 
 class Blocked(BaseException):
@@ -177,7 +178,7 @@ def test_attempt_markers_with_a_count_that_is_not_one_are_plain_lines(tmp_path: 
     assert run_cli(["logs", "22", "--attempt", "0"], monkeypatch).exit_code == 0
     assert run_cli(["logs", "22", "--err"], monkeypatch).exit_code == 0
     sacct = "22|FAILED|n1|2026-01-01T00:00:00|2026-01-01T00:01:00|1:0|60|10\n"
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
     assert run_cli(["status", "22"], monkeypatch).exit_code == 0
 
 
@@ -196,7 +197,7 @@ def test_a_job_name_with_dots_finds_its_logs(tmp_path: Path, monkeypatch: pytest
 
 def test_submit_output_names_the_log_of_a_dotted_job_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "3131")
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): "3131")
     submitted = run_cli(["submit", "--model", "qwen3_tiny", "--job-name", "run.v2", "--max-steps", "2"], monkeypatch)
     assert submitted.exit_code == 0, submitted.output
     assert f"log:         {tmp_path / 'logs' / 'run.v2_3131.out'}" in submitted.stdout
@@ -236,7 +237,7 @@ def test_names_with_rich_markup_are_shown_as_they_are(tmp_path: Path, monkeypatc
 
     _record(tmp_path, "41", checkpoint_dir=str(root), run_dir=str(tmp_path / "[bold]run[/]"), job_name="j[b]")
     sacct = "41|COMPLETED|node[/x]|2026-01-01T00:00:00|2026-01-01T00:01:00|0:0|60|10\n"
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
     detail = run_cli(["status", "41"], monkeypatch)
     assert detail.exit_code == 0, detail.output
     assert _squeezed(str(root)) in _squeezed(detail.stdout) and "node[/x]" in detail.stdout and "j[b]_41.out" in detail.stdout
@@ -292,7 +293,7 @@ def test_odd_files_where_the_job_writes_are_no_files(tmp_path: Path, monkeypatch
     os.mkfifo(run_dir / METRICS_FILE)
     os.mkfifo(run_dir / "trainer-failure-61.0")
     sacct = "61|FAILED|n1|2026-01-01T00:00:00|2026-01-01T00:01:00|1:0|60|10\n"
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct if args[0] == "sacct" else "", ""))
     assert run_cli(["status", "61"], monkeypatch).exit_code == 0
     one_error_line(run_cli(["logs", "61"], monkeypatch), 7, str(out_log), "not a readable file")
     one_error_line(run_cli(["logs", "61", "--err"], monkeypatch), 7, str(err_log))

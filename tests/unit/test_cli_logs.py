@@ -94,7 +94,7 @@ def _follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, growth: list[str]) 
     """`logs -f` of job 22 while its .out log grows by `growth`, one piece each time the loop
     asks Slurm whether the job still runs; after the last, the job has ended."""
     import hyperlaunch.cli._cluster
-    import hyperlaunch.slurm.commands
+    import hyperlaunch.slurm.queue
 
     out_log = _job_with_two_attempts_log(tmp_path)
     pieces = list(growth)
@@ -106,7 +106,7 @@ def _follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, growth: list[str]) 
             log.write(pieces.pop(0))
         return "RUNNING"
 
-    monkeypatch.setattr(hyperlaunch.slurm.commands, "queue_state", queue_state)
+    monkeypatch.setattr(hyperlaunch.slurm.queue, "queue_state", queue_state)
     monkeypatch.setattr(hyperlaunch.cli._cluster, "slurm_env", lambda conf=None: {})
     monkeypatch.setattr("time.sleep", lambda seconds: None)
 

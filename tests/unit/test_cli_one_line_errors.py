@@ -13,7 +13,8 @@ import pytest
 
 from hyperlaunch.core.errors import EXIT_CODES
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import queue as slurm_queue
+from hyperlaunch.slurm import submission as slurm_submission
 from tests.unit.cli_runner import CliResult, run_cli
 
 LONG = "a" * 300
@@ -150,7 +151,7 @@ def test_render_prints_exactly_what_submit_submits(here: Path, monkeypatch: pyte
     assert (here / "job.sbatch").read_bytes() == printed
 
     submitted: list[str] = []
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): submitted.append(script) or "77")
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): submitted.append(script) or "77")
     assert run_cli(["submit", "--model", "qwen3_tiny", *values], monkeypatch).exit_code == 0
     assert submitted[0].encode("utf-8") == printed
     assert jobs.script_of("77").encode("utf-8") == printed
@@ -166,9 +167,9 @@ def test_text_that_is_not_unicode_is_refused_before_anything_is_written(here: Pa
 def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A dev cluster started afresh hands out job ids again: sbatch accepted each job, so
     recording it must not fail."""
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "5")
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): "5")
     # The earlier job 5 is gone from the fresh cluster's queue, so the same checkpoint folder is free.
-    monkeypatch.setattr(slurm, "my_queue_states", lambda *, env=None: {})
+    monkeypatch.setattr(slurm_queue, "my_queue_states", lambda *, env=None: {})
     for max_steps in ("2", "3", "4"):
         result = run_cli(["submit", "--model", "qwen3_tiny", "--max-steps", max_steps], monkeypatch)
         assert result.exit_code == 0, result.output
@@ -177,7 +178,7 @@ def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monk
 
 
 def test_a_record_that_cannot_be_written_after_sbatch_says_the_job_runs(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "6")
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): "6")
 
     def full_disk(record: object, script: str) -> Path:
         raise OSError(28, "No space left on device")
@@ -188,7 +189,7 @@ def test_a_record_that_cannot_be_written_after_sbatch_says_the_job_runs(here: Pa
 
 def test_a_log_folder_that_cannot_be_made_is_one_line(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (here / "file").write_text("")
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): pytest.fail("submitted"))
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): pytest.fail("submitted"))
     _one_error_line(run_cli(["submit", "--model", "qwen3_tiny", "--log-dir", "file/logs"], monkeypatch), 2, "log_dir", after_settings=True)
 
 

@@ -26,7 +26,7 @@ def test_json_goes_to_stdout_and_notes_and_warnings_to_stderr(capsys: pytest.Cap
 
 
 def test_the_slurm_environment_module_does_not_import_the_dev_cluster() -> None:
-    code = "import sys, hyperlaunch.slurm.env, hyperlaunch.slurm.commands, hyperlaunch.runs.launch; print([m for m in sys.modules if 'devcluster' in m])"
+    code = "import sys, hyperlaunch.slurm.env, hyperlaunch.slurm.runner, hyperlaunch.slurm.nodes, hyperlaunch.slurm.submission, hyperlaunch.slurm.queue, hyperlaunch.slurm.accounting, hyperlaunch.slurm.arrays, hyperlaunch.runs.launch; print([m for m in sys.modules if 'devcluster' in m])"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
 
 

@@ -15,7 +15,7 @@ from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import curves
 from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.slurm.commands import Attempt
+from hyperlaunch.slurm.accounting import Attempt
 
 
 def _spec(tmp_path: Path) -> JobSpec:

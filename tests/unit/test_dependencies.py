@@ -13,7 +13,7 @@ from hyperlaunch.job.plan import plan_job
 from hyperlaunch.job.spec import dependencies
 from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
 from hyperlaunch.script.render import render_sbatch
-from hyperlaunch.slurm.commands import Attempt
+from hyperlaunch.slurm.accounting import Attempt
 from hyperlaunch.slurm.dependencies import dependency_value, parse_after
 from tests.unit.cli_runner import one_error_line, run_cli
 
@@ -72,7 +72,7 @@ def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
 def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path: Path) -> None:
     from hyperlaunch.runs.job_status import RestartBudget, restart_budget
     from hyperlaunch.runs.jobs import JobRecord
-    from hyperlaunch.slurm.commands import Attempt
+    from hyperlaunch.slurm.accounting import Attempt
 
     record = JobRecord(job_id="30", spec=_spec(tmp_path, after=["12"]), submitted_at=0.0)
     never = Attempt("30", "CANCELLED", "None assigned", "None", "2026-01-01T00:00:08", "0:0")
@@ -82,20 +82,21 @@ def test_a_job_cancelled_before_it_started_has_used_none_of_its_budget(tmp_path:
 
 
 def test_a_waited_array_is_completed_only_once_every_task_is(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hyperlaunch.slurm import commands as slurm
+    from hyperlaunch.slurm import accounting as slurm_accounting
+    from hyperlaunch.slurm import runner as slurm_runner
 
     sacct = (
         "41_0|45|COMPLETED\n41_1|46|FAILED\n41_2|41|COMPLETED\n12|12|FAILED\n43_0|43|COMPLETED\n43_[1-2%2]|43|PENDING\n"
         "44_0|47|COMPLETED\n44_1|44|COMPLETED\n"
     )
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
-    assert slurm.job_states(["41", "41_2", "12", "43", "44", "99"]) == {
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct, ""))
+    assert slurm_accounting.job_states(["41", "41_2", "12", "43", "44", "99"]) == {
         "41": "FAILED", "41_2": "COMPLETED", "12": "FAILED", "43": "PENDING", "44": "COMPLETED",
     }
-    assert slurm.array_state(["COMPLETED", "CANCELLED", "RUNNING"]) == "RUNNING" and slurm.job_states([]) == {}
+    assert slurm_accounting.array_state(["COMPLETED", "CANCELLED", "RUNNING"]) == "RUNNING" and slurm_accounting.job_states([]) == {}
     # A task named by its own (raw) id, as Slurm accepts it: 46 is task 41_1. An array's id is
     # also one of its tasks' raw ids (41 is 41_2's): the array's state, not that task's.
-    assert slurm.job_states(["46", "41", "45_1"]) == {"46": "FAILED", "41": "FAILED"}
+    assert slurm_accounting.job_states(["46", "41", "45_1"]) == {"46": "FAILED", "41": "FAILED"}
 
 
 def test_slurms_queries_run_without_the_users_output_shaping_variables() -> None:

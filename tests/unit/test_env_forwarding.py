@@ -14,7 +14,7 @@ import pytest
 from hyperlaunch.job.plan import build_spec
 from hyperlaunch.runs import jobs
 from hyperlaunch.script.render import render_sbatch
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import submission as slurm_submission
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.sbatch_harness import run_script
 
@@ -110,8 +110,8 @@ def test_render_shows_the_name_only(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_the_export_flag_adds_the_names_to_what_sbatch_would_export(sbatch_export: str | None, flag: str) -> None:
     """A command-line --export replaces SBATCH_EXPORT, so the user's choice is kept."""
     env = {} if sbatch_export is None else {"SBATCH_EXPORT": sbatch_export}
-    assert slurm.export_flag(["HF_TOKEN", "WANDB_API_KEY"], env) == [flag]
-    assert slurm.export_flag([], env) == [], "no forwarded name: sbatch as before"
+    assert slurm_submission.export_flag(["HF_TOKEN", "WANDB_API_KEY"], env) == [flag]
+    assert slurm_submission.export_flag([], env) == [], "no forwarded name: sbatch as before"
 
 
 def test_a_forwarded_preset_variable_keeps_the_submitted_value_on_the_nodes(tmp_path: Path) -> None:

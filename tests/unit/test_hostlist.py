@@ -6,7 +6,7 @@ import pytest
 
 from hyperlaunch.runs.attempts import failed_nodes
 from hyperlaunch.slurm import hostlist
-from hyperlaunch.slurm.commands import Attempt, NodeEvent
+from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 
 from hyperlaunch.aws import hyperpod, hyperpod_api, hyperpod_lookup
 from hyperlaunch.core.errors import AwsError
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm import runner as slurm_runner
 from tests.moto_aws import LocalAws
 from tests.unit.hyperpod_cluster import ARN, create_cluster, resource_config, write_resource_config
 
@@ -56,16 +57,16 @@ def test_partition_nodes_come_from_one_sinfo_call(monkeypatch: pytest.MonkeyPatc
     calls: list[tuple[str, ...]] = []
     sinfo = "ip-10-1-10-10|idle|dev*|(null)\nip-10-1-38-130|idle|dev*|gpu:8\nip-10-1-38-128|idle|dev*|gpu:8\nip-10-1-38-128|idle|gpu|gpu:8\nip-10-1-38-[2-3]|idle|gpu|gpu:8\n"
 
-    def run(args: Sequence[str], **_: object) -> slurm.Result:
+    def run(args: Sequence[str], **_: object) -> slurm_runner.Result:
         calls.append(tuple(args))
-        return slurm.Result(tuple(args), 0, sinfo, "")
+        return slurm_runner.Result(tuple(args), 0, sinfo, "")
 
-    monkeypatch.setattr(slurm, "run", run)
-    assert [n.name for n in slurm.partition_nodes(None)] == ["ip-10-1-10-10", "ip-10-1-38-128", "ip-10-1-38-130"]
-    assert [(n.name, n.gres) for n in slurm.partition_nodes("gpu")] == [
+    monkeypatch.setattr(slurm_runner, "run", run)
+    assert [n.name for n in slurm_nodes.partition_nodes(None)] == ["ip-10-1-10-10", "ip-10-1-38-128", "ip-10-1-38-130"]
+    assert [(n.name, n.gres) for n in slurm_nodes.partition_nodes("gpu")] == [
         ("ip-10-1-38-2", "gpu:8"), ("ip-10-1-38-3", "gpu:8"), ("ip-10-1-38-128", "gpu:8"),
     ]
-    assert slurm.partition_nodes("nope") == []
+    assert slurm_nodes.partition_nodes("nope") == []
     assert calls[0] == ("sinfo", "-h", "-N", "-o", "%N|%T|%P|%G|%f")
 
 

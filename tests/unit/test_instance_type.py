@@ -1,7 +1,7 @@
 """The instance type from the cluster when no flag or config names one: this node's
 resource_config.json, else the SageMaker API for --hyperpod-cluster (a local moto server),
 each mapping the partition's Slurm nodes to their instance group; else cpu, with the reason.
-Slurm is faked at hyperlaunch.slurm.commands (partition_nodes, and run for the GRES decision)."""
+Slurm is faked at hyperlaunch.slurm (nodes.partition_nodes, and runner.run for the GRES decision)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hyperlaunch.core.errors import InvalidInput
 from hyperlaunch.job.plan import plan_job
 from hyperlaunch.script.render import render_sbatch
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
 from tests.moto_aws import LocalAws
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import (
@@ -36,11 +36,11 @@ HYPERPOD_SLURM_CONFIG = "GresTypes               = (null)\n"
 @pytest.fixture(autouse=True)
 def _slurm_without_gpu_gres(monkeypatch: pytest.MonkeyPatch) -> None:
     """scontrol as on most HyperPod clusters (no GRES); sinfo's other calls answer nothing."""
-    def run(args: Sequence[str], **_: object) -> slurm.Result:
+    def run(args: Sequence[str], **_: object) -> slurm_runner.Result:
         out = HYPERPOD_SLURM_CONFIG if tuple(args[:3]) == ("scontrol", "show", "config") else ""
-        return slurm.Result(tuple(args), 0, out, "")
+        return slurm_runner.Result(tuple(args), 0, out, "")
 
-    monkeypatch.setattr(slurm, "run", run)
+    monkeypatch.setattr(slurm_runner, "run", run)
 
 
 def plan(tmp_path: Path, flags: dict[str, object] = JOB, *, config: Path | None = None, ask_slurm: bool = True):

@@ -19,8 +19,10 @@ from hyperlaunch.core.trainer_failures import (
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
-from hyperlaunch.slurm import commands as slurm
-from hyperlaunch.slurm.commands import Attempt, NodeEvent
+from hyperlaunch.slurm import accounting as slurm_accounting
+from hyperlaunch.slurm import queue as slurm_queue
+from hyperlaunch.slurm import runner as slurm_runner
+from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 
 
 @pytest.fixture()
@@ -385,8 +387,8 @@ def test_a_resized_record_and_the_one_after_it_are_one_run(monkeypatch: pytest.M
         "7|RESIZING|node[1-2]|2026-01-01T00:00:00|2026-01-01T00:00:30|0:0|30|10\n"
         "7|RUNNING|node[1,3]|2026-01-01T00:00:30|Unknown|0:0|20|10\n"
     )
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
-    (attempt,) = slurm.job_attempts(["7"])["7"]
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct, ""))
+    (attempt,) = slurm_accounting.job_attempts(["7"])["7"]
     assert (attempt.state, attempt.node_list, attempt.start, attempt.elapsed_s) == ("RUNNING", "node[1,3]", "2026-01-01T00:00:00", 50)
 
 
@@ -420,12 +422,12 @@ def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_sti
         "7|RESIZING|node[1-2]|2026-01-01T00:00:00|2026-01-01T00:00:08|0:0|8|UNLIMITED\n"
         "7|REQUEUED|node1|2026-01-01T00:00:08|2026-01-01T00:00:08|0:0|0|UNLIMITED\n"
     )
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct, ""))
     t = _utc_marker_time
     _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08")
          + f"### hyperlaunch attempt-start restart=1 job=7 nodes=node[3-4] host=h time={t('2026-01-01T00:00:17')}\n")
     now = datetime.fromisoformat("2026-01-01T00:01:17")
-    status = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="RUNNING", now=now)
+    status = summarize(record, slurm_accounting.job_attempts(["7"])["7"], [], queue_state="RUNNING", now=now)
     first, second = status.attempts
     assert (first.state, first.node_list, first.end, first.elapsed_s) == ("REQUEUED", "node[1-2]", "2026-01-01T00:00:08", 8)
     assert (second.state, second.node_list, second.start, second.end, second.elapsed_s) == (
@@ -445,7 +447,7 @@ def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_sti
     # Back in the queue before that run: the run it was requeued from ended, for a node failure,
     # and the job is on no node (it showed no restart and the lost node in NODELIST).
     _log(record, out=_node_lost(0, "node2", "2026-01-01T00:00:00", "2026-01-01T00:00:08"))
-    pending = summarize(record, slurm.job_attempts(["7"])["7"], [], queue_state="PENDING", now=now)
+    pending = summarize(record, slurm_accounting.job_attempts(["7"])["7"], [], queue_state="PENDING", now=now)
     assert [a.state for a in pending.attempts] == ["REQUEUED"] and pending.elapsed_s == 8
     assert [r.describe() for r in pending.restarts] == ["node failure (node2)"] and pending.failure is None
     assert pending.state == "PENDING" and pending.nodes == ""
@@ -533,7 +535,7 @@ def test_records_slurm_starts_at_each_resize_still_take_their_runs_markers_in_or
         "7|REQUEUED|node3|2026-01-01T00:00:28|2026-01-01T00:00:28|0:0|0|UNLIMITED\n"
         "7|COMPLETED|node5|2026-01-01T00:00:51|2026-01-01T00:01:09|0:0|18|UNLIMITED\n"
     )
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, sacct, ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, sacct, ""))
     runs = [("00:00:00", "00:00:09", "node[1-2]", "node2"), ("00:00:17", "00:00:28", "node[3-4]", "node4"), ("00:00:37", "00:00:51", "node[5-6]", "node6")]
     lines = [
         f"### hyperlaunch attempt-start restart={n} job=7 nodes={nodes} host=h time={_utc_marker_time('2026-01-01T' + a)}\n"
@@ -542,7 +544,7 @@ def test_records_slurm_starts_at_each_resize_still_take_their_runs_markers_in_or
     ]
     lines.append(f"### hyperlaunch attempt-start restart=3 job=7 nodes=node[7-8] host=h time={_utc_marker_time('2026-01-01T00:00:57')}\n")
     _log(record, out="".join(lines))
-    status = summarize(record, slurm.job_attempts(["7"])["7"], [])
+    status = summarize(record, slurm_accounting.job_attempts(["7"])["7"], [])
     assert [(a.restart, a.state) for a in status.attempts] == [(0, "REQUEUED"), (1, "REQUEUED"), (2, "REQUEUED"), (3, "COMPLETED")]
     # Each run as it ran: from its start marker, on the nodes it started on, until it ended.
     assert [(a.node_list, a.start[-8:], a.end[-8:], a.elapsed_s) for a in status.attempts] == [
@@ -611,11 +613,11 @@ def test_a_pending_job_says_why_slurm_holds_it(record: JobRecord, monkeypatch: p
     from hyperlaunch.cli.status import _detail, _state_cell
 
     squeue = "7|7|PENDING|PartitionNodeLimit\n8|8|RUNNING|None\n9|9|PENDING|ReqNodeNotAvail, UnavailableNodes:node3\n"
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, squeue, ""))
-    queued = slurm.my_queue()
-    assert queued["7"] == slurm.Queued("PENDING", "PartitionNodeLimit") and queued["8"].reason == ""
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, squeue, ""))
+    queued = slurm_queue.my_queue()
+    assert queued["7"] == slurm_queue.Queued("PENDING", "PartitionNodeLimit") and queued["8"].reason == ""
     assert queued["9"].reason == "ReqNodeNotAvail, UnavailableNodes:node3"
-    assert slurm.my_queue_states()["9"] == "PENDING"
+    assert slurm_queue.my_queue_states()["9"] == "PENDING"
     status = dataclasses.replace(summarize(record, [], [], queue_state="PENDING"), pending_reason="PartitionNodeLimit")
     assert _state_cell(status) == "PENDING (PartitionNodeLimit)"
     assert "  pending:    PartitionNodeLimit (it asks more nodes than the partition has or allows: --nodes plus --spare-nodes)" in [

@@ -1,6 +1,6 @@
 """doctor's probe of the compute nodes without a cluster: the node-side script run with bash
 here (as srun would run it on a node), the parsing and judging of its JSON lines, the srun
-step's bounds (faked at hyperlaunch.slurm.commands.run), and the CLI with stand-in Slurm commands."""
+step's bounds (faked at hyperlaunch.slurm.runner.run), and the CLI with stand-in Slurm commands."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.doctor import node_probe
 from hyperlaunch.doctor.node_probe import JobSide, NodeReport, ProbeResult, choose_nodes, judge, parse_reports, summary
 from hyperlaunch.script.render import render_node_probe
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import nodes as slurm_nodes
+from hyperlaunch.slurm import runner as slurm_runner
 from hyperlaunch.supervisor import MIN_PYTHON, PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,11 +197,11 @@ def test_parse_keeps_reports_and_skips_everything_else() -> None:
 
 def test_only_idle_nodes_of_the_partition_are_chosen() -> None:
     rows = [
-        slurm.PartitionNode("node1", "idle", "dev", True),
-        slurm.PartitionNode("node2", "allocated", "dev", True),
-        slurm.PartitionNode("node3", "idle~", "dev", True),
-        slurm.PartitionNode("node4", "down*", "dev", True),
-        slurm.PartitionNode("gpu1", "idle", "gpu", False),
+        slurm_nodes.PartitionNode("node1", "idle", "dev", True),
+        slurm_nodes.PartitionNode("node2", "allocated", "dev", True),
+        slurm_nodes.PartitionNode("node3", "idle~", "dev", True),
+        slurm_nodes.PartitionNode("node4", "down*", "dev", True),
+        slurm_nodes.PartitionNode("gpu1", "idle", "gpu", False),
     ]
     assert choose_nodes(rows, None) == ("dev", ["node1"], [("node2", "allocated"), ("node3", "idle~"), ("node4", "down*")])
     assert choose_nodes(rows, "gpu") == ("gpu", ["gpu1"], [])
@@ -278,18 +279,18 @@ def test_the_summary_warns_without_idle_nodes_or_when_srun_fails() -> None:
 class FakeSlurm:
     """sinfo with `sinfo` lines; srun answering `srun` (or raising SlurmError: timed out)."""
 
-    def __init__(self, sinfo: str, srun: slurm.Result | None) -> None:
+    def __init__(self, sinfo: str, srun: slurm_runner.Result | None) -> None:
         self.sinfo, self.srun, self.calls = sinfo, srun, []
 
-    def __call__(self, args: Sequence[str], **kwargs: object) -> slurm.Result:
+    def __call__(self, args: Sequence[str], **kwargs: object) -> slurm_runner.Result:
         self.calls.append((tuple(args), kwargs))
         if args[0] == "sinfo":
-            return slurm.Result(tuple(args), 0, self.sinfo, "")
+            return slurm_runner.Result(tuple(args), 0, self.sinfo, "")
         if args[0] == "srun":
             if self.srun is None:
                 raise SlurmError(f"{' '.join(args[:2])} did not answer within {kwargs['timeout']:.0f} s")
             return self.srun
-        return slurm.Result(tuple(args), 0, "", "")
+        return slurm_runner.Result(tuple(args), 0, "", "")
 
 
 SINFO = "node1|idle|dev*\nnode2|allocated|dev*\nnode3|idle|dev*\ngpu1|idle|gpu\n"
@@ -297,8 +298,8 @@ SINFO = "node1|idle|dev*\nnode2|allocated|dev*\nnode3|idle|dev*\ngpu1|idle|gpu\n
 
 def test_the_step_is_bounded_and_runs_once_on_the_idle_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = "\n".join(json.dumps({**dataclasses.asdict(HEALTHY), "probe": 1, "node": n}) for n in ("node3", "node1"))
-    fake = FakeSlurm(SINFO, slurm.Result(("srun",), 0, lines + "\n", ""))
-    monkeypatch.setattr(slurm, "run", fake)
+    fake = FakeSlurm(SINFO, slurm_runner.Result(("srun",), 0, lines + "\n", ""))
+    monkeypatch.setattr(slurm_runner, "run", fake)
     notes: list[str] = []
     result = node_probe.probe_partition({}, partition=None, job=JOB, progress=notes.append)
     [(srun, kwargs)] = [call for call in fake.calls if call[0][0] == "srun"]
@@ -311,7 +312,7 @@ def test_the_step_is_bounded_and_runs_once_on_the_idle_nodes(monkeypatch: pytest
 
 def test_a_step_that_does_not_finish_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeSlurm(SINFO, None)
-    monkeypatch.setattr(slurm, "run", fake)
+    monkeypatch.setattr(slurm_runner, "run", fake)
     result = node_probe.probe_partition({}, partition="gpu", job=JOB, progress=lambda _: None)
     assert "did not answer" in result.error and result.probed == ("gpu1",)
     srun = next(args for args, _ in fake.calls if args[0] == "srun")
@@ -323,7 +324,7 @@ def test_a_step_that_does_not_finish_is_cancelled(monkeypatch: pytest.MonkeyPatc
 
 def test_no_idle_node_runs_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeSlurm("node1|mixed|dev*\n", None)
-    monkeypatch.setattr(slurm, "run", fake)
+    monkeypatch.setattr(slurm_runner, "run", fake)
     result = node_probe.probe_partition({}, partition=None, job=JOB, progress=lambda _: pytest.fail("no progress"))
     assert [args[0] for args, _ in fake.calls] == ["sinfo"] and result.skipped == (("node1", "mixed"),)
 
@@ -388,20 +389,20 @@ def test_nodes_taken_between_sinfo_and_srun_are_asked_for_again(monkeypatch: pyt
     line = json.dumps({**dataclasses.asdict(HEALTHY), "probe": 1, "node": "node3"})
     answers = iter(
         [
-            slurm.Result(("srun",), 1, "", "srun: error: Unable to allocate resources: Requested nodes are busy\n"),
-            slurm.Result(("srun",), 0, line + "\n", ""),
+            slurm_runner.Result(("srun",), 1, "", "srun: error: Unable to allocate resources: Requested nodes are busy\n"),
+            slurm_runner.Result(("srun",), 0, line + "\n", ""),
         ]
     )
     sinfos = iter([SINFO, "node1|allocated|dev*\nnode2|allocated|dev*\nnode3|idle|dev*\n"])
     calls: list[tuple[str, ...]] = []
 
-    def fake(args: Sequence[str], **kwargs: object) -> slurm.Result:
+    def fake(args: Sequence[str], **kwargs: object) -> slurm_runner.Result:
         calls.append(tuple(args))
         if args[0] == "sinfo":
-            return slurm.Result(tuple(args), 0, next(sinfos), "")
-        return next(answers) if args[0] == "srun" else slurm.Result(tuple(args), 0, "", "")
+            return slurm_runner.Result(tuple(args), 0, next(sinfos), "")
+        return next(answers) if args[0] == "srun" else slurm_runner.Result(tuple(args), 0, "", "")
 
-    monkeypatch.setattr(slurm, "run", fake)
+    monkeypatch.setattr(slurm_runner, "run", fake)
     notes: list[str] = []
     result = node_probe.probe_partition({}, partition=None, job=JOB, progress=notes.append)
     sruns = [args for args in calls if args[0] == "srun"]

@@ -1,6 +1,6 @@
 """A job asking for more nodes than its partition holds (less --exclude) is refused before
 sbatch, which would queue it to wait forever (PartitionNodeLimit). Slurm is faked at
-hyperlaunch.slurm.commands.run; tests/integration/test_cli_jobs.py asks a real cluster."""
+hyperlaunch.slurm.runner.run; tests/integration/test_cli_jobs.py asks a real cluster."""
 
 from __future__ import annotations
 
@@ -13,18 +13,18 @@ from hyperlaunch.core.errors import InvalidInput, SlurmError
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.partition_fit import refuse_more_nodes_than_partition
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
 
 SINFO = "node1|idle|dev*|(null)|\nnode2|idle|dev*|(null)|\nnode3|drained|dev*|(null)|\ng1|idle|gpu|gpu:8|\n"
 
 
 def _answering(monkeypatch: pytest.MonkeyPatch, sinfo: str | None, config: str = "ResumeProgram = (null)\n") -> None:
-    def run(args: Sequence[str], **_: object) -> slurm.Result:
+    def run(args: Sequence[str], **_: object) -> slurm_runner.Result:
         if sinfo is None:
             raise SlurmError("sinfo: error: Unable to contact slurm controller")
-        return slurm.Result(tuple(args), 0, config if args[0] == "scontrol" else sinfo, "")
+        return slurm_runner.Result(tuple(args), 0, config if args[0] == "scontrol" else sinfo, "")
 
-    monkeypatch.setattr(slurm, "run", run)
+    monkeypatch.setattr(slurm_runner, "run", run)
 
 
 def _spec(tmp_path: Path, **fields: object) -> JobSpec:

@@ -1,5 +1,5 @@
 """`hyperlaunch plot` and the curve `status J` shows, through the real CLI with Slurm faked at
-hyperlaunch.slurm.commands.run: a training of two jobs (12, and 13 resuming it) whose first
+hyperlaunch.slurm.runner.run: a training of two jobs (12, and 13 resuming it) whose first
 job restarted in its allocation and through the queue, and re-ran steps each time."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hyperlaunch.core.metrics_records import METRICS_FILE
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
 from tests.unit.cli_runner import one_error_line, run_cli
 
 _SACCT = (
@@ -28,7 +28,7 @@ _SACCT = (
 @pytest.fixture(autouse=True)
 def _fake_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, _SACCT if args[0] == "sacct" else "", ""))
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, _SACCT if args[0] == "sacct" else "", ""))
 
 
 def _spec(tmp_path: Path, **more: object) -> JobSpec:

@@ -13,7 +13,8 @@ import pytest
 
 from hyperlaunch.core.errors import SlurmError
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
+from hyperlaunch.slurm import submission as slurm_submission
 from tests.unit.cli_runner import run_cli
 
 SECRET = "hf_private-value-0600"
@@ -98,7 +99,7 @@ def _leftovers(folder: Path) -> list[Path]:
 def test_a_failed_submission_leaves_no_copy_of_the_script(sbatch: str, tmp_path: Path) -> None:
     env = {"PATH": str(_fake_sbatch(tmp_path / "bin", sbatch))}
     with pytest.raises(SlurmError, match="invalid partition|answered with no job id"):
-        slurm.submit_script(f"#!/bin/bash\nexport HF_TOKEN={SECRET}\n", tmp_path / "jobs", env=env)
+        slurm_submission.submit_script(f"#!/bin/bash\nexport HF_TOKEN={SECRET}\n", tmp_path / "jobs", env=env)
     assert _leftovers(tmp_path / "jobs") == []
 
 
@@ -106,24 +107,24 @@ def test_an_sbatch_that_cannot_start_leaves_nothing(tmp_path: Path) -> None:
     bin_dir = _fake_sbatch(tmp_path / "bin")
     (bin_dir / "sbatch").write_text("#!/nonexistent/interpreter\n")
     with pytest.raises(SlurmError, match="sbatch could not be run"):
-        slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(bin_dir)})
+        slurm_submission.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(bin_dir)})
     assert _leftovers(tmp_path / "jobs") == []
 
 
 def test_an_interrupted_submission_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def interrupted(*args: object, **kwargs: object) -> slurm.Result:
+    def interrupted(*args: object, **kwargs: object) -> slurm_runner.Result:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm, "run", interrupted)
+    monkeypatch.setattr(slurm_runner, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(tmp_path)})
+        slurm_submission.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(tmp_path)})
     assert _leftovers(tmp_path / "jobs") == []
 
 
 def test_the_submission_file_is_private_while_sbatch_reads_it(tmp_path: Path) -> None:
     seen = tmp_path / "mode"
     bin_dir = _fake_sbatch(tmp_path / "bin", f'stat -c %a "$1" > {seen}\nstat -c %a "$(dirname "$1")" >> {seen}\necho "Submitted batch job 7"\n')
-    assert slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": f"{bin_dir}:/usr/bin:/bin"}) == "7"
+    assert slurm_submission.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": f"{bin_dir}:/usr/bin:/bin"}) == "7"
     assert seen.read_text().split() == ["600", "700"]
 
 

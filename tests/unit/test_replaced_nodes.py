@@ -1,7 +1,8 @@
 """A node HyperPod replaced keeps its Slurm name but gets a new instance id: submit records the
 nodes' ids, and `resume --exclude-failed` keeps Slurm off the failed nodes except those whose
 id has changed since. The record also keeps where the instance type came from, for `status`.
-Slurm is faked at hyperlaunch.slurm.commands; the ids come from a resource_config.json."""
+Slurm is faked in hyperlaunch.slurm (runner.run, submission.submit_script, nodes.partition_nodes); the
+ids come from a resource_config.json."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path
 from hyperlaunch.runs import jobs
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
+from hyperlaunch.slurm import submission as slurm_submission
 from tests.unit.cli_runner import run_cli
 from tests.unit.hyperpod_cluster import CONTROLLER, WORKERS, fake_partition, resource_config, write_resource_config
 
@@ -31,12 +33,12 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     fake_partition(monkeypatch, NODES)
 
-    def run(args: Sequence[str], **_: object) -> slurm.Result:
+    def run(args: Sequence[str], **_: object) -> slurm_runner.Result:
         out = {"scontrol": "GresTypes = (null)\n", "sacct": SACCT, "sacctmgr": EVENTS}.get(args[0], "")
-        return slurm.Result(tuple(args), 0, out, "")
+        return slurm_runner.Result(tuple(args), 0, out, "")
 
-    monkeypatch.setattr(slurm, "run", run)
-    monkeypatch.setattr(slurm, "submit_script", lambda script, folder, *, env, forward=(): "41")
+    monkeypatch.setattr(slurm_runner, "run", run)
+    monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): "41")
     return write_resource_config(tmp_path / "resource_config.json", monkeypatch, resource_config())
 
 

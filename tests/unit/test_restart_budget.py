@@ -14,7 +14,7 @@ from hyperlaunch.job.spec import JobSpec
 from hyperlaunch.runs.job_status import Restart, summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.script.render import render_sbatch
-from hyperlaunch.slurm.commands import Attempt
+from hyperlaunch.slurm.accounting import Attempt
 from tests.unit.sbatch_harness import JOB_ID, Run, run_script
 
 

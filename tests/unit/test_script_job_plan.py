@@ -140,12 +140,12 @@ def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_r
         seen.append((Path(spec.derived.code_dir) / "train.py").is_file())
         raise RuntimeError("sbatch: error: Batch job submission failed")
 
-    monkeypatch.setattr(submission.slurm, "submit_script", refuse)
+    monkeypatch.setattr(submission.slurm_submission, "submit_script", refuse)
     with pytest.raises(RuntimeError):
         submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
     assert seen == [True] and not Path(spec.derived.code_dir).exists()
 
-    monkeypatch.setattr(submission.slurm, "submit_script", lambda *args, **kwargs: "77")
+    monkeypatch.setattr(submission.slurm_submission, "submit_script", lambda *args, **kwargs: "77")
     record = submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
     info = code_snapshot.read_info(Path(spec.derived.code_dir))
     assert record.job_id == "77" and info is not None and info["files"] == 1

@@ -1,4 +1,4 @@
-"""sbatch through hyperlaunch.slurm.commands.submit_script (submitit underneath) with a fake sbatch:
+"""sbatch through hyperlaunch.slurm.submission.submit_script (submitit underneath) with a fake sbatch:
 the environment is passed, not swapped into this process, and a refusal leaves nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.errors import SlurmError
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import runner as slurm_runner
+from hyperlaunch.slurm import submission as slurm_submission
 
 
 def _fake_sbatch(bin_dir: Path, body: str) -> dict[str, str]:
@@ -25,7 +26,7 @@ def _fake_sbatch(bin_dir: Path, body: str) -> dict[str, str]:
 def test_sbatch_gets_the_given_environment_and_no_srun_is_needed(tmp_path: Path) -> None:
     env = _fake_sbatch(tmp_path / "bin", 'echo "conf=$SLURM_CONF" > "$0.seen"\necho "Submitted batch job 4242"\n')
     before = dict(os.environ)
-    assert slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env=env) == "4242"
+    assert slurm_submission.submit_script("#!/bin/bash\n", tmp_path / "jobs", env=env) == "4242"
     assert (tmp_path / "bin" / "sbatch.seen").read_text() == f"conf={tmp_path / 'bin' / 'slurm.conf'}\n"
     assert dict(os.environ) == before, "this process's environment is never changed"
 
@@ -33,14 +34,14 @@ def test_sbatch_gets_the_given_environment_and_no_srun_is_needed(tmp_path: Path)
 def test_a_refusal_is_one_line_and_leaves_no_submission_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = _fake_sbatch(tmp_path / "bin", 'echo "sbatch: error: invalid partition specified: gpu" >&2\nexit 1\n')
     with pytest.raises(SlurmError, match="sbatch refused the job: sbatch: error: invalid partition specified: gpu"):
-        slurm.submit_script("#!/bin/bash\n# secret\n", tmp_path / "jobs", env=env)
+        slurm_submission.submit_script("#!/bin/bash\n# secret\n", tmp_path / "jobs", env=env)
     assert [p for p in (tmp_path / "jobs").rglob("*") if p.is_file()] == []
     assert capsys.readouterr().err == ""
 
 
 def test_no_sbatch_on_the_path_says_so(tmp_path: Path) -> None:
     with pytest.raises(SlurmError, match="sbatch not found on PATH"):
-        slurm.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(tmp_path)})
+        slurm_submission.submit_script("#!/bin/bash\n", tmp_path / "jobs", env={"PATH": str(tmp_path)})
 
 
 def test_a_slurm_conf_that_is_no_file_is_said_at_once(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_a_slurm_conf_that_is_no_file_is_said_at_once(tmp_path: Path) -> None:
     env = _fake_sbatch(tmp_path / "bin", 'echo "Submitted batch job 1"\n')
     env["SLURM_CONF"] = str(tmp_path / "slurm.confx")
     with pytest.raises(SlurmError) as err:
-        slurm.run(["sbatch", "--version"], env=env)
+        slurm_runner.run(["sbatch", "--version"], env=env)
     assert err.value.one_line() == (
         f"SLURM_CONF={tmp_path / 'slurm.confx'} is no file (name your cluster's slurm.conf, or unset SLURM_CONF for the default one)"
     )

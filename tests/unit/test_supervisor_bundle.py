@@ -110,11 +110,11 @@ def test_submit_writes_the_bundle_before_sbatch_and_removes_it_when_slurm_refuse
         seen.append(bundle.is_file())
         raise RuntimeError("sbatch: error: Batch job submission failed")
 
-    monkeypatch.setattr(submission.slurm, "submit_script", refuse)
+    monkeypatch.setattr(submission.slurm_submission, "submit_script", refuse)
     with pytest.raises(RuntimeError):
         submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
     assert seen == [True] and not bundle.exists() and not bundle.parent.exists()
 
-    monkeypatch.setattr(submission.slurm, "submit_script", lambda script, folder, **kwargs: "77")
+    monkeypatch.setattr(submission.slurm_submission, "submit_script", lambda script, folder, **kwargs: "77")
     record = submission.submit(spec, render_sbatch(spec), env=dict(os.environ))
     assert record.job_id == "77" and bundle.read_bytes() == supervisor_bundle.bundle_bytes()

@@ -17,7 +17,8 @@ from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs import jobs
 from hyperlaunch.script import supervisor_bundle
 from hyperlaunch.script.render_sweep import render_sweep
-from hyperlaunch.slurm import commands as slurm
+from hyperlaunch.slurm import arrays as slurm_arrays
+from hyperlaunch.slurm import runner as slurm_runner
 from hyperlaunch.supervisor import sweep_element
 from tests.unit.cli_runner import one_error_line, run_cli, stub_slurm
 
@@ -101,7 +102,7 @@ def test_values_a_name_cannot_tell_apart_are_refused() -> None:
 def test_the_array_value_lists_ranges_and_the_parallel_limit() -> None:
     assert rules.array_value(range(6), 2) == "0-5%2"
     assert rules.array_value([1, 3, 4, 5, 9], None) == "1,3-5,9"
-    assert slurm.expand_indices("1,3-5%2") == [1, 3, 4, 5]
+    assert slurm_arrays.expand_indices("1,3-5%2") == [1, 3, 4, 5]
 
 
 def test_golden_sweep_script_and_elements_file() -> None:
@@ -522,7 +523,7 @@ def test_an_elements_own_job_id_names_the_element(stub: Path, tmp_path: Path, mo
 def test_an_array_task_is_found_by_its_own_job_id_only(monkeypatch: pytest.MonkeyPatch) -> None:
     # sacct -j 70 lists the array's tasks, one of which may have run under the array's own id.
     answers = {"72": "70_1|72\n", "70": "70_3|70\n70_0|71\n", "5": "5|5\n"}
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 0, answers[args[args.index("-j") + 1]], ""))
-    assert [slurm.array_task_of(job) for job in ("72", "70", "5")] == [("70", 1), None, None]
-    monkeypatch.setattr(slurm, "run", lambda args, **_: slurm.Result(tuple(args), 1, "", "sacct: error: no accounting"))
-    assert slurm.array_task_of("72") is None
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, answers[args[args.index("-j") + 1]], ""))
+    assert [slurm_arrays.array_task_of(job) for job in ("72", "70", "5")] == [("70", 1), None, None]
+    monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 1, "", "sacct: error: no accounting"))
+    assert slurm_arrays.array_task_of("72") is None
