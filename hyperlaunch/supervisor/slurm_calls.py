@@ -1,5 +1,5 @@
 """Every Slurm command the supervisor runs, in one module: the job's side of the
-hyperlaunch <-> Slurm boundary (the launcher's side is hyperlaunch.slurm.commands, which the
+hyperlaunch <-> Slurm boundary (the launcher's side is hyperlaunch.slurm.runner, which the
 supervisor cannot import: it runs on the batch host's python3, standard library only).
 
 Each call answers plainly (a list, a string, a bool) and never raises on Slurm's refusal: the
