@@ -8,6 +8,7 @@ and shell completion (hyperlaunch.cli.completion) build them all."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from typing import Annotated, Any
@@ -66,16 +67,17 @@ def _top_level_options(
     pass
 
 
-def build_app(only: str | None = None) -> typer.Typer:
+def build_app(only: str | None = None, *, lazy: bool = False) -> typer.Typer:
     """The CLI with every command, or with just the command `only` (same behaviour for it;
-    a name that is no command builds none)."""
+    a name that is no command builds none). `lazy`: every command listed with its short help
+    but none built (`hyperlaunch --help`, a mistyped command), see _ListedCommands."""
     app = typer.Typer(
         name="hyperlaunch",
         help=(
             "Launch, watch and resume FSDP2 training of Hugging Face causal LMs on Slurm "
             "(AWS SageMaker HyperPod first).\n\n" + EXIT_CODES_POINTER
         ),
-        cls=CommandGroup,
+        cls=_ListedCommands if lazy else CommandGroup,
         no_args_is_help=True,
         # Completion is a command of its own (`hyperlaunch completion SHELL`), and main()
         # answers the shell's requests with every command built, which this app may not have.
@@ -86,15 +88,48 @@ def build_app(only: str | None = None) -> typer.Typer:
     # A callback keeps this a command group even when it holds a single command; without it
     # Typer would run that command as the whole CLI and read its name as an argument.
     app.callback()(_top_level_options)
+    if lazy:
+        return app
     for name, target in _GROUPS.items():
         if only in (None, name):
             app.add_typer(_load(target), name=name, cls=CommandGroup)
     for name, target in _COMMANDS.items():
         if only in (None, name):
-            from hyperlaunch.cli._help import HelpCommand  # with the first command: `--version` loads none
-
-            app.command(name=name, cls=HelpCommand)(_load(target))
+            app.command(name=name, cls=_help_command())(_command(target))
     return app
+
+
+def _help_command() -> type:
+    from hyperlaunch.cli._help import HelpCommand  # with the first command: `--version` loads none
+
+    return HelpCommand
+
+
+def _command(target: tuple[str, str]) -> Any:
+    """The command's function, with the job flags added where it takes them."""
+    command = _load(target)
+    from hyperlaunch.cli._job_flags import job_command, needs_job_flags
+
+    return job_command(command) if needs_job_flags(command) else command
+
+
+class _ListedCommands(CommandGroup):
+    """The top-level group as `--help` and a mistyped command see it: every command by name, in
+    --help's order, with the short help of its docstring; none is built (Typer turns each
+    command's signature into Click parameters, 45 of them for the job commands), since none
+    runs. main() builds the one a command line names."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*_COMMANDS, *_GROUPS]
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        from typer.core import TyperCommand, TyperGroup  # Click's classes as Typer builds on them
+
+        if name in _COMMANDS:
+            return TyperCommand(name, help=inspect.getdoc(_load(_COMMANDS[name])))
+        if name in _GROUPS:
+            return TyperGroup(name=name, help=_load(_GROUPS[name]).info.help)
+        return None
 
 
 def __getattr__(name: str) -> object:
@@ -113,4 +148,4 @@ def main() -> None:
     if first in _COMMANDS or first in _GROUPS or first in _VERSION_FLAGS:
         run_app(build_app(only=first))
     else:  # --help, or a mistyped command whose error names the closest ones
-        run_app(build_app())
+        run_app(build_app(lazy=True))

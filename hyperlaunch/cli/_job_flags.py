@@ -36,21 +36,27 @@ def _option_type(kind: object) -> Any:
     return base | None
 
 
-def _declared_flags() -> tuple[list[inspect.Parameter], tuple[str, ...]]:
-    """One option for each job setting that declares a flag, in the sections' order; and the
-    switches among them (on or off for a setting stored as auto/on/off)."""
+@functools.cache
+def job_flag_parameters() -> tuple[inspect.Parameter, ...]:
+    """One option for each job setting that declares a flag, in the sections' order: built when
+    a job command is, so that importing one (for `hyperlaunch --help`'s list) loads no job rules."""
     from hyperlaunch.job.spec import user_settings
 
-    declared = [s for s in user_settings() if s.flag is not None]
-    parameters = [
+    return tuple(
         _option(s.key, _option_type(s.kind), *s.flag.names, help=s.flag.help, metavar=s.flag.metavar, panel=s.panel or "Job")
-        for s in declared
+        for s in user_settings()
         if s.flag is not None
-    ]
-    return parameters, tuple(s.key for s in declared if typing.get_origin(s.kind) is Literal)
+    )
 
 
-JOB_FLAG_PARAMETERS, SWITCHES = _declared_flags()
+@functools.cache
+def _switches() -> tuple[str, ...]:
+    """Flags that say on or off for a setting stored as auto/on/off."""
+    from hyperlaunch.job.spec import user_settings
+
+    return tuple(s.key for s in user_settings() if s.flag is not None and typing.get_origin(s.kind) is Literal)
+
+
 _PROFILE_PARAMETER = _option(
     "profile", str | None, "--profile", metavar="NAME",
     help="Profile from hyperlaunch.toml ([profile.NAME]); also HYPERLAUNCH_PROFILE. Flags override hyperlaunch.toml and HYPERLAUNCH_* settings.",
@@ -64,9 +70,6 @@ _TRAINER_ARGS_PARAMETER = inspect.Parameter(
         typer.Argument(help="Extra trainer arguments (or your --script's own), after `--` (e.g. -- --lr 3e-4).", metavar="TRAINER_ARGS", show_default=False),
     ],
 )
-_ADDED = [*JOB_FLAG_PARAMETERS, _PROFILE_PARAMETER, _TRAINER_ARGS_PARAMETER]
-
-
 @dataclass(frozen=True)
 class JobFlags:
     """What the user typed, by job setting (None: not given), plus the chosen profile."""
@@ -124,17 +127,31 @@ def _shown(value: object) -> str:
 
 
 def _job_flags(values: dict[str, Any]) -> JobFlags:
-    overrides: dict[str, object] = {p.name: values.pop(p.name) for p in JOB_FLAG_PARAMETERS}
-    for switch in SWITCHES:
+    overrides: dict[str, object] = {p.name: values.pop(p.name) for p in job_flag_parameters()}
+    for switch in _switches():
         given = overrides[switch]
         overrides[switch] = None if given is None else ("on" if given else "off")
     overrides["trainer_args"] = values.pop("trainer_args")
     return JobFlags(overrides=overrides, profile=values.pop("profile"))
 
 
+_NEEDS_JOB_FLAGS = "__hyperlaunch_job_flags__"
+
+
 def with_job_flags(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Adds the job flags, --profile and trailing trainer arguments to a Typer command whose
-    first parameter is `job: JobFlags`; its own parameters keep their places after them."""
+    """Marks a Typer command whose first parameter is `job: JobFlags`: the CLI gives it the job
+    flags, --profile and trailing trainer arguments (`job_command`) when it builds the command."""
+    setattr(command, _NEEDS_JOB_FLAGS, True)
+    return command
+
+
+def needs_job_flags(command: Callable[..., Any]) -> bool:
+    return bool(getattr(command, _NEEDS_JOB_FLAGS, False))
+
+
+def job_command(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` (marked by with_job_flags) with the job flags, --profile and trailing trainer
+    arguments added; its own parameters keep their places before them."""
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "job"]
 
     @functools.wraps(command)
@@ -142,7 +159,8 @@ def with_job_flags(command: Callable[..., Any]) -> Callable[..., Any]:
         job = _job_flags(values)
         return command(job, **values)
 
-    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + _ADDED
+    added = [*job_flag_parameters(), _PROFILE_PARAMETER, _TRAINER_ARGS_PARAMETER]
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     # Typer also reads type hints; give it the real annotations rather than the wrapped strings.
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}

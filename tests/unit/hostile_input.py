@@ -22,7 +22,7 @@ import pytest
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from hyperlaunch.cli._job_flags import JOB_FLAG_PARAMETERS
+from hyperlaunch.cli._job_flags import job_flag_parameters
 from hyperlaunch.core.errors import EXIT_CODES
 from tests.unit.cli_runner import CliResult, run_cli
 from tests.unit.sbatch_harness import JOB_ID, run_script, sbatch_directive_args
@@ -45,7 +45,7 @@ def _kind(parameter: typing.Any) -> str:
     return {str: "str", int: "int", bool: "bool"}.get(base, "list")
 
 
-FIELD_KINDS: dict[str, str] = {p.name: _kind(p) for p in JOB_FLAG_PARAMETERS}
+FIELD_KINDS: dict[str, str] = {p.name: _kind(p) for p in job_flag_parameters()}
 """Every JobSpec field a flag sets (the config layers accept the same names), by kind."""
 FIELD_KINDS["trainer_args"] = "list"
 NOT_FROM_ENVIRONMENT = ("env", "trainer_args")  # lists only TOML and flags can carry

@@ -140,3 +140,15 @@ def test_help_imports_neither_rich_nor_the_command_internals() -> None:
     code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('LOADED', sorted(m for m in ('rich.table','rich.console','jinja2','hyperlaunch.devcluster.cluster','hyperlaunch.job.plan') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "LOADED []" in result.stdout
+
+
+def test_help_lists_every_command_as_the_whole_cli_does_and_builds_none() -> None:
+    """`hyperlaunch --help` reads each command's docstring, not its 45 job options: the same
+    list as the CLI with every command built, and nothing of the job layer loaded."""
+    loaded = "\nprint('LOADED', sorted(m for m in sys.modules if m.startswith('hyperlaunch.job')))"
+    lazy = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass" + loaded
+    whole = "import sys\nfrom hyperlaunch.cli import build_app\ntry:\n build_app()(['--help'], prog_name='hyperlaunch')\nexcept SystemExit: pass" + loaded
+    env = {**os.environ, "COLUMNS": "100"}
+    listed, built = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env).stdout for code in (lazy, whole))
+    assert listed.endswith("LOADED []\n")
+    assert listed.split("LOADED")[0] == built.split("LOADED")[0] and "prepare-data  Tokenize INPUT..." in listed
