@@ -1,11 +1,13 @@
 """CLI latency: wall time of a fresh `hyperlaunch` process, as a user sees it.
 
-    python -m hyperlaunch.bench cli [--runs 20] [--jobs 1000] [--hyperlaunch PATH]
+    python -m hyperlaunch.bench cli [--runs 20] [--jobs 1000] [--hyperlaunch PATH] [--against CMD]
 
 Times `hyperlaunch --help`, `render` of a 2-node qwen3_0_6b job, and `status` with --jobs
 recorded jobs (the default 20 newest, and all of them with --json), each a new process; the
 commands take turns, round after round, so a noisy moment hits all of them alike. Also timed
-for scale: the bare interpreter and the one `sacct` call status makes.
+for scale: the bare interpreter and the one `sacct` call status makes; and with --against,
+another tool's command in the same rounds (`--against "torchx --help"`), with `--help`'s
+median as a multiple of its.
 
 For status the jobs are real: that many held `sbatch --wrap true` jobs are submitted to the dev
 cluster (started if none runs; needs root) and cancelled, so sacct reads real accounting
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -102,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1000, help="recorded jobs for status (0: skip status)")
     parser.add_argument("--hyperlaunch", default=str(Path(sys.executable).with_name("hyperlaunch")),
                         help="the hyperlaunch executable to time [default: the one beside this Python]")
+    parser.add_argument("--against", action="append", default=[], metavar="CMD",
+                        help="another command to time in the same rounds, e.g. \"torchx --help\" (repeatable)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-cli-"))
     home = work / "home"
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         "python -c pass": [sys.executable, "-c", "pass"],
         "--help": [exe, "--help"],
         "render": [exe, "render", "--nodes", "2", "--model", "qwen3_0_6b"],
+        **{other: shlex.split(other) for other in args.against},
     }
     header("CLI latency", f"{exe}; {args.runs} rounds, a new process each run; seconds, median [min - max]")
     first_render = _time_once(commands["render"], env)  # compiles the templates into the cache
@@ -135,9 +141,16 @@ def main(argv: list[str] | None = None) -> int:
         target = TARGETS_S.get(name)
         verdict = ""
         if target is not None:
-            verdict = f"  target < {target:.2f}: " + ("met" if sorted(values)[len(values) // 2] < target else "MISSED")
+            verdict = f"  target < {target:.2f}: " + ("met" if _median(values) < target else "MISSED")
         print(f"  {name:<32} {spread(values)}{verdict}")
+    for other in args.against:
+        ratio = _median(times["--help"]) / _median(times[other])
+        print(f"  {'--help / ' + other:<32} {ratio:.2f}x")
     return 0
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 if __name__ == "__main__":
