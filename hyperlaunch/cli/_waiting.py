@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hyperlaunch.runs.job_status import Dependency, WaitsFor
+    from hyperlaunch.runs.dependency_states import Dependency, WaitsFor
 
 
 def never_runs_cell(state: str, blocker: Dependency) -> str:
@@ -46,7 +46,7 @@ def waiting_lines(status: WaitsFor) -> list[str]:
 def pending_reason_cell(reason: str, limit: int | None = 60) -> str:
     """A state cell for a job Slurm holds, with squeue's reason cut to `limit` characters (None:
     whole): `PENDING (Resources)`."""
-    from hyperlaunch.runs.job_status import cut
+    from hyperlaunch.runs.restart_causes import cut
 
     return f"PENDING ({cut(reason, limit)})"
 

@@ -73,7 +73,7 @@ def _curves(job_id: str) -> tuple[Curves, tuple[Path, ...]]:
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput, JobNotFound
     from hyperlaunch.runs import curves, jobs
-    from hyperlaunch.runs.job_status import collect
+    from hyperlaunch.runs.status_queries import collect
     from hyperlaunch.runs.sweeps import load_job
 
     record = load_job(job_id, slurm_env)  # 12_3: a sweep's element, as `status` and `logs` take it

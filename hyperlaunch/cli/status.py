@@ -380,7 +380,7 @@ def status(
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.core.errors import InvalidInput
     from hyperlaunch.runs import jobs, tool_jobs
-    from hyperlaunch.runs.job_status import collect
+    from hyperlaunch.runs.status_queries import collect
     from hyperlaunch.runs.sweeps import load_job, sweep_status
 
     if limit < 1:

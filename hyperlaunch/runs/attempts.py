@@ -1,7 +1,7 @@
 """What the records of a job's attempts say: sacct's rows (with the runs only the log's
 attempt markers know), the log split at those markers, the nodes that went down during an
 attempt (slurmdbd's node events), and the line that names a crash's root cause. Read by
-hyperlaunch.runs.job_status, which sums them up."""
+hyperlaunch.runs.restart_causes and runs.job_status, which sums them up."""
 
 from __future__ import annotations
 
@@ -168,6 +168,13 @@ def restart_count(attempts: Sequence[Attempt], index: int) -> int:
     """attempts[index]'s restart count: the one its log tells, else its position."""
     restart = attempts[index].restart
     return restart if restart is not None else index
+
+
+def started(attempt: Attempt) -> bool:
+    """Whether Slurm started the attempt: it has a start time and nodes. A job cancelled in the
+    queue has neither, but one cancelled as it was submitted (its --after had already failed)
+    has its submit time as start and end in sacct, and still no nodes ("None assigned")."""
+    return attempt.start not in ("", "Unknown", "None") and attempt.node_list not in ("", "None assigned")
 
 
 def _seconds(start: datetime, end: datetime) -> int:

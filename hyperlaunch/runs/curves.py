@@ -28,8 +28,9 @@ from hyperlaunch.core.metrics_records import (
     parse_metrics_line,
 )
 from hyperlaunch.runs.attempts import read_lines
-from hyperlaunch.runs.job_status import JobStatus, Restart
+from hyperlaunch.runs.job_status import JobStatus
 from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.runs.restart_causes import Restart
 
 _MAX_LINEAGE = 1000
 """More resumes than any training has: a record edited into a loop stops here."""

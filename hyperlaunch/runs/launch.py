@@ -83,7 +83,7 @@ def plan_resume(
     if max_steps is not None:
         changes["max_steps"] = max_steps
     if exclude_failed:
-        from hyperlaunch.runs.job_status import collect
+        from hyperlaunch.runs.status_queries import collect
 
         failed = collect([record], env=env)[0].failed_nodes
         failed = not_replaced(record, failed, notify or (lambda _: None))

@@ -20,7 +20,9 @@ from hyperlaunch.job import sweep as rules
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.spec import JobSpec, dependencies
 from hyperlaunch.runs import jobs, tracker_runs
-from hyperlaunch.runs.job_status import Dependency, JobStatus, blocker_of, collect, never_runs_text
+from hyperlaunch.runs.dependency_states import Dependency, blocker_of, never_runs_text
+from hyperlaunch.runs.job_status import JobStatus
+from hyperlaunch.runs.status_queries import collect
 from hyperlaunch.script.render_sweep import SweepScript, render_sweep
 from hyperlaunch.slurm import arrays as slurm_arrays
 

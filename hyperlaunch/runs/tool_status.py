@@ -12,7 +12,9 @@ from typing import Any
 
 from hyperlaunch.core.bounded_read import read_regular_tail
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from hyperlaunch.runs.job_status import Dependency, WaitsFor, conf_for, current_state, env_with_conf
+from hyperlaunch.runs.dependency_states import Dependency, WaitsFor
+from hyperlaunch.runs.job_status import current_state
+from hyperlaunch.runs.status_queries import conf_for, env_with_conf
 from hyperlaunch.runs.tool_jobs import ToolJob
 from hyperlaunch.slurm import accounting as slurm_accounting
 from hyperlaunch.slurm import queue as slurm_queue

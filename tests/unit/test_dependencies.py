@@ -11,7 +11,9 @@ import pytest
 
 from hyperlaunch.job.plan import plan_job
 from hyperlaunch.job.spec import dependencies
-from hyperlaunch.runs.job_status import Dependency, JobStatus, Restart
+from hyperlaunch.runs.dependency_states import Dependency
+from hyperlaunch.runs.job_status import JobStatus
+from hyperlaunch.runs.restart_causes import Restart
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.slurm.accounting import Attempt
 from hyperlaunch.slurm.dependencies import dependency_value, parse_after
@@ -42,7 +44,7 @@ def test_a_malformed_after_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _status(waits: tuple[Dependency, ...], state: str = "PENDING") -> JobStatus:
-    from hyperlaunch.runs.job_status import Progress
+    from hyperlaunch.runs.training_progress import Progress
 
     record = type("Record", (), {"spec": None, "job_id": "30"})()
     return JobStatus(record=record, state=state, attempts=(), restarts=(), progress=Progress(), waits_for=waits)  # type: ignore[arg-type]

@@ -17,8 +17,9 @@ from hyperlaunch.core.trainer_failures import (
     write_trainer_failure,
 )
 from hyperlaunch.job.defaults import job_spec
-from hyperlaunch.runs.job_status import Restart, summarize
+from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.runs.restart_causes import Restart
 from hyperlaunch.slurm import accounting as slurm_accounting
 from hyperlaunch.slurm import queue as slurm_queue
 from hyperlaunch.slurm import runner as slurm_runner
@@ -151,15 +152,15 @@ def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it
     record: JobRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `status` of 24 jobs resuming one training parsed the whole file 24 times (8 s here).
-    from hyperlaunch.runs import job_status
+    from hyperlaunch.runs import training_progress
 
     run = Path(record.spec.output.run_dir)
     run.mkdir()
     lines = [{"type": "step", "step": step, "loss": 1.0, "job_id": str(6 + step % 3)} for step in range(1, 31)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     parsed: list[str] = []
-    real = job_status.parse_metrics_line
-    monkeypatch.setattr(job_status, "parse_metrics_line", lambda line: parsed.append(line) or real(line))
+    real = training_progress.parse_metrics_line
+    monkeypatch.setattr(training_progress, "parse_metrics_line", lambda line: parsed.append(line) or real(line))
     jobs = [JobRecord(job_id=str(job), spec=record.spec, submitted_at=0.0) for job in (6, 7, 8)]
     assert [len(summarize(job, [_attempt("COMPLETED")], []).steps) for job in jobs] == [10, 10, 10]
     assert len(parsed) == 30
@@ -629,7 +630,7 @@ def test_a_pending_job_says_why_slurm_holds_it(record: JobRecord, monkeypatch: p
 def test_a_jobs_recorded_slurm_conf_that_is_gone_is_not_forced_on_its_queries(tmp_path: Path) -> None:
     # A dev cluster's, removed since: forcing it would fail the whole list ("SLURM_CONF=... is
     # no file") for a user who never set SLURM_CONF.
-    from hyperlaunch.runs.job_status import env_with_conf
+    from hyperlaunch.runs.status_queries import env_with_conf
 
     kept = tmp_path / "slurm.conf"
     kept.write_text("")

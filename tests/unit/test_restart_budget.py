@@ -11,8 +11,9 @@ from hyperlaunch.core import protocol as p
 from hyperlaunch.core import trainer_failures as tf
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.runs.job_status import Restart, summarize
+from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
+from hyperlaunch.runs.restart_causes import Restart
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.slurm.accounting import Attempt
 from tests.unit.sbatch_harness import JOB_ID, Run, run_script

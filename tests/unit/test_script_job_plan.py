@@ -219,7 +219,7 @@ def test_each_round_of_scripts_is_told_where_things_are_and_gets_the_library_on_
 
 
 def test_status_calls_a_scripts_final_failure_a_script_error() -> None:
-    from hyperlaunch.runs.job_status import Restart
+    from hyperlaunch.runs.restart_causes import Restart
 
     assert Restart(0, "trainer error", "--lr must be > 0", kind="script-error").describe() == "script error (--lr must be > 0)"
     assert Restart(0, "trainer error", "bad data", kind="invalid-data").describe() == "trainer error (bad data)"

@@ -13,7 +13,7 @@ from hyperlaunch.core.protocol import parse_attempt_marker
 from hyperlaunch.core.trainer_failures import FailureKind, read_trainer_failure, trainer_failure_path
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
-from hyperlaunch.runs.job_status import Restart
+from hyperlaunch.runs.restart_causes import Restart
 from hyperlaunch.script.render import render_sbatch
 from hyperlaunch.supervisor.step_errors import TAIL_BYTES, RoundOutput, unfixable_error
 from tests.unit.sbatch_harness import JOB_ID, run_script
