@@ -51,7 +51,7 @@ def _status(waits: tuple[Dependency, ...], state: str = "PENDING") -> JobStatus:
 
 
 def test_status_says_what_a_job_waits_for_and_why_it_will_never_run() -> None:
-    from hyperlaunch.cli.status import _state_cell
+    from hyperlaunch.cli._status_cells import state_cell as _state_cell
 
     waiting = _status((Dependency("12", "ok", "RUNNING"), Dependency("13", "any", "FAILED")))
     assert waiting.never_runs is None and _state_cell(waiting) == "PENDING (after 12, 13)"

@@ -173,7 +173,7 @@ def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it
 def test_a_final_export_that_failed_is_said_until_one_succeeds(record: JobRecord) -> None:
     from rich.console import Console
 
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
 
     run = Path(record.spec.output.run_dir)
     run.mkdir()
@@ -250,7 +250,7 @@ def test_a_node_failure_the_script_saw_names_the_node_from_its_marker(record: Jo
 
 
 def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
-    from hyperlaunch.cli.status import _table
+    from hyperlaunch.cli._status_table import table as _table
 
     events = [NodeEvent(node="node2", start="2026-01-01T00:00:30", end="Unknown", state="DOWN", reason="Not responding")]
     failed = summarize(record, [_attempt("NODE_FAIL"), _attempt("COMPLETED", "node[1,3]")], events)
@@ -263,7 +263,7 @@ def test_the_status_list_is_plain_aligned_columns(record: JobRecord) -> None:
     # Many restarts: how many and the last cause, not every cause (`status JOB` lists them).
     import dataclasses
 
-    from hyperlaunch.cli.status import _restarts_cell
+    from hyperlaunch.cli._status_cells import restarts_cell as _restarts_cell
 
     assert _restarts_cell(dataclasses.replace(failed, restarts=failed.restarts * 14)) == "14, last: node failure (node2)"
 
@@ -311,7 +311,7 @@ def test_a_trainer_error_shows_the_trainers_line_not_sruns(record: JobRecord) ->
 
 
 def test_the_list_cuts_a_long_trainer_message_and_the_detail_shows_it_whole(record: JobRecord) -> None:
-    from hyperlaunch.cli.status import _state_cell
+    from hyperlaunch.cli._status_cells import state_cell as _state_cell
 
     _log(
         record,
@@ -438,7 +438,7 @@ def test_the_run_after_a_requeue_that_gave_a_node_back_runs_while_its_record_sti
     assert status.state == "RUNNING" and status.elapsed_s == 68 and status.nodes == "node[3-4]"
     from rich.console import Console
 
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
 
     console = Console(width=200, record=True)
     for line in _detail(status):
@@ -461,7 +461,7 @@ def test_start_markers_of_an_earlier_job_with_the_same_id_add_no_attempts(record
 
 
 def test_the_loss_sparkline_is_at_most_40_cells_from_lowest_to_highest() -> None:
-    from hyperlaunch.cli.status import sparkline
+    from hyperlaunch.cli._status_detail import sparkline
 
     falling = sparkline([1000.0 - i for i in range(1000)])
     assert len(falling) == 40 and falling[0] == "█" and falling[-1] == "▁"
@@ -472,7 +472,7 @@ def test_the_loss_sparkline_is_at_most_40_cells_from_lowest_to_highest() -> None
 def test_the_detail_says_a_run_without_checkpoints_keeps_none(record: JobRecord) -> None:
     import dataclasses
 
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
 
     def checkpoint_line(rec: JobRecord) -> str:
         status = summarize(rec, [_attempt("COMPLETED")], [])
@@ -517,7 +517,7 @@ def test_a_restart_count_slurm_skipped_names_each_attempt_by_the_count_it_ran_un
 
     from rich.console import Console
 
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
 
     console = Console(width=200, record=True)
     for line in _detail(status):
@@ -611,7 +611,8 @@ def test_the_budget_counts_by_restart_count_as_the_supervisor_does(record: JobRe
 def test_a_pending_job_says_why_slurm_holds_it(record: JobRecord, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from hyperlaunch.cli.status import _detail, _state_cell
+    from hyperlaunch.cli._status_cells import state_cell as _state_cell
+    from hyperlaunch.cli._status_detail import detail as _detail
 
     squeue = "7|7|PENDING|PartitionNodeLimit\n8|8|RUNNING|None\n9|9|PENDING|ReqNodeNotAvail, UnavailableNodes:node3\n"
     monkeypatch.setattr(slurm_runner, "run", lambda args, **_: slurm_runner.Result(tuple(args), 0, squeue, ""))
@@ -639,7 +640,7 @@ def test_a_jobs_recorded_slurm_conf_that_is_gone_is_not_forced_on_its_queries(tm
 
 
 def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
     from hyperlaunch.core.protocol import progress_path
 
     t = _utc_marker_time
@@ -668,7 +669,7 @@ def test_status_of_a_job_says_its_budget_in_words(record: JobRecord) -> None:
 
 def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRecord) -> None:
     """`budget left 2 of 3` under a script error read as if a restart were still to come."""
-    from hyperlaunch.cli.status import _detail
+    from hyperlaunch.cli._status_detail import detail as _detail
     from hyperlaunch.core.trainer_failures import FailureKind, format_trainer_failure, trainer_failure_path
 
     t = _utc_marker_time
@@ -685,7 +686,7 @@ def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRe
     lines = [line for line in _detail(status) if isinstance(line, str)]
     assert "  restarts:   none: a script error ends the job whatever --max-restarts allows; 1 attempt(s) ran" in lines, lines
     assert status.failure is not None and status.failure.describe() == "script error (ModuleNotFoundError: No module named 'mypkg')"
-    from hyperlaunch.cli.status import _budget_cell
+    from hyperlaunch.cli._status_cells import budget_cell as _budget_cell
 
     assert _budget_cell(status) == "-", "the table agrees with the detail"
 

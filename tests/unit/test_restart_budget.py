@@ -126,7 +126,7 @@ def test_a_progress_record_left_by_an_earlier_job_of_the_same_id_counts_for_noth
 
 
 def test_status_shows_windows_failures_and_the_budget_left(tmp_path: Path) -> None:
-    from hyperlaunch.cli.status import _table
+    from hyperlaunch.cli._status_table import table as _table
 
     _progress(tmp_path, 0, 1)
     record = JobRecord(job_id=JOB_ID, spec=_spec(tmp_path, 2), submitted_at=0.0)
