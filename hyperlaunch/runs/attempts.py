@@ -63,7 +63,7 @@ def read_lines(path: Path) -> list[str]:
 
 
 def markers_by_restart(lines: Iterable[str], event: str) -> dict[int, dict[str, str]]:
-    """The script's `event` markers (start, end) by attempt (restart count); the last one wins."""
+    """The supervisor's `event` markers (start, end) by attempt (restart count); the last one wins."""
     found: dict[int, dict[str, str]] = {}
     for line in lines:
         marker = parse_attempt_marker(line)
@@ -120,8 +120,8 @@ def running_past_its_record(attempt: Attempt, now: datetime) -> Attempt:
 def _numbered(attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str]]) -> tuple[list[Attempt], list[int]]:
     """sacct's attempts with their restart counts, and the logged counts no attempt took.
     Each run that started takes the next start marker the log holds, not its position: Slurm's
-    count can skip a number (a requeue counted twice, the script's and Slurm's own for a lost
-    node), and `logs --attempt N` names runs by that count. A record's start is not compared:
+    count can skip a number (a requeue counted twice, the supervisor's and Slurm's own for a
+    lost node), and `logs --attempt N` names runs by that count. A record's start is not compared:
     a resized run's record starts when it was resized. A marker written well before the job
     first started is an earlier job's with this id. A run not started, or one that ended before
     the next marker was written (it wrote none), is one more than the run before."""
@@ -132,7 +132,7 @@ def _numbered(attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str
     for attempt in attempts:
         count = previous + 1
         # A marker written after this run ended is a later run's: this one wrote none (it died
-        # before its script got that far).
+        # before its supervisor got that far).
         if logged and _parse_time(attempt.start) is not None and not _written_after(starts[logged[0]], _parse_time(attempt.end)):
             count = max(logged.pop(0), count)
             attempt = _as_it_ran(attempt, starts.get(count, {}))
@@ -194,12 +194,12 @@ def _marker_time(text: str) -> datetime | None:
 
 
 def split_attempts(lines: Sequence[str]) -> dict[int, list[str]]:
-    """Log lines by attempt (restart count), cut at the script's attempt-start markers."""
+    """Log lines by attempt (restart count), cut at the supervisor's attempt-start markers."""
     return _split_at_markers(lines, "start", "restart")
 
 
 def split_rounds(lines: Sequence[str]) -> dict[int, list[str]]:
-    """An attempt's log lines by round, cut at the script's restart markers (round=N starts N)."""
+    """An attempt's log lines by round, cut at the supervisor's restart markers (round=N starts N)."""
     return _split_at_markers(lines, "restart", "round")
 
 

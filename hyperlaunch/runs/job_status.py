@@ -2,7 +2,7 @@
 left and the trainer's progress (latest checkpoint, last loss and throughput).
 
 Everything here is computed from what Slurm and the trainer already record - sacct's
-attempts, slurmdbd's node events, the attempt markers the rendered script writes into the
+attempts, slurmdbd's node events, the attempt markers the job's supervisor writes into the
 log, metrics.jsonl and the checkpoint folder - so `status` works from any shell, any time
 after the job ran. The attempts' own records are read in hyperlaunch.runs.attempts, why each
 ended in runs.restart_causes, the trainer's progress in runs.training_progress; this module
@@ -60,7 +60,7 @@ class RestartBudget:
 
 
 def restart_budget(record: JobRecord, attempts: Sequence[Attempt], *, last_running: bool) -> RestartBudget:
-    """The budget as the next attempt's script will count it: from the trainer's progress
+    """The budget as the next attempt's supervisor will count it: from the trainer's progress
     records in the run dir. An attempt under way that has saved already has given it back."""
     run_dir, job = Path(record.spec.output.run_dir), record.job_id
     if not any(started(a) for a in attempts):  # still queued, or cancelled there (a failed --after)

@@ -109,7 +109,7 @@ def attempt_cause(
         lock = checkpoint_lock_path(Path(record.spec.output.checkpoint_dir), record.spec.derived.checkpoint_name)
         return Restart(index, cause_text(reason.value), f"job {holder or '?'} holds its lock, {lock.name}")
     if reason is RestartCause.TIME_LIMIT:
-        # The save signal reached the batch shell: Slurm's warning before the time limit,
+        # The save signal reached the supervisor: Slurm's warning before the time limit,
         # unless the attempt ended well before that limit (someone sent it: preemption).
         limit = attempt.time_limit_s
         near_limit = limit is not None and attempt.elapsed_s >= limit - record.spec.recovery.signal_seconds - 60
@@ -125,8 +125,8 @@ def attempt_cause(
 
 
 def as_restart_limit(ended: Restart, marker: Mapping[str, str] | None, record: JobRecord) -> Restart:
-    """`ended` as a restart limit when the script ended the job on it because the budget was
-    spent (its end marker: action exit, more failures in a row than --max-restarts)."""
+    """`ended` as a restart limit when the supervisor ended the job on it because the
+    budget was spent (its end marker: action exit, more failures in a row than --max-restarts)."""
     failures = (marker or {}).get("failures", "")
     spent = failures.isdigit() and budget_spent(int(failures), record.spec.recovery.max_restarts)
     if (marker or {}).get("action") != AttemptAction.EXIT.value or not spent or marker_cause(marker) is RestartCause.RESTART_LIMIT:
@@ -137,7 +137,7 @@ def as_restart_limit(ended: Restart, marker: Mapping[str, str] | None, record: J
 
 def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
     allowed = record.spec.recovery.max_restarts
-    if failures is None or not failures.isdigit():  # a marker of an older script
+    if failures is None or not failures.isdigit():  # a marker of an older version
         return f"{allowed} restart(s) allowed"
     if int(failures) > allowed:
         return f"{attempts_text(int(failures))} in a row without a new checkpoint, {allowed} allowed"
@@ -167,7 +167,7 @@ def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerF
 
 
 def in_allocation_restarts(lines: Iterable[str], err_by_attempt: Mapping[int, Sequence[str]], record: JobRecord) -> list[Restart]:
-    """The script's `restart` markers: each names the round it starts and why the one before
+    """The supervisor's `restart` markers: each names the round it starts and why the one before
     it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words,
     else the first failed task's code and error from that round's part of the error log: srun's
     exit status is the highest of its tasks', 143 for the peers stopped after the first failed)."""
