@@ -7,7 +7,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from hyperlaunch.cli._output import elapsed as _elapsed
@@ -29,6 +28,9 @@ _SPARK_CELLS = 40
 def sparkline(values: Sequence[float], cells: int = _SPARK_CELLS) -> str:
     """`values` as a row of at most `cells` blocks, each the mean of its share of them, the
     lowest ▁ and the highest █. Eight characters need no library."""
+    # Imported here: `hyperlaunch --help` imports this module through status's.
+    from statistics import fmean
+
     count = min(cells, len(values))
     means = [fmean(values[i * len(values) // count : (i + 1) * len(values) // count]) for i in range(count)]
     low, span = min(means, default=0.0), max(means, default=0.0) - min(means, default=0.0)

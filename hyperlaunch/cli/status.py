@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -89,6 +88,9 @@ def status(
         env = slurm_env(records[0].slurm_conf)
         single = iter(collect([r for r in records if r.sweep is None], env=env))
         return [SweepView(sweep_status(r, env=env)) if r.sweep is not None else next(single) for r in records]
+
+    # Imported here: `hyperlaunch --help` imports this module for its docstring.
+    from concurrent.futures import ThreadPoolExecutor
 
     while True:
         from hyperlaunch.core.errors import SlurmError

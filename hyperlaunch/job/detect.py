@@ -176,7 +176,7 @@ def hyperpod_mode(*, hyperpod_cluster: str | None, environ: Mapping[str, str], m
     """HyperPod auto-resume (`srun --auto-resume=1`) when no flag or config decides it: on
     where this host shows it is part of a HyperPod cluster (its marker folder, or its
     resource_config.json) or the user named one (--hyperpod-cluster); else left to each node
-    when the job starts (`auto`: the script looks for the marker there)."""
+    when the job starts (`auto`: the supervisor looks for the marker there)."""
     from hyperlaunch.core import paths
 
     marker = marker or HYPERPOD_MARKER_DIR

@@ -262,7 +262,7 @@ class Recovery:
     PANEL: ClassVar[str] = RECOVERY_PANEL
     # hyperlaunch.core.protocol.RESTART_CEILING bounds all requeues.
     max_restarts: int = field(default=3, metadata=flag("--max-restarts", help="Restart budget: how many attempts in a row may end without a new checkpoint (a crash, a lost node) and still be requeued; an attempt that saved resets it, so time-limit and preemption requeues after a save never use it (at most 1000 requeues in all) [default: 3]."))
-    # Used by the supervisor's rounds (hyperlaunch.supervisor.attempt).
+    # Used by the supervisor's rounds (hyperlaunch.supervisor.allocation).
     spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
     restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
     signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."))

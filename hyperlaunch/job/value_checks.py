@@ -76,7 +76,7 @@ def _texts(value: object) -> list[str]:
 
 
 def check_count(flag: str, value: int | None, low: int, high: int = INT32_MAX) -> None:
-    """A count within what Slurm and bash arithmetic take, the bound stated."""
+    """A count within what Slurm takes (32 bits), the bound stated."""
     if value is not None and not low <= value <= high:
         fail(f"{flag} must be between {low} and {high}, got {shown(value, 40)}")
 

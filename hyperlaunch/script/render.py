@@ -258,8 +258,9 @@ def tracker_exports(spec: JobSpec) -> tuple[tuple[str, str], ...]:
 
 
 def srun_flags(spec: JobSpec) -> list[str]:
-    """Flags of the one training step. HyperPod's --auto-resume=1 is added by the script itself
-    in `auto` mode, because only the compute node knows whether it is on HyperPod."""
+    """Flags of the one training step. HyperPod's --auto-resume=1 is added by the supervisor
+    itself in `auto` mode (hyperlaunch.supervisor.allocation), because only the compute node
+    knows whether it is on HyperPod."""
     flags = [
         "--ntasks-per-node=1",
         # One crashed rank ends the step at once instead of leaving the others hanging in a collective.

@@ -1,6 +1,6 @@
 """The job's supervisor as the job runs it: one zipapp (`python3 supervisor-<hash>.pyz ARGS`)
-holding hyperlaunch.supervisor, the core modules it reads (the protocol, the failure records,
-Slurm's state words, the checkpoint pointer), the per-node step script (templates/step.sh.j2,
+holding hyperlaunch.supervisor, the core modules it reads (the protocol, its options, the
+failure records, Slurm's state words, the checkpoint pointer and pruning rule), the per-node step script (templates/step.sh.j2,
 rendered) and the runtime library scripts import (hyperlaunch.runtime), and nothing else: the
 batch host's python3 needs no hyperlaunch installed, and neither does a script job's container.
 

@@ -89,7 +89,7 @@ class TrainingStep:
             env[STEP_NODES_ENV] = " ".join(allocation.round_nodes)
         if rounds.number:
             # A step that lost a node stays on Slurm's books, holding its live nodes' CPUs, until
-            # Slurm marks that node down; its processes are gone (end_step): overlap it.
+            # Slurm marks that node down; its processes are gone (_end_step): overlap it.
             flags.append("--overlap")
         env[ROUND_ENV] = str(rounds.number)
         env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port(rounds.number or 0, allocation.round_nodes))
