@@ -35,7 +35,7 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
-# docs/reference/ from the CLI itself (tests/unit/test_docs_reference.py fails when it is stale).
+# docs/reference/ from the CLI itself (tests/unit/cli/test_docs_reference.py fails when it is stale).
 reference: setup
 	$(BIN)/python -m hyperlaunch.cli.reference
 
@@ -52,7 +52,7 @@ integration: setup
 	$(WITH_VENV) $(BIN)/python -m pytest -q -rs -m solo tests/integration
 
 golden: setup
-	$(WITH_VENV) UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests/unit/test_render.py -k golden
+	$(WITH_VENV) UPDATE_GOLDEN=1 $(BIN)/python -m pytest -q tests/unit/script/test_render.py -k golden
 
 demo: setup
 	$(BIN)/python -m hyperlaunch.demo

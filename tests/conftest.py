@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.devcluster_helpers import hyperlaunch, session_cluster_root
+from tests.support.devcluster_helpers import hyperlaunch, session_cluster_root
 
-pytest_plugins = ["tests.moto_aws"]  # the `aws` fixture: a local moto server
+pytest_plugins = ["tests.support.moto_aws"]  # the `aws` fixture: a local moto server
 
 REAL_HOME = Path(os.path.expanduser("~")).resolve()
 """The home of whoever runs the tests, read before the session replaces HOME."""

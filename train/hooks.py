@@ -1,7 +1,7 @@
 """Where code outside the trainer may act on a run: at its start and end, before each step,
 between a checkpoint's shards and its completion marker, and once a checkpoint is complete.
 The trainer runs with NO_HOOKS, which does nothing; the integration tests run it through
-their own entry module (tests/integration/fault_entry.py) with hooks that inject faults."""
+their own entry module (tests/support/fault_entry.py) with hooks that inject faults."""
 
 from __future__ import annotations
 

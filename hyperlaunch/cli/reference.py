@@ -1,6 +1,6 @@
 """The CLI reference pages of the docs, generated from the Typer app itself: every command's
 `--help` as the terminal shows it (docs/reference/cli.md) and the exit codes
-(docs/reference/exit-codes.md). tests/unit/test_docs_reference.py fails when the committed
+(docs/reference/exit-codes.md). tests/unit/cli/test_docs_reference.py fails when the committed
 pages differ from what this writes.
 
     python -m hyperlaunch.cli.reference            # rewrite both pages

@@ -1,5 +1,5 @@
 """What differs between the Python versions the CLI runs on: 3.10 (the Ubuntu 22.04 of
-HyperPod's login nodes) and later. Checked by tests/unit/test_python_versions.py."""
+HyperPod's login nodes) and later. Checked by tests/unit/project/test_python_versions.py."""
 
 import sys
 

@@ -5,7 +5,7 @@ job variables to decide restarts and the rendezvous, and export the launcher's o
 step is `bash -c`) and splits words on IFS. A user value for any of them would silently undo a
 guarantee (`SLURM_RESTART_COUNT=0` lifts the restart limit), so JobSpec refuses them.
 
-tests/unit/test_script_env.py scans the templates, the supervisor's code and the rendered script,
+tests/unit/core/test_script_env.py scans the templates, the supervisor's code and the rendered script,
 and fails when one of them reads or exports a name that is missing here. The instance
 presets' NCCL/EFA variables are not reserved: overriding them with `--env` is their purpose.
 """

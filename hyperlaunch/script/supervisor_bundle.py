@@ -73,7 +73,7 @@ BUNDLED_MODULES = (
 )
 """Under hyperlaunch/: what the supervisor imports, the runtime library a script job's scripts
 import (the supervisor puts the bundle on their path) and the experiment trackers it forwards
-their records to (each tracker's library comes from the script's environment); tests/unit/test_supervisor_bundle.py
+their records to (each tracker's library comes from the script's environment); tests/unit/script/test_supervisor_bundle.py
 runs both on an interpreter that sees nothing else."""
 _PACKAGE_INIT = f'"""hyperlaunch {__version__}: the job supervisor\'s bundle (see hyperlaunch.script.supervisor_bundle)."""\n__version__ = {__version__!r}\n'
 _MAIN = "import runpy\n\nrunpy.run_module('hyperlaunch.supervisor', run_name='__main__', alter_sys=True)\n"

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, session_cluster_root
+from tests.support.devcluster_helpers import DevCluster, session_cluster_root
 
 BASE_PORT = int(os.environ.get("HYPERLAUNCH_TEST_BASE_PORT", "27817"))
 # Enough for three tests' 2-node exclusive jobs at once plus spares for requeues.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints
-from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.train_helpers import save_tiny_model
+from tests.support.devcluster_helpers import DevCluster, wait_until
+from tests.support.train_helpers import save_tiny_model
 
 pytestmark = pytest.mark.integration
 

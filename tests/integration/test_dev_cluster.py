@@ -13,7 +13,7 @@ import pytest
 
 from hyperlaunch.devcluster import procs, state
 from tests.integration.conftest import BASE_PORT, require_root
-from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.support.devcluster_helpers import DevCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

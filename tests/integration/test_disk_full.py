@@ -19,8 +19,7 @@ import pytest
 from hyperlaunch.core import checkpoints as ck
 from hyperlaunch.core.disk_space import format_size
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, TrainerFailure, read_trainer_failure
-
-from .train_helpers import PYTHON, Run, launch, tiny_args, train_env, tree_digest
+from tests.support.train_helpers import PYTHON, Run, launch, tiny_args, train_env, tree_digest
 
 MODEL = "qwen3_tiny"
 CHECKPOINT_MIB = 1.7

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch import __version__
-from tests.integration.devcluster_helpers import DevCluster, hyperlaunch
+from tests.support.devcluster_helpers import DevCluster, hyperlaunch
 
 pytestmark = pytest.mark.integration
 

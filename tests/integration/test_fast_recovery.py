@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from hyperlaunch.devcluster import procs
-from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import Job, assert_losses_match, kill_a_node_of, kill_node, revive, submit
+from tests.support.devcluster_helpers import DevCluster, wait_until
+from tests.support.fault_helpers import Job, assert_losses_match, kill_a_node_of, kill_node, revive, submit
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import fault_entry
-from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
-from tests.integration.fault_helpers import (
+from tests.support import fault_entry
+from tests.support.devcluster_helpers import DevCluster, importable_tests_env, wait_until
+from tests.support.fault_helpers import (
     Job,
     assert_losses_match,
     kill_a_node_of,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.support.devcluster_helpers import DevCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import BASE_PORT, require_root
-from tests.integration.devcluster_helpers import DevCluster
+from tests.support.devcluster_helpers import DevCluster
 
 pytestmark = pytest.mark.integration
 

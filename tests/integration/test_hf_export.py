@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import MODEL, Job, submit
-from tests.integration.train_helpers import launch, tiny_args
+from tests.support.devcluster_helpers import DevCluster, wait_until
+from tests.support.fault_helpers import MODEL, Job, submit
+from tests.support.train_helpers import launch, tiny_args
 
 pytestmark = pytest.mark.integration
 

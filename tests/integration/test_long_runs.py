@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
-from tests.integration.fault_helpers import FAULTY_CLI, MODEL, TRAINER_ARGS, Job, submit
+from tests.support.devcluster_helpers import DevCluster, importable_tests_env, wait_until
+from tests.support.fault_helpers import FAULTY_CLI, MODEL, TRAINER_ARGS, Job, submit
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import MODEL, Job, submit
+from tests.support.devcluster_helpers import DevCluster, wait_until
+from tests.support.fault_helpers import MODEL, Job, submit
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ import pytest
 
 from hyperlaunch.core import checkpoints
 from hyperlaunch.supervisor.decisions import job_port
-from tests.integration.devcluster_helpers import DevCluster, wait_until
-from tests.integration.fault_helpers import Job, kill_a_node_of, revive
+from tests.support.devcluster_helpers import DevCluster, wait_until
+from tests.support.fault_helpers import Job, kill_a_node_of, revive
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from hyperlaunch.core import checkpoints
-from tests.integration.devcluster_helpers import DevCluster, importable_tests_env, wait_until
-from tests.integration.fault_helpers import (
+from tests.support.devcluster_helpers import DevCluster, importable_tests_env, wait_until
+from tests.support.fault_helpers import (
     FAULTY_CLI,
     FINAL_STATES,
     MODEL,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.devcluster_helpers import DevCluster, importable_tests_env
-from tests.integration.fault_helpers import FAULTY_CLI, Job, kill_a_node_of, revive, submit, wait_attempts
-from tests.mlflow_server import mlflow_server
+from tests.support.devcluster_helpers import DevCluster, importable_tests_env
+from tests.support.fault_helpers import FAULTY_CLI, Job, kill_a_node_of, revive, submit, wait_attempts
+from tests.support.mlflow_server import mlflow_server
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .train_helpers import launch, tiny_args
+from tests.support.train_helpers import launch, tiny_args
 
 SAME = ("loss", "grad_norm", "lr", "tokens_seen", "samples_consumed", "peak_memory_bytes_per_rank")
 

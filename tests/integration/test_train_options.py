@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints as ck
-
-from .train_helpers import launch, tiny_args
+from tests.support.train_helpers import launch, tiny_args
 
 CASES = {
     # name: (flags, expected fields of the `sharding` description)

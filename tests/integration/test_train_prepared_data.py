@@ -18,8 +18,7 @@ from hyperlaunch.core import checkpoints as ck
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.data.prepare import prepare
 from hyperlaunch.data.tokenizer import load_tokenizer
-
-from .train_helpers import Run, launch, tiny_args
+from tests.support.train_helpers import Run, launch, tiny_args
 
 MODEL = "qwen3_tiny"
 STEPS, EVERY = 8, 4

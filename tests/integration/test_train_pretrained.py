@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .train_helpers import launch, save_tiny_model
+from tests.support.train_helpers import launch, save_tiny_model
 
 
 @pytest.mark.parametrize("kind", ["qwen3", "llama"], ids=["tied", "untied"])

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from hyperlaunch.core import checkpoints as ck
-
-from .train_helpers import Run, launch, tiny_args
+from tests.support.train_helpers import Run, launch, tiny_args
 
 MODEL = "qwen3_tiny"
 

@@ -13,8 +13,7 @@ import pytest
 
 from hyperlaunch.core import checkpoints as ck
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
-
-from .train_helpers import PYTHON, launch, tiny_args, train_env, tree_digest
+from tests.support.train_helpers import PYTHON, launch, tiny_args, train_env, tree_digest
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR2, signal.SIGTERM], ids=["SIGUSR2", "SIGTERM"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
-from tests.integration.devcluster_helpers import DevCluster, wait_until
+from tests.support.devcluster_helpers import DevCluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_a_package_the_trainer_cannot_import_is_a_final_record_not_a_crash(tmp_p
     record says trainer-broken and final, so the supervisor ends the job on its first round.
     Before, it recorded `unexpected`, and the job ran 12 launches (new-user trial)."""
     from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure
-    from tests.integration.train_helpers import launch, tiny_args
+    from tests.support.train_helpers import launch, tiny_args
 
     shadow = tmp_path / "shadow" / "transformers"
     shadow.mkdir(parents=True)
@@ -64,6 +64,6 @@ def test_a_package_the_trainer_cannot_import_is_a_final_record_not_a_crash(tmp_p
 
 
 def importable_path() -> str:
-    from tests.integration.devcluster_helpers import importable_tests_env
+    from tests.support.devcluster_helpers import importable_tests_env
 
     return importable_tests_env()["PYTHONPATH"]

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, read_trainer_failure
-from tests.integration import fault_entry
-
-from .train_helpers import launch, tiny_args
+from tests.support import fault_entry
+from tests.support.train_helpers import launch, tiny_args
 
 # Small enough to be quick, large enough that a loaded 2-core machine never trips it:
 # a step may take 5 s, the first steps, saves and validation passes 15 s.
