@@ -12,8 +12,8 @@ import pytest
 
 from hyperlaunch.core import checkpoint_pruning
 from hyperlaunch.core import checkpoints as rules
+from tests.support.checkpoint_folders import make_checkpoint, point
 from tests.support.cli_runner import CliResult, run_cli
-from tests.unit.cli.test_cli_checkpoints import make_checkpoint, point
 
 
 @pytest.fixture()

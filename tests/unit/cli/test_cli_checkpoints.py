@@ -12,24 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
-from hyperlaunch.core.checkpoints import METADATA_FILE, checkpoint_path, pointer_path
 from hyperlaunch.core.disk_space import format_size
 from hyperlaunch.job.settings import resolve_checkpoint_dir
+from tests.support.checkpoint_folders import make_checkpoint, point
 
 runner = CliRunner()
 
-
-def make_checkpoint(root: Path, model: str, step: int, *, complete: bool = True, payload: int = 100) -> Path:
-    path = checkpoint_path(root, model, step)
-    path.mkdir(parents=True)
-    (path / "__0_0.distcp").write_bytes(b"x" * payload)
-    if complete:
-        (path / METADATA_FILE).write_bytes(b"m" * 10)
-    return path
-
-
-def point(root: Path, model: str, name: str) -> None:
-    pointer_path(root, model).write_text(name + "\n")
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from hyperlaunch.core.errors import DataError, InvalidInput
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.data.prepare import finish_shares, plan_shares, prepare, prepare_share
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
-from tests.unit.data.test_prepare_data import _docs, _stream, _write_jsonl
+from tests.support.token_corpus import _docs, _stream, _write_jsonl
 
 
 @pytest.fixture(scope="module")

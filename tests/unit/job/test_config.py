@@ -9,12 +9,7 @@ import pytest
 
 from hyperlaunch.core.errors import ConfigError, InvalidInput
 from hyperlaunch.job.plan import build_spec
-
-TINY_QWEN3_CONFIG = {
-    "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 512,
-    "max_position_embeddings": 256, "tie_word_embeddings": True,
-}
+from tests.support.model_configs import TINY_QWEN3_CONFIG
 
 
 def build(tmp_path: Path, flags: dict[str, object] | None = None, environ: dict[str, str] | None = None, **kwargs: object):

@@ -15,7 +15,7 @@ from hyperlaunch.core.models import PRESETS, get_preset
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.plan import plan_job
 from tests.support.cli_runner import run_cli
-from tests.unit.job.test_config import TINY_QWEN3_CONFIG
+from tests.support.model_configs import TINY_QWEN3_CONFIG
 
 
 def plan(tmp_path: Path, flags: dict[str, object]):

@@ -429,7 +429,7 @@ def test_plot_and_status_of_a_resumed_element_go_back_to_the_element_it_resumed(
 
 
 def _checkpoints(root: Path, name: str, *steps: int) -> None:
-    from tests.unit.cli.test_cli_checkpoints import make_checkpoint, point
+    from tests.support.checkpoint_folders import make_checkpoint, point
 
     for step in steps:
         make_checkpoint(root, name, step)

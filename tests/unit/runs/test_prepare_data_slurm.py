@@ -17,7 +17,7 @@ import pytest
 from hyperlaunch.data import prepared_data as fmt
 from hyperlaunch.script.render_prepare import render_prepare
 from tests.support.cli_runner import one_error_line, run_cli, stub_slurm
-from tests.unit.data.test_prepare_data import _docs, _stream, _write_jsonl
+from tests.support.token_corpus import _docs, _stream, _write_jsonl
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 COMMAND = ["/fsx/venvs/hl/bin/python", "-m", "hyperlaunch", "prepare-data", "--output", "/fsx/data/team's corpus", "--tokenizer", "offline"]

@@ -203,7 +203,7 @@ def test_an_export_of_a_given_step_names_its_folder(stub: Path, tmp_path: Path, 
 def test_an_export_of_a_model_directorys_training_is_listed_by_either_name(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from tests.unit.job.test_config import TINY_QWEN3_CONFIG
+    from tests.support.model_configs import TINY_QWEN3_CONFIG
 
     model = tmp_path / "models" / "Tiny-0.1B"
     model.mkdir(parents=True)

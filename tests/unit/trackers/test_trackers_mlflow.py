@@ -14,7 +14,7 @@ import pytest
 from hyperlaunch.core import trackers as names
 from hyperlaunch.core.trackers import Ending
 from tests.support.mlflow_server import mlflow_server
-from tests.unit.trackers.test_trackers_lineage import FIRST, SECOND, attempt, job_env, loss
+from tests.support.tracker_attempts import FIRST, SECOND, attempt, job_env, loss
 
 pytest.importorskip("mlflow")
 from mlflow import MlflowClient  # noqa: E402

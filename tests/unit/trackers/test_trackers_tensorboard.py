@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import trackers as names
-from tests.unit.trackers.test_trackers_lineage import FIRST, SECOND, attempt, job_env, loss
+from tests.support.tracker_attempts import FIRST, SECOND, attempt, job_env, loss
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hyperlaunch.core import trackers as names
-from tests.unit.trackers.test_trackers_lineage import FIRST, SECOND, attempt, job_env, loss
+from tests.support.tracker_attempts import FIRST, SECOND, attempt, job_env, loss
 
 pytest.importorskip("wandb")
 
