@@ -2,7 +2,8 @@
 session (module- and session-scoped fixtures included, and every process they start) runs
 with HOME and HYPERLAUNCH_HOME under pytest's temporary directory, and each test gets a
 hyperlaunch home of its own on top. The controlling process checks at the end that nothing
-was written under the real home, and brings the session's dev cluster down."""
+was written under the real home. (The integration tests' dev cluster is theirs:
+tests/integration/conftest.py brings it up and down.)"""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.support.devcluster_helpers import hyperlaunch, session_cluster_root
 
 pytest_plugins = ["tests.support.moto_aws"]  # the `aws` fixture: a local moto server
 
@@ -57,12 +56,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: the controller stops the cluster after every worker is done
-    factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is not None:
-        root = session_cluster_root(factory.getbasetemp())
-        if (root / "cluster.json").exists():
-            hyperlaunch("dev-cluster", "down", "--dir", str(root), timeout=120)
+        return  # an xdist worker: the controller checks once every worker is done
     written = real_home_writes(REAL_HOME, _STARTED)
     if written:
         print(f"\nFAILED: the test session wrote under the real home {REAL_HOME}: {', '.join(map(str, written))}")

@@ -1,6 +1,7 @@
 """The integration tests' Slurm cluster: one per test session, shared by every pytest-xdist
 worker (the first to need it brings it up, under a file lock; `up` is idempotent), and
-brought down by the controlling process at the end of the session (tests/conftest.py).
+brought down by the controlling process at the end of the session (pytest_sessionfinish below:
+`make test` names tests/integration, so the controller loads this file as well as the workers).
 
 Only tests that ask for `dev_cluster` start it (trainer tests run without Slurm). Tests on
 it must not assume they are alone: their jobs use --exclusive, and they kill only nodes of
@@ -13,7 +14,7 @@ import os
 
 import pytest
 
-from tests.support.devcluster_helpers import DevCluster, session_cluster_root
+from tests.support.devcluster_helpers import DevCluster, hyperlaunch, session_cluster_root
 
 BASE_PORT = int(os.environ.get("HYPERLAUNCH_TEST_BASE_PORT", "27817"))
 # Enough for three tests' 2-node exclusive jobs at once plus spares for requeues.
@@ -40,3 +41,13 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> DevCluster:
     if result.returncode != 0:
         pytest.fail(f"dev-cluster up failed: {result.stderr.strip()}")
     return cluster
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller stops the cluster after every worker is done
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        root = session_cluster_root(factory.getbasetemp())
+        if (root / "cluster.json").exists():
+            hyperlaunch("dev-cluster", "down", "--dir", str(root), timeout=120)
