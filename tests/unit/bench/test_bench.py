@@ -17,6 +17,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hyperlaunch.bench", *args], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_lists_every_benchmark_and_refuses_unknown_names() -> None:
     listed = _bench()
     assert listed.returncode == 0
@@ -26,11 +27,13 @@ def test_lists_every_benchmark_and_refuses_unknown_names() -> None:
 
 
 @pytest.mark.parametrize("name", list(BENCHMARKS))
+@pytest.mark.slow
 def test_each_benchmark_documents_its_options(name: str) -> None:
     result = _bench(name, "--help")
     assert result.returncode == 0 and "python -m hyperlaunch.bench" in result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_gpu_benchmark_says_why_not_without_a_gpu() -> None:
     import torch
 

@@ -84,6 +84,7 @@ def test_torchtitan_arguments_parse_with_the_installed_release(tmp_path: Path) -
     assert config.training.local_batch_size == 2 and config.compile.enable
 
 
+@pytest.mark.slow
 def test_the_entry_copies_torchtitans_step_figures_to_a_file(tmp_path: Path) -> None:
     fake = tmp_path / "fake" / "torchtitan"
     (fake / "components").mkdir(parents=True)

@@ -20,6 +20,7 @@ def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None)
     )
 
 
+@pytest.mark.slow
 def test_help_works_from_any_directory(tmp_path: Path) -> None:
     result = _cli("--help", cwd=tmp_path)
     assert result.returncode == 0
@@ -30,6 +31,7 @@ def test_help_works_from_any_directory(tmp_path: Path) -> None:
         assert command in sub.stdout
 
 
+@pytest.mark.slow
 def test_not_root_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
     code = (
         "import os, sys; os.geteuid = lambda: 1000; sys.argv = ['hyperlaunch', 'dev-cluster', 'up', '--dir', sys.argv[1]];"
@@ -43,6 +45,7 @@ def test_not_root_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_bad_node_count_is_one_line(tmp_path: Path) -> None:
     result = _cli("dev-cluster", "up", "--nodes", "0", "--dir", str(tmp_path / "c"))
     assert result.returncode == 2
@@ -50,24 +53,28 @@ def test_bad_node_count_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_kill_node_without_a_cluster_says_so(tmp_path: Path) -> None:
     result = _cli("dev-cluster", "kill-node", "node1", "--dir", str(tmp_path))
     assert result.returncode == 5
     assert "no dev cluster is running" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_debug_variable_shows_the_traceback(tmp_path: Path) -> None:
     env = dict(os.environ, HYPERLAUNCH_DEBUG="1")
     result = _cli("dev-cluster", "kill-node", "node1", "--dir", str(tmp_path), env=env)
     assert "Traceback" in result.stderr
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch_or_transformers() -> None:
     code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('HEAVY', sorted(m for m in ('torch','transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in result.stdout
 
 
+@pytest.mark.slow
 def test_exit_codes_are_documented_in_a_help_topic_the_top_level_help_points_to() -> None:
     top = _cli("--help")
     options_at = top.stdout.index("Options:")
@@ -83,6 +90,7 @@ def test_exit_codes_are_documented_in_a_help_topic_the_top_level_help_points_to(
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
+@pytest.mark.slow
 def test_version_is_printed_without_building_a_command(flag: str) -> None:
     code = (
         f"import sys; sys.argv=['hyperlaunch', {flag!r}]; from hyperlaunch.cli import main; main();"
@@ -111,6 +119,7 @@ def test_a_mistyped_command_is_one_line_naming_the_closest(
     one_error_line(run_cli(args, monkeypatch), 2, *parts)
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_with_clicks_message_and_no_traceback() -> None:
     for args, message in (
         (("rendr",), "no command 'rendr'; did you mean 'render'?"),
@@ -122,6 +131,7 @@ def test_usage_errors_exit_2_with_clicks_message_and_no_traceback() -> None:
         assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_one_command_runs_as_it_does_inside_the_whole_cli(tmp_path: Path) -> None:
     """main() builds only the command it runs; its output must be the whole CLI's."""
     from typer.testing import CliRunner
@@ -136,12 +146,14 @@ def test_one_command_runs_as_it_does_inside_the_whole_cli(tmp_path: Path) -> Non
     assert "hyperlaunch render [OPTIONS]" in _cli("render", "--help").stdout.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_help_imports_neither_rich_nor_the_command_internals() -> None:
     code = "import sys; sys.argv=['hyperlaunch','--help']\ntry:\n from hyperlaunch.cli import main; main()\nexcept SystemExit: pass\nprint('LOADED', sorted(m for m in ('rich.table','rich.console','jinja2','hyperlaunch.devcluster.cluster','hyperlaunch.job.plan') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "LOADED []" in result.stdout
 
 
+@pytest.mark.slow
 def test_help_lists_every_command_as_the_whole_cli_does_and_builds_none() -> None:
     """`hyperlaunch --help` reads each command's docstring, not its 45 job options: the same
     list as the CLI with every command built, and nothing of the job layer loaded."""

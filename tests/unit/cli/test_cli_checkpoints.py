@@ -102,6 +102,7 @@ def test_default_folder_follows_hyperlaunch_toml_like_submit(tmp_path: Path) -> 
     assert resolve_checkpoint_dir("flag", cwd=tmp_path, environ=env) == tmp_path / "flag"
 
 
+@pytest.mark.slow
 def test_cli_default_folder_is_resolved_from_the_current_directory(tmp_path: Path) -> None:
     make_checkpoint(tmp_path / "ck", "qwen3_tiny", 3)
     (tmp_path / "hyperlaunch.toml").write_text('checkpoint_dir = "ck"\n')
@@ -114,6 +115,7 @@ def test_cli_default_folder_is_resolved_from_the_current_directory(tmp_path: Pat
     assert document["models"][0]["checkpoints"][0]["step"] == 3
 
 
+@pytest.mark.slow
 def test_bad_profile_is_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "hyperlaunch", "checkpoints", "--profile", "nope"], cwd=tmp_path, capture_output=True, text=True, check=False

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from hyperlaunch.cli import app
@@ -49,6 +50,7 @@ def test_format_params_reads_like_a_model_card() -> None:
     assert format_params(999) == "999"
 
 
+@pytest.mark.slow
 def test_models_does_not_import_torch() -> None:
     code = (
         "import sys; sys.argv=['hyperlaunch','models','--json']\n"

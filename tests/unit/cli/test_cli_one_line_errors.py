@@ -70,11 +70,13 @@ RENDER = ["render", "--model", "qwen3_tiny"]
         (["--output", "."], 2, "it is a folder"),
     ],
 )
+@pytest.mark.slow
 def test_bad_values_are_one_line_with_the_bound(here: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int, said: str) -> None:
     _one_error_line(run_cli([*RENDER, *args], monkeypatch), code, said)
 
 
 @pytest.mark.parametrize("model", [f"/tmp/{LONG}/m", LONG, f"/tmp/{LONG}"])
+@pytest.mark.slow
 def test_a_model_path_the_file_system_cannot_hold_is_one_line(here: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
     _one_error_line(run_cli(["render", "--model", model], monkeypatch), 2)
 
@@ -88,6 +90,7 @@ def test_a_model_path_the_file_system_cannot_hold_is_one_line(here: Path, monkey
         ("HYPERLAUNCH_TIME", "\u0664:00:00", "not a Slurm time"),
     ],
 )
+@pytest.mark.slow
 def test_environment_values_are_checked_like_flags(here: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str) -> None:
     monkeypatch.setenv(variable, value)
     result = run_cli(RENDER, monkeypatch)
@@ -95,6 +98,7 @@ def test_environment_values_are_checked_like_flags(here: Path, monkeypatch: pyte
     _one_error_line(result, result.exit_code, said)
 
 
+@pytest.mark.slow
 def test_config_files_that_are_not_files_are_one_line(here: Path, monkeypatch: pytest.MonkeyPatch, _isolated_home: Path) -> None:
     project = here / "hyperlaunch.toml"
     project.mkdir()
@@ -132,6 +136,7 @@ def test_a_job_id_is_digits_or_a_one_line_error(here: Path, monkeypatch: pytest.
         assert len(result.stderr) < 200
 
 
+@pytest.mark.slow
 def test_render_prints_exactly_what_submit_submits(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through a pipe that is not UTF-8 (bytes out, no locale encoding), to a file, and as
     submitted: the same bytes, escapes and non-ASCII text included."""
@@ -158,12 +163,14 @@ def test_render_prints_exactly_what_submit_submits(here: Path, monkeypatch: pyte
     assert (jobs.jobs_dir() / "77" / jobs.SCRIPT_FILE).read_bytes() == printed
 
 
+@pytest.mark.slow
 def test_text_that_is_not_unicode_is_refused_before_anything_is_written(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Bytes that were not UTF-8 on the command line arrive as lone surrogates."""
     for args in (["--data", "caf\udce9"], ["--partition", "p\udcff"], ["--", "--lr", "\udce9"]):
         _one_error_line(run_cli([*RENDER, *args], monkeypatch), 2, "not valid UTF-8")
 
 
+@pytest.mark.slow
 def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A dev cluster started afresh hands out job ids again: sbatch accepted each job, so
     recording it must not fail."""
@@ -177,6 +184,7 @@ def test_the_same_job_id_saved_again_within_a_second_keeps_both(here: Path, monk
     assert len([p for p in jobs.jobs_dir().iterdir() if p.name.startswith(".5-replaced-")]) == 2
 
 
+@pytest.mark.slow
 def test_a_record_that_cannot_be_written_after_sbatch_says_the_job_runs(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): "6")
 
@@ -187,6 +195,7 @@ def test_a_record_that_cannot_be_written_after_sbatch_says_the_job_runs(here: Pa
     _one_error_line(run_cli(["submit", "--model", "qwen3_tiny"], monkeypatch), 3, "job 6 was submitted", "scancel 6", after_settings=True)
 
 
+@pytest.mark.slow
 def test_a_log_folder_that_cannot_be_made_is_one_line(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (here / "file").write_text("")
     monkeypatch.setattr(slurm_submission, "submit_script", lambda script, folder, *, env, forward=(): pytest.fail("submitted"))

@@ -25,6 +25,7 @@ def test_json_goes_to_stdout_and_notes_and_warnings_to_stderr(capsys: pytest.Cap
     assert captured.err == "hyperlaunch: using something\nhyperlaunch: warning: careful\n"
 
 
+@pytest.mark.slow
 def test_the_slurm_environment_module_does_not_import_the_dev_cluster() -> None:
     code = "import sys, hyperlaunch.slurm.env, hyperlaunch.slurm.runner, hyperlaunch.slurm.nodes, hyperlaunch.slurm.submission, hyperlaunch.slurm.queue, hyperlaunch.slurm.accounting, hyperlaunch.slurm.arrays, hyperlaunch.runs.launch; print([m for m in sys.modules if 'devcluster' in m])"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
@@ -40,6 +41,7 @@ def test_a_local_cluster_is_used_only_without_other_config_and_said(monkeypatch:
     assert slurm_env.slurm_environment(local_cluster=lambda: "/dev/cluster.conf")["SLURM_CONF"] == "/mine"
 
 
+@pytest.mark.slow
 def test_dev_cluster_status_without_a_cluster_exits_with_the_documented_code(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "hyperlaunch", "dev-cluster", "status", "--dir", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, check=False)

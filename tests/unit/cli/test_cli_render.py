@@ -18,6 +18,7 @@ from hyperlaunch.script.render import render_sbatch
 HEAVY = ("torch", "transformers")
 
 
+@pytest.mark.slow
 def test_render_prints_the_script_for_the_flags(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     args = ["render", "-m", "qwen3_tiny", "-N", "2", "--env", "A=b c", "--no-hyperpod", "--", "--lr", "3e-4"]
@@ -33,6 +34,7 @@ def test_render_prints_the_script_for_the_flags(tmp_path: Path, monkeypatch) -> 
     assert result.stdout.endswith("  --lr 3e-4\n")
 
 
+@pytest.mark.slow
 def test_render_writes_to_a_file_with_output(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["render", "-m", "qwen3_tiny", "-o", str(tmp_path / "job.sbatch")])
@@ -52,6 +54,7 @@ def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_help_and_render_import_neither_torch_nor_transformers_and_start_fast(tmp_path: Path) -> None:
     for args in (("--help",), ("render", "--model", "qwen3_tiny", "--nodes", "2")):
         started = time.monotonic()
@@ -64,6 +67,7 @@ def test_help_and_render_import_neither_torch_nor_transformers_and_start_fast(tm
         assert elapsed < 5, f"{args} took {elapsed:.1f}s"
 
 
+@pytest.mark.slow
 def test_invalid_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     for args in (("render", "-m", "nope"), ("render", "-m", "qwen3_tiny", "-N", "0"), ("render", "-m", "qwen3_tiny", "--instance-type", "x9")):
         result = _run_cli(*args, cwd=tmp_path)
@@ -72,12 +76,14 @@ def test_invalid_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
         assert len(errors) == 1 and errors[0].startswith("hyperlaunch: error: ")
 
 
+@pytest.mark.slow
 def test_a_bad_hyperlaunch_toml_is_exit_code_3(tmp_path: Path) -> None:
     (tmp_path / "hyperlaunch.toml").write_text("nodez = 2\n")
     result = _run_cli("render", "-m", "qwen3_tiny", cwd=tmp_path)
     assert result.returncode == 3 and "unknown key 'nodez'" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_mission_commands_script_is_short_enough_to_read(tmp_path: Path, monkeypatch) -> None:
     """Issue 23: under 80 lines, what the job is at a glance; the logic lives in the supervisor."""
     monkeypatch.chdir(tmp_path)
@@ -88,6 +94,7 @@ def test_the_mission_commands_script_is_short_enough_to_read(tmp_path: Path, mon
     assert "\n  --model qwen3_0_6b \\\n" in result.stdout and "exec python3 " in result.stdout
 
 
+@pytest.mark.slow
 def test_a_file_where_a_folder_goes_is_refused_by_render_as_by_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support.cli_runner import one_error_line, run_cli
 
@@ -98,6 +105,7 @@ def test_a_file_where_a_folder_goes_is_refused_by_render_as_by_submit(tmp_path: 
     assert taken.read_text() == "mine\n"
 
 
+@pytest.mark.slow
 def test_render_lists_what_the_configuration_set_and_where_never_an_env_value(tmp_path: Path) -> None:
     (tmp_path / "hyperlaunch.toml").write_text(
         'partition = "debug"\ntime = "2h"\nenv = ["SECRET=abc"]\ntrainer_args = "--lr 3e-4"\n'

@@ -75,6 +75,7 @@ def bash_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ig
 
 
 @needs_bash
+@pytest.mark.slow
 def test_bash_completes_commands_options_presets_and_job_ids(bash_completes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _record(tmp_path, "4242", 2.0)
     _record(tmp_path, "977", 1.0)
@@ -89,6 +90,7 @@ def test_bash_completes_commands_options_presets_and_job_ids(bash_completes, tmp
 
 
 @needs_bash
+@pytest.mark.slow
 def test_bash_offers_nothing_rather_than_an_error_where_values_are_unknown(bash_completes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # No records at all, a path for --model (bash's `-o default` then completes file names).
     assert bash_completes("cancel", "") == []

@@ -76,12 +76,14 @@ def _render(case: Case) -> None:
 
 @fixed(90)
 @given(case=cases("flag"))
+@pytest.mark.slow
 def test_render_with_hostile_flags(case: Case) -> None:
     _render(case)
 
 
 @fixed(70)
 @given(case=cases("environment"))
+@pytest.mark.slow
 def test_render_with_hostile_environment_variables(case: Case) -> None:
     _render(case)
 
@@ -94,18 +96,21 @@ def test_render_with_a_hostile_user_config(case: Case) -> None:
 
 @fixed(60)
 @given(case=cases("project_config"))
+@pytest.mark.slow
 def test_render_with_a_hostile_project_config(case: Case) -> None:
     _render(case)
 
 
 @fixed(60)
 @given(case=cases("profile"))
+@pytest.mark.slow
 def test_render_with_a_hostile_profile(case: Case) -> None:
     _render(case)
 
 
 @fixed(60)
 @given(data=st.data(), channel=st.sampled_from(CHANNELS))
+@pytest.mark.slow
 def test_submit_sends_what_render_prints_or_fails_in_one_line(data: st.DataObject, channel: str) -> None:
     case = data.draw(cases(channel, command="submit"))
     with pytest.MonkeyPatch.context() as mp, sandbox_dir() as root:

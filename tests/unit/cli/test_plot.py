@@ -87,6 +87,7 @@ def test_json_has_the_kept_curve_of_the_lineage_and_markers_with_the_causes_stat
     assert document["markers"][2]["cause"] == "resume of job 12 after time limit"
 
 
+@pytest.mark.slow
 def test_o_writes_a_real_png_and_nothing_beside_it(training: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from matplotlib.image import imread
 

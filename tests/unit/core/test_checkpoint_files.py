@@ -66,6 +66,7 @@ def _killed_writer(ckpt: Path, name: str) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_a_writer_killed_before_the_rename_leaves_nothing_readers_trip_on(tmp_path: Path, umask: None) -> None:
     first = _complete(tmp_path, 10)
     checkpoints.write_pointer(tmp_path, MODEL, first)

@@ -62,6 +62,7 @@ def test_no_python_with_torch_is_one_line_naming_the_train_extra(monkeypatch: py
     assert hf_export.exporter_python("/opt/py", None) == "/opt/py"
 
 
+@pytest.mark.slow
 def test_the_exporters_own_error_becomes_this_commands_one_line_and_exit_code(tmp_path: Path) -> None:
     script = tmp_path / "fake.py"
     script.write_text(

@@ -103,6 +103,7 @@ def test_mfu_with_the_output_projection_in_the_step_record_and_log_line() -> Non
     assert "| MFU 25.0% (with output 30.0%) |" in format_step(record)
 
 
+@pytest.mark.slow
 def test_importing_models_does_not_import_torch() -> None:
     code = "import sys, hyperlaunch.core.models, hyperlaunch.core.checkpoints; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -117,6 +117,7 @@ def _refused(result_stderr: str, name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(RESERVED_ENV_NAMES))
 @pytest.mark.parametrize("form", ["{}=0", "{}"])
+@pytest.mark.slow
 def test_each_reserved_name_is_refused_on_the_command_line(name: str, form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli(["render", "-m", "qwen3_tiny", "--env", form.format(name)], monkeypatch)
@@ -133,6 +134,7 @@ def test_each_reserved_name_is_refused_on_the_command_line(name: str, form: str,
         '[profile.p]\nenv = ["IFS"]\n',
     ],
 )
+@pytest.mark.slow
 def test_reserved_names_are_refused_from_config_files_and_profiles(config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hyperlaunch.toml").write_text('model = "qwen3_tiny"\n' + config)
@@ -144,6 +146,7 @@ def test_reserved_names_are_refused_from_config_files_and_profiles(config: str, 
 
 
 @pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "NCCL_DEBUG", "HF_TOKEN", "slurm_job_id", "SLURM_CPUS_PER_TASK"])
+@pytest.mark.slow
 def test_other_names_stay_allowed(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli(["render", "-m", "qwen3_tiny", "--env", f"{name}=/x"], monkeypatch)
@@ -161,6 +164,7 @@ def test_the_rule_is_in_the_env_help(monkeypatch: pytest.MonkeyPatch) -> None:
         assert name in flat
 
 
+@pytest.mark.slow
 def test_an_env_name_with_a_trailing_newline_is_not_a_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli(["render", "-m", "qwen3_tiny", "--env", "HF_HOME\n=x"], monkeypatch)

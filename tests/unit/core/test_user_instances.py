@@ -24,6 +24,7 @@ def _render(monkeypatch: pytest.MonkeyPatch, *args: str):
     return run_cli(["render", "--model", "qwen3_0_6b", *args], monkeypatch)
 
 
+@pytest.mark.slow
 def test_a_users_instance_file_adds_a_type_with_its_gpus_memory_and_exports(
     _isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -47,6 +48,7 @@ def test_a_broken_instance_file_is_one_line_naming_it(_isolated_home: Path, monk
     one_error_line(_render(monkeypatch, "--instance-type", "lab.l40s"), 3, "bad.toml", "not a readable TOML file")
 
 
+@pytest.mark.slow
 def test_a_type_nobody_described_runs_with_gpus_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
     refused = one_error_line(_render(monkeypatch, "--instance-type", "x9.48xlarge"), 2, "unknown instance type 'x9.48xlarge'")
     assert "--gpus-per-node" in refused and "instances/x9.toml" in refused

@@ -158,6 +158,7 @@ def test_a_preparation_that_failed_before_any_shard_does_not_block_the_corrected
     assert json.loads(fixed.stdout)["status"] == "prepared"
 
 
+@pytest.mark.slow
 def test_a_killed_prepare_continues_to_the_same_result(tmp_path: Path, offline: LoadedTokenizer) -> None:
     jsonl = _write_jsonl(tmp_path / "a.jsonl", _docs(6000, seed=3))
     whole = prepare([jsonl], tmp_path / "whole", offline, workers=1, shard_mb=0.02)
@@ -251,6 +252,7 @@ def _prepare_data_without(blocked: list[str], tmp_path: Path) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow
 def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path) -> None:
     result = _prepare_data_without(["numpy", "tokenizers", "transformers", "torch"], tmp_path)
     assert result.returncode == 2
@@ -259,6 +261,7 @@ def test_without_the_data_extra_prepare_data_says_so_in_one_line(tmp_path: Path)
     ]
 
 
+@pytest.mark.slow
 def test_prepare_data_runs_where_torch_is_not_installed(tmp_path: Path) -> None:
     """A login node with the `data` extra and no torch prepares data (tokenizing needs none)."""
     result = _prepare_data_without(["torch"], tmp_path)

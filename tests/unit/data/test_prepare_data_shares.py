@@ -63,6 +63,7 @@ def test_a_share_that_did_not_run_is_named_and_the_same_steps_again_finish(tmp_p
     assert finish_shares(out, offline).manifest.tokens == prepare(inputs, tmp_path / "alone", offline, workers=1, shard_mb=0.002).manifest.tokens
 
 
+@pytest.mark.slow
 def test_the_steps_refuse_what_they_cannot_do_in_one_line(tmp_path: Path, offline: LoadedTokenizer) -> None:
     inputs = _inputs(tmp_path)
     with pytest.raises(DataError, match="has no plan"):

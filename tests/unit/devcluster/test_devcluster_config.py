@@ -86,12 +86,14 @@ def test_a_reused_pid_is_not_our_process() -> None:
     assert not procs.signal_record(impostor, procs.signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_an_exited_daemon_is_not_alive(tmp_path: Path) -> None:
     record, proc = procs.start_daemon("t", [sys.executable, "-c", "pass"], log=tmp_path / "t.log", env=os.environ, cwd=tmp_path)
     proc.wait()
     assert not procs.is_alive(record)
 
 
+@pytest.mark.slow
 def test_node_processes_are_found_by_marker_and_parentage(tmp_path: Path) -> None:
     env = dict(os.environ, **{procs.CLUSTER_MARKER: str(tmp_path), procs.NODE_MARKER: "node2"})
     # A "slurmstepd" stand-in that starts a child without the markers, as tasks are.

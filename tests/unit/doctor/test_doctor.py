@@ -224,6 +224,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hyperlaunch", "doctor", *args], capture_output=True, text=True, env=env, check=False)
 
 
+@pytest.mark.slow
 def test_cli_without_slurm_exits_8_with_one_line_and_one_json_document(tmp_path: Path) -> None:
     # A PATH with only this Python's directory: no Slurm binaries, so every Slurm check fails fast.
     env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path), "HYPERLAUNCH_HOME": str(tmp_path), "SLURM_CONF": "/nonexistent"}
@@ -238,6 +239,7 @@ def test_cli_without_slurm_exits_8_with_one_line_and_one_json_document(tmp_path:
 
 
 @pytest.mark.parametrize("module", ["hyperlaunch.doctor.checks", "hyperlaunch.cli.doctor"])
+@pytest.mark.slow
 def test_doctor_does_not_import_torch(module: str) -> None:
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -70,6 +70,7 @@ def fake_torchrun(folder: Path, first_lines: str) -> Path:
 # ---------------------------------------------------------------- the node-side script
 
 
+@pytest.mark.slow
 def test_the_script_reports_the_python_that_torchrun_runs_on(tmp_path: Path) -> None:
     torchrun = fake_torchrun(tmp_path / "venv" / "bin", f"#!{sys.executable}")
     plugin_dir = tmp_path / "ofi"
@@ -91,6 +92,7 @@ def test_the_script_reports_the_python_that_torchrun_runs_on(tmp_path: Path) -> 
     assert verdict.status in ("pass", "fail")  # torch may be missing from the test's Python
 
 
+@pytest.mark.slow
 def test_env_and_pip_long_path_shebangs_are_followed(tmp_path: Path) -> None:
     python_dir = Path(sys.executable).parent
     env_style = fake_torchrun(tmp_path / "a", f"#!/usr/bin/env {Path(sys.executable).name}")
@@ -101,6 +103,7 @@ def test_env_and_pip_long_path_shebangs_are_followed(tmp_path: Path) -> None:
     assert report.python == sys.executable and report.hyperlaunch == __version__
 
 
+@pytest.mark.slow
 def test_a_missing_torchrun_or_a_broken_python_is_reported(tmp_path: Path) -> None:
     [missing] = run_probe_script(tmp_path, "/not/shared/venv/bin/torchrun")
     assert missing.torchrun == "" and missing.python == ""
@@ -111,12 +114,14 @@ def test_a_missing_torchrun_or_a_broken_python_is_reported(tmp_path: Path) -> No
     assert judge(report, JobSide(torchrun=str(broken))).status == "fail"
 
 
+@pytest.mark.slow
 def test_the_script_writes_valid_json_whatever_the_names(tmp_path: Path) -> None:
     odd = 'n"o\\de\tx'
     [report] = run_probe_script(tmp_path, "", SLURMD_NODENAME=odd)
     assert report.node == 'n"o\\de x'
 
 
+@pytest.mark.slow
 def test_pyxis_is_found_in_the_clusters_plugstack(tmp_path: Path) -> None:
     etc = tmp_path / "etc"
     (etc / "plugstack.conf.d").mkdir(parents=True)
@@ -137,6 +142,7 @@ OLD_PYTHON = "%d.%d.9" % (MIN_PYTHON[0], MIN_PYTHON[1] - 1)  # noqa: UP031  (the
     ],
     ids=["missing", "too-old", "broken"],
 )
+@pytest.mark.slow
 def test_the_script_reports_the_nodes_python3_and_judge_fails_a_bad_one(
     tmp_path: Path, stub: str | None, version: str, error: str, words: str
 ) -> None:
@@ -156,6 +162,7 @@ def test_the_script_reports_the_nodes_python3_and_judge_fails_a_bad_one(
     assert words in verdict.findings[0] and f"({minimum} or later)" in verdict.findings[0]
 
 
+@pytest.mark.slow
 def test_the_script_reports_a_real_python3_and_judge_passes_it(tmp_path: Path) -> None:
     (tmp_path / "py").mkdir()
     (tmp_path / "py" / PYTHON).symlink_to(sys.executable)
@@ -361,6 +368,7 @@ def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_doctor_probes_the_idle_nodes_and_fails_on_a_venv_they_cannot_see(tmp_path: Path) -> None:
     result = _doctor(tmp_path, "--json")
     document = json.loads(result.stdout)
@@ -375,6 +383,7 @@ def test_doctor_probes_the_idle_nodes_and_fails_on_a_venv_they_cannot_see(tmp_pa
     assert "probing 1 idle node(s) in partition dev" in result.stderr
 
 
+@pytest.mark.slow
 def test_doctor_prints_a_node_table_and_no_probe_skips_it(tmp_path: Path) -> None:
     table = _doctor(tmp_path)
     assert "compute nodes (partition dev)" in table.stdout and "node1" in table.stdout and "fail" in table.stdout

@@ -84,6 +84,7 @@ def test_a_first_checkpoint_or_a_final_export_that_cannot_fit_is_said_so(tmp_pat
     assert checkpoint_room.warning(spec, QWEN, free=EACH + 4 * QWEN.num_params) is None
 
 
+@pytest.mark.slow
 def test_scripts_jobs_and_runs_that_fit_get_no_warning(tmp_path: Path) -> None:
     assert checkpoint_room.warning(_spec(tmp_path, steps=2), QWEN, free=9 * GIB) is None  # 1 checkpoint and the export
     assert checkpoint_room.warning(_spec(tmp_path, "--no-checkpoints"), QWEN, free=0) is None  # saves nothing
@@ -100,6 +101,7 @@ def test_scripts_jobs_and_runs_that_fit_get_no_warning(tmp_path: Path) -> None:
     [(["submit"], "the run keeps up to 2000 checkpoints of about 6.7 GiB"),
      (["sweep", "--grid", "lr=1e-4,3e-4"], "each of the sweep's 2 trainings keeps up to 2000 checkpoints")],
 )
+@pytest.mark.slow
 def test_submit_and_sweep_print_it_as_one_warning_line(tmp_path: Path, command: list[str], said: str) -> None:
     """The real CLI, --dry-run, into a folder on /dev/shm: a run of 100,000 steps could never fit."""
     shm = Path("/dev/shm")

@@ -46,6 +46,7 @@ def paths(snapshot: cs.Snapshot) -> list[str]:
     return [f.path for f in snapshot.files]
 
 
+@pytest.mark.slow
 def test_a_clean_repo_is_its_tracked_files_at_head(repo: Path) -> None:
     snapshot = cs.take(repo)
 
@@ -55,6 +56,7 @@ def test_a_clean_repo_is_its_tracked_files_at_head(repo: Path) -> None:
     assert snapshot.describe().startswith(f"git {commit[:8]}, 3 files, ")
 
 
+@pytest.mark.slow
 def test_untracked_files_are_in_ignored_ones_out_and_the_tree_is_dirty(repo: Path) -> None:
     files_of({"new.py": "Y = 2\n", "data/big.bin": "x" * 100, "ckpt.pt": "w", "pkg/model.py": "X = 3\n"}, repo)
 
@@ -64,18 +66,21 @@ def test_untracked_files_are_in_ignored_ones_out_and_the_tree_is_dirty(repo: Pat
     assert snapshot.dirty is True and snapshot.describe().startswith(f"git {git(repo, 'rev-parse', 'HEAD')[:8]} (dirty), ")
 
 
+@pytest.mark.slow
 def test_a_tracked_file_deleted_in_the_work_tree_is_left_out(repo: Path) -> None:
     (repo / "pkg" / "model.py").unlink()
 
     assert paths(cs.take(repo)) == [".gitignore", "train.py"]
 
 
+@pytest.mark.slow
 def test_a_script_in_a_subfolder_takes_the_whole_repository(repo: Path) -> None:
     snapshot = cs.take(repo / "pkg")
 
     assert snapshot.root == repo.resolve() and "train.py" in paths(snapshot)
 
 
+@pytest.mark.slow
 def test_a_repository_without_a_commit_has_none(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n"}, tmp_path)
     git(root, "init", "-q")
@@ -85,6 +90,7 @@ def test_a_repository_without_a_commit_has_none(tmp_path: Path) -> None:
     assert (snapshot.commit, snapshot.dirty, paths(snapshot)) == (None, True, ["train.py"])
 
 
+@pytest.mark.slow
 def test_the_users_git_variables_cannot_redirect_git(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("GIT_WORK_TREE", str(tmp_path))
@@ -94,6 +100,7 @@ def test_the_users_git_variables_cannot_redirect_git(repo: Path, tmp_path: Path,
     assert snapshot.commit is not None and paths(snapshot) == [".gitignore", "pkg/model.py", "train.py"]
 
 
+@pytest.mark.slow
 def test_a_folder_outside_git_is_its_files_less_caches(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n", "lib/util.py": "2\n", "lib/__pycache__/util.cpython-311.pyc": "b",
                      "old.pyc": "b", ".git/HEAD": "not a repo"}, tmp_path / "code")
@@ -105,6 +112,7 @@ def test_a_folder_outside_git_is_its_files_less_caches(tmp_path: Path) -> None:
     assert snapshot.describe() == f"folder {root}, 2 files, 4 B, sha256 {snapshot.digest[:8]}"
 
 
+@pytest.mark.slow
 def test_a_jobs_own_files_in_a_run_folder_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
     """./runs (the default run folder) inside the script's folder: between planning and
     submitting, submit writes the supervisor there, and the snapshot must come out the same."""
@@ -126,6 +134,7 @@ def _job_output(root: Path, checkpoints: str = "checkpoints", logs: str = "logs"
     return [str(root / checkpoints), str(root / logs), str(root / run)]
 
 
+@pytest.mark.slow
 def test_the_jobs_output_folders_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
     """./checkpoints, ./logs and ./runs/<job> (the defaults) hold what earlier jobs wrote: left
     out, the next submit's snapshot is the same, under the size limit, and the tree not dirty."""
@@ -139,6 +148,7 @@ def test_the_jobs_output_folders_inside_the_project_are_not_code(tmp_path: Path,
         assert after.dirty is (False if root == repo else None)
 
 
+@pytest.mark.slow
 def test_other_jobs_run_folders_inside_the_project_are_not_code(tmp_path: Path, repo: Path) -> None:
     """./runs/<other job> (a job of another name, or another --run-dir) holds that job's
     metrics and tracker files: left out like this job's own, and the tree not dirty for them.
@@ -159,6 +169,7 @@ def test_other_jobs_run_folders_inside_the_project_are_not_code(tmp_path: Path, 
     assert "runs/other/keep.py" in paths(cs.take(repo, outputs=outputs))
 
 
+@pytest.mark.slow
 def test_a_python_environment_inside_the_project_is_not_code(tmp_path: Path, repo: Path) -> None:
     """A .venv (or a conda env) beside the script, not ignored: its packages were copied, and
     a few hundred MB of them made every submit refuse the snapshot as too large."""
@@ -172,6 +183,7 @@ def test_a_python_environment_inside_the_project_is_not_code(tmp_path: Path, rep
     assert "tools/pyvenv.cfg.example" in paths(cs.take(repo))
 
 
+@pytest.mark.slow
 def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: Path) -> None:
     """The spec's folders, not the default names: and only those, so a ./logs of the user's own
     stays code when the job logs elsewhere."""
@@ -189,6 +201,7 @@ def test_output_folders_are_left_out_whatever_their_names(tmp_path: Path, repo: 
     assert "exp/notes.py" in paths(cs.take(repo, outputs=outputs)) and cs.take(repo, outputs=outputs).dirty
 
 
+@pytest.mark.slow
 def test_tracked_code_in_an_output_folder_stays_in_the_snapshot(repo: Path) -> None:
     """git tracks `logs/parse_logs.py`: code the job may import, though the job logs to ./logs
     too. What the job wrote there beside it (untracked) is left out."""
@@ -205,12 +218,14 @@ def test_tracked_code_in_an_output_folder_stays_in_the_snapshot(repo: Path) -> N
     assert cs.take(repo, outputs=outputs).dirty is True
 
 
+@pytest.mark.slow
 def test_an_output_folder_that_is_the_project_itself_leaves_it_whole(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n"}, tmp_path / "code")
 
     assert paths(cs.take(root, outputs=[str(root), str(tmp_path)])) == ["train.py"]
 
 
+@pytest.mark.slow
 def test_links_inside_the_root_are_copied_as_files_others_left_out(tmp_path: Path) -> None:
     outside = files_of({"secret.txt": "s\n", "dir/a.py": "a\n"}, tmp_path / "outside")
     root = files_of({"train.py": "1\n", "lib/real.py": "2\n"}, tmp_path / "code")
@@ -228,6 +243,7 @@ def test_links_inside_the_root_are_copied_as_files_others_left_out(tmp_path: Pat
     assert not copied.is_symlink() and copied.read_text() == "2\n"
 
 
+@pytest.mark.slow
 def test_a_fifo_is_left_out_without_blocking(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n"}, tmp_path / "code")
     os.mkfifo(root / "pipe")
@@ -240,6 +256,7 @@ def test_a_fifo_is_left_out_without_blocking(tmp_path: Path) -> None:
     assert result and paths(result[0]) == ["train.py"]
 
 
+@pytest.mark.slow
 def test_too_large_names_the_largest_files_and_the_flag_in_one_line(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n"}, tmp_path / "code")
     (root / "data").mkdir()
@@ -263,6 +280,7 @@ def test_a_limit_below_one_mb_is_refused(tmp_path: Path, limit_mb: int) -> None:
         cs.take(files_of({"a.py": "1"}, tmp_path), limit_mb=limit_mb)
 
 
+@pytest.mark.slow
 def test_a_folder_with_no_files_is_refused(tmp_path: Path) -> None:
     files_of({"__pycache__/a.pyc": "b"}, tmp_path)
 
@@ -270,6 +288,7 @@ def test_a_folder_with_no_files_is_refused(tmp_path: Path) -> None:
         cs.take(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_digest_names_the_content_path_and_executable_bit(tmp_path: Path) -> None:
     root = files_of({"train.py": "print(1)\n", "run.sh": "echo\n"}, tmp_path)
     first = cs.take(root)
@@ -286,6 +305,7 @@ def test_the_digest_names_the_content_path_and_executable_bit(tmp_path: Path) ->
     assert first.name == f"code-{first.digest[:16]}" and len(first.digest) == 64
 
 
+@pytest.mark.slow
 def test_write_copies_once_with_modes_and_info(tmp_path: Path) -> None:
     root = files_of({"train.py": "1\n", "bin/run.sh": "echo\n"}, tmp_path / "code")
     (root / "bin" / "run.sh").chmod(0o775)
@@ -306,6 +326,7 @@ def test_write_copies_once_with_modes_and_info(tmp_path: Path) -> None:
     assert sorted(os.listdir(store)) == [snapshot.name]
 
 
+@pytest.mark.slow
 def test_a_rename_that_loses_the_race_returns_the_winners_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snapshot = cs.take(files_of({"train.py": "1\n"}, tmp_path / "code"))
     store = tmp_path / "store"
@@ -323,6 +344,7 @@ def test_a_rename_that_loses_the_race_returns_the_winners_copy(tmp_path: Path, m
 
 
 @pytest.mark.parametrize("error", [OSError(28, "No space left on device"), RuntimeError("boom")])
+@pytest.mark.slow
 def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     snapshot = cs.take(files_of({"a.py": "1\n", "b.py": "2\n"}, tmp_path / "code"))
     store = tmp_path / "store"
@@ -343,6 +365,7 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytes
         assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_code_changed_between_take_and_write_is_refused(tmp_path: Path) -> None:
     root = files_of({"train.py": "print(1)\n", "b.py": "2\n"}, tmp_path / "code")
     snapshot = cs.take(root)
@@ -369,6 +392,7 @@ def test_read_info_is_none_for_anything_but_a_json_object(tmp_path: Path) -> Non
     assert cs.read_info(tmp_path) == {"digest": "d"}
 
 
+@pytest.mark.slow
 def test_a_folder_of_more_files_than_a_project_holds_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cs, "MAX_FILES", 3)
     for name in "abcd":

@@ -92,6 +92,7 @@ def test_a_model_directory_takes_its_config_json_and_never_outgrows_its_position
     assert arg(with_data, "--tokenizer") == str(model)
 
 
+@pytest.mark.slow
 def test_a_broken_config_json_is_one_line_at_submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tmp_path / "broken"
     model.mkdir()
@@ -101,6 +102,7 @@ def test_a_broken_config_json_is_one_line_at_submit(tmp_path: Path, monkeypatch:
     assert "config.json is not valid JSON" in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_the_settings_printout_goes_to_stderr_with_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli(["render", "--nodes", "2", "--model", "qwen3_0_6b"], monkeypatch)

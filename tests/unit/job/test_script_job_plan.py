@@ -36,6 +36,7 @@ def _plan(tmp_path: Path, **flags: object) -> object:
     return build_spec(flags, cwd=tmp_path, environ={})
 
 
+@pytest.mark.slow
 def test_a_script_job_is_named_by_its_stem_and_runs_the_copy_in_its_snapshot(tmp_path: Path) -> None:
     project = _project(tmp_path)
     spec = build_spec({"script": "proj/src/train.py", "nodes": 2, "trainer_args": ["--lr", "3e-4"]}, cwd=tmp_path, environ={})
@@ -52,6 +53,7 @@ def test_a_script_job_is_named_by_its_stem_and_runs_the_copy_in_its_snapshot(tmp
     assert not Path(spec.derived.code_dir).exists(), "planning writes nothing"
 
 
+@pytest.mark.slow
 def test_the_snapshot_is_the_scripts_folder_outside_git_and_the_work_tree_inside(tmp_path: Path) -> None:
     project = _project(tmp_path)
     alone = build_spec({"script": str(project / "src" / "train.py")}, cwd=tmp_path, environ={})
@@ -61,6 +63,7 @@ def test_the_snapshot_is_the_scripts_folder_outside_git_and_the_work_tree_inside
     assert in_git.derived.code_root == str(project)
 
 
+@pytest.mark.slow
 def test_a_module_job_snapshots_the_current_folder_and_runs_python_m(tmp_path: Path) -> None:
     project = _project(tmp_path)
     spec = build_spec({"module": "src.train", "name": "exp1"}, cwd=project, environ={})
@@ -90,6 +93,7 @@ def test_what_a_script_job_refuses_is_one_line(tmp_path: Path, flags: dict[str, 
     assert expected in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.slow
 def test_a_model_from_a_config_file_gives_way_to_a_script(tmp_path: Path) -> None:
     _project(tmp_path)
     (tmp_path / "hyperlaunch.toml").write_text('model = "qwen3_tiny"\nmax_steps = 10\n')
@@ -97,6 +101,7 @@ def test_a_model_from_a_config_file_gives_way_to_a_script(tmp_path: Path) -> Non
     assert spec.job.model == "" and spec.job.max_steps is None
 
 
+@pytest.mark.slow
 def test_a_script_that_gitignore_leaves_out_is_refused(tmp_path: Path) -> None:
     project = _project(tmp_path)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
@@ -106,6 +111,7 @@ def test_a_script_that_gitignore_leaves_out_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("flags", [{}, {"checkpoint_dir": "out/ck", "log_dir": "out/logs", "run_dir": "out/run"}])
+@pytest.mark.slow
 def test_what_a_job_wrote_into_the_project_leaves_the_next_snapshot_as_it_was(tmp_path: Path, flags: dict[str, str]) -> None:
     """Submitted from its project, a job's checkpoints, logs and run folder (defaults, or named
     by flags) land inside it: the next submit of the same code plans the same snapshot, under
@@ -127,6 +133,7 @@ def test_what_a_job_wrote_into_the_project_leaves_the_next_snapshot_as_it_was(tm
     assert code_snapshot.take_for(second, project).dirty is False
 
 
+@pytest.mark.slow
 def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_refuses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,6 +159,7 @@ def test_submit_writes_the_snapshot_before_sbatch_and_takes_it_back_when_slurm_r
     assert jobs.recent(model="train")[0].job_id == "77", "resume --name finds script jobs"
 
 
+@pytest.mark.slow
 def test_resume_runs_the_same_code_and_refresh_code_takes_a_new_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project = _project(tmp_path)
     spec = build_spec({"script": "proj/src/train.py", "trainer_args": ["--lr", "1"]}, cwd=tmp_path, environ={})
@@ -169,6 +177,7 @@ def test_resume_runs_the_same_code_and_refresh_code_takes_a_new_snapshot(tmp_pat
         launch.plan_resume(jobs.JobRecord(job_id="8", spec=trainer, submitted_at=0.0), refresh_code=True)
 
 
+@pytest.mark.slow
 def test_submit_dry_run_and_json_name_the_run_and_its_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _project(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -178,6 +187,7 @@ def test_submit_dry_run_and_json_name_the_run_and_its_snapshot(tmp_path: Path, m
     assert "--lr 3e-4" in result.stdout
 
 
+@pytest.mark.slow
 def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As `sweep --dry-run --json`: submit's --json keys, job_id and logs null (sbatch names
     them), the script under `script`; nothing written."""
@@ -196,6 +206,7 @@ def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, 
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_each_round_of_scripts_is_told_where_things_are_and_gets_the_library_on_its_path(tmp_path: Path) -> None:
     ckpt = tmp_path / "ck"
     assert script_job.resume_from(str(ckpt), "exp") == ("", None)

@@ -105,6 +105,7 @@ def test_the_array_value_lists_ranges_and_the_parallel_limit() -> None:
     assert slurm_arrays.expand_indices("1,3-5%2") == [1, 3, 4, 5]
 
 
+@pytest.mark.slow
 def test_golden_sweep_script_and_elements_file() -> None:
     rendered = render_sweep(BASE, _sweep(["lr=1e-4,3e-4", "seed=1,2"]))
     files = {"sweep.sbatch": rendered.script, "sweep-elements.json": rendered.elements_text}
@@ -181,6 +182,7 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 _ARGS = ["sweep", "--model", "qwen3_tiny", "--max-steps", "10", "--grid", "lr=1e-3,3e-3", "--grid", "seed=1,2", "--max-parallel", "2"]
 
 
+@pytest.mark.slow
 def test_sweep_submits_one_array_job_and_records_it(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run_cli([*_ARGS, "--json", "--", "--seq-len", "32"], monkeypatch)
     assert result.exit_code == 0, result.stderr
@@ -196,6 +198,7 @@ def test_sweep_submits_one_array_job_and_records_it(stub: Path, tmp_path: Path, 
     assert record.sweep is not None and record.sweep.runs == (0, 1, 2, 3)
 
 
+@pytest.mark.slow
 def test_bad_sweep_input_is_one_line_and_submits_nothing(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for args, parts in (
         (["sweep", "--model", "qwen3_tiny", "--grid", "lr=abc,1"], ("sweep element 0", "--lr", "abc")),
@@ -207,6 +210,7 @@ def test_bad_sweep_input_is_one_line_and_submits_nothing(stub: Path, tmp_path: P
     assert not (stub / "submitted.sbatch").exists() and not (tmp_path / "runs").exists() and not (tmp_path / "home" / "jobs" / "70").exists()
 
 
+@pytest.mark.slow
 def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS, "--", "--seq-len", "32"], monkeypatch).exit_code == 0
     # Elements 0 and 3 completed; 1 was cancelled while it ran; 2 was cancelled before it
@@ -239,6 +243,7 @@ def test_status_opens_a_sweep_and_resume_resubmits_what_did_not_complete(stub: P
     one_error_line(run_cli(["logs", "70_2"], monkeypatch), 2, "element 70_2 was cancelled before it started", "it ran as 81_2")
 
 
+@pytest.mark.slow
 def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     (stub / "sacct.out").write_text("70_0|71|COMPLETED\n70_1|72|FAILED\n70_2|73|COMPLETED\n70_3|74|COMPLETED\n")
@@ -267,6 +272,7 @@ def test_resume_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
     one_error_line(run_cli(["resume", "80_0"], monkeypatch), 2, "sweep 80 did not run element 0: it ran 80_1", "resume 70_0")
 
 
+@pytest.mark.slow
 def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     (stub / "squeue_r").write_text("70_2|70|PENDING\n70_3|70|PENDING\n70_0|71|RUNNING\n70_1|72|RUNNING\n")
@@ -276,6 +282,7 @@ def test_resume_waits_while_an_element_is_in_the_queue(stub: Path, monkeypatch: 
     one_error_line(again, 11, "element 70_2 (PENDING) already trains qwen3_tiny-lr3e-3-seed1", "cancel 70_2")
 
 
+@pytest.mark.slow
 def test_resume_of_a_cancelled_element_goes_ahead_while_the_others_run(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """70_0 cancelled; 70_1 runs as job 72 and 70_2 as job 70, the array's own id: `resume 70_0`
     was refused as 'job 70 (RUNNING) already trains' 70_0's name, with a hint to cancel the sweep."""
@@ -291,6 +298,7 @@ def test_resume_of_a_cancelled_element_goes_ahead_while_the_others_run(stub: Pat
     one_error_line(run_cli(["resume", "70_2"], monkeypatch), 11, "element 70_2 is still in the queue", "cancel 70_2")
 
 
+@pytest.mark.slow
 def test_elements_not_started_say_why_they_wait(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     (stub / "squeue_r").write_text("70_2|70|PENDING\n70_3|70|PENDING\n70_0|71|RUNNING\n70_1|72|RUNNING\n")
@@ -302,6 +310,7 @@ def test_elements_not_started_say_why_they_wait(stub: Path, monkeypatch: pytest.
     assert [e.get("pending_reason") for e in doc["elements"]] == [None, None, "JobArrayTaskLimit", "JobArrayTaskLimit"]
 
 
+@pytest.mark.slow
 def test_cancel_takes_a_sweep_or_one_element(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70_3", "RUNNING")
@@ -323,6 +332,7 @@ def _known(stub: Path, job: str, state: str = "PENDING") -> None:
     (stub / "states" / job).write_text(state + "\n")
 
 
+@pytest.mark.slow
 def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _known(stub, "5", "RUNNING")
     submitted = run_cli([*_ARGS, "--after", "5:ok"], monkeypatch)
@@ -350,6 +360,7 @@ def test_a_sweep_behind_a_job_says_what_it_waits_for_and_why_it_never_runs(stub:
     assert "never runs: job 5 ended FAILED" in shown and shown.count("CANCELLED (never runs: job 5 FAILED)") == 5, shown
 
 
+@pytest.mark.slow
 def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70")
@@ -362,6 +373,7 @@ def test_export_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Mon
     one_error_line(run_cli(["export", "70_4"], monkeypatch), 2, "no element 4")
 
 
+@pytest.mark.slow
 def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     _known(stub, "70")
@@ -379,6 +391,7 @@ def test_a_job_behind_a_sweep_never_runs_when_one_element_failed(stub: Path, mon
     assert doc["never_runs"] == "job 70 ended FAILED; this one waited for it to complete (--after 70:ok)"
 
 
+@pytest.mark.slow
 def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hyperlaunch.core.metrics_records import METRICS_FILE
 
@@ -395,6 +408,7 @@ def test_plot_takes_one_element_of_a_sweep(stub: Path, monkeypatch: pytest.Monke
     one_error_line(run_cli(["plot", "70"], monkeypatch), 2, "job 70 is a sweep", "hyperlaunch plot 70_0")
 
 
+@pytest.mark.slow
 def test_plot_and_status_of_a_resumed_element_go_back_to_the_element_it_resumed(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sweep 80 resumed element 0 of sweep 70: its element resumes 70_0 (job 71), not sweep 70,
     whose base run folder holds no metrics: plot showed only the resumed steps."""
@@ -436,6 +450,7 @@ def _checkpoints(root: Path, name: str, *steps: int) -> None:
     point(root, name, f"{name}-{steps[-1]}steps")
 
 
+@pytest.mark.slow
 def test_a_sweep_over_elements_already_trained_says_they_continue(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same grid again in the same folder: each element went on from its old -latest, and
     --max-steps 10 behind step 60 trained nothing, all unsaid."""
@@ -451,6 +466,7 @@ def _left(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
 
+@pytest.mark.slow
 def test_checkpoints_of_a_sweep_are_its_elements_never_the_base_models(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A new user's `checkpoints 70 --prune 2 --yes` removed qwen3_tiny-10steps (another job's,
     # named as the sweep's base model) and none of the sweep's own.
@@ -482,6 +498,7 @@ def test_checkpoints_of_a_sweep_are_its_elements_never_the_base_models(stub: Pat
     one_error_line(run_cli(["checkpoints", "70", "--copy-to", "s3://b/p"], monkeypatch), 2, "job 70 is a sweep", "70_N")
 
 
+@pytest.mark.slow
 def test_checkpoints_of_one_element_by_its_task_or_its_own_job_id(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0
     root = Path(jobs.load("70").spec.output.checkpoint_dir)
@@ -499,6 +516,7 @@ def test_checkpoints_of_one_element_by_its_task_or_its_own_job_id(stub: Path, mo
     assert _left(root) == ["qwen3_tiny-10steps", "qwen3_tiny-20steps", "qwen3_tiny-lr1e-3-seed1-20steps", "qwen3_tiny-lr1e-3-seed2-30steps"]
 
 
+@pytest.mark.slow
 def test_an_elements_own_job_id_names_the_element(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # `status 70` lists element 70_1 as job 72, and its log is <name>_72.out: `status 72` is it.
     assert run_cli([*_ARGS], monkeypatch).exit_code == 0

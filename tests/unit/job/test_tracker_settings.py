@@ -38,6 +38,7 @@ def _render(args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         (["--tracker", "mlflow", "--mlflow-uri", "http://h:5000", "--env", "MLFLOW_RUN_ID=x"], "--env MLFLOW_RUN_ID is refused with --tracker mlflow"),
     ],
 )
+@pytest.mark.slow
 def test_bad_tracker_settings_are_one_line_errors(args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     result = _render(args, tmp_path, monkeypatch)
@@ -57,6 +58,7 @@ def test_the_trackers_own_settings_come_from_where_they_keep_them(tmp_path: Path
     assert alone.output.tensorboard_dir == str(tmp_path / "tb") and alone.job.env == ()
 
 
+@pytest.mark.slow
 def test_the_config_file_names_trackers_as_a_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "hyperlaunch.toml").write_text('tracker = ["tensorboard", "wandb"]\n')
     result = _render([], tmp_path, monkeypatch)
@@ -99,6 +101,7 @@ def _submit_mlflow(uri: str, tmp_path: Path, stub: Path, monkeypatch: pytest.Mon
     return run_cli(["submit", "-m", "qwen3_tiny", "--tracker", "mlflow", "--mlflow-uri", uri, "--json"], monkeypatch)
 
 
+@pytest.mark.slow
 def test_an_mlflow_file_store_mlflow_refuses_is_one_line_and_nothing_is_submitted(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,6 +118,7 @@ def test_an_mlflow_file_store_mlflow_refuses_is_one_line_and_nothing_is_submitte
     assert result.stdout == "" and not (stub / "argv").exists(), "nothing submitted"
 
 
+@pytest.mark.slow
 def test_an_mlflow_uri_mlflow_does_not_take_is_one_line_and_nothing_is_submitted(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +152,7 @@ def _fake_sbatch(directory: Path) -> Path:
     return directory
 
 
+@pytest.mark.slow
 def test_submit_records_the_run_and_the_wandb_key_goes_by_name_only(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ from tests.support.cli_runner import run_cli
     ],
 )
 @pytest.mark.parametrize("command", ["render", "submit"])
+@pytest.mark.slow
 def test_bad_trainer_arguments_are_one_line_and_nothing_is_submitted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, trainer_args: list[str], message: str
 ) -> None:
@@ -45,6 +46,7 @@ def test_bad_trainer_arguments_are_one_line_and_nothing_is_submitted(
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 def test_good_trainer_arguments_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run_cli(["render", "--model", "qwen3_tiny", "--", "--lr=1e-3", "--model-name", "x", "--no-export"], monkeypatch)

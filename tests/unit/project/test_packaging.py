@@ -25,6 +25,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return next(out.glob("hyperlaunch-*.whl"))
 
 
+@pytest.mark.slow
 def test_wheel_ships_trainer_templates_and_presets_under_hyperlaunch(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "hyperlaunch/train/__main__.py" in names
@@ -49,6 +50,7 @@ def test_wheel_ships_every_layer_package_and_the_offline_assets(wheel: Path) -> 
     assert {"hyperlaunch/data/assets/tokenizer.json", "hyperlaunch/data/assets/corpus.txt"} <= names
 
 
+@pytest.mark.slow
 def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
@@ -75,6 +77,7 @@ def test_installed_wheel_works_outside_the_checkout(wheel: Path, tmp_path: Path)
     assert cli.returncode == 0 and "kill-node" in cli.stdout, cli.stderr
 
 
+@pytest.mark.slow
 def test_the_trainer_module_runs_from_the_checkout_root_without_the_installed_package() -> None:
     """`python -m hyperlaunch.train` from the repository root imports the checkout's
     hyperlaunch/ (the working directory comes first), which must find train/ beside it as an

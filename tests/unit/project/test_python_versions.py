@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.specifiers import SpecifierSet
 
 from hyperlaunch.core.compat import tomllib
@@ -26,6 +27,7 @@ def test_requires_python_allows_the_oldest_supported_version() -> None:
     assert SpecifierSet(PROJECT["requires-python"]).contains(f"{OLDEST_PYTHON}.12")
 
 
+@pytest.mark.slow
 def test_the_shipped_code_passes_a_python_310_compatibility_check() -> None:
     """vermin reads the source for every feature newer than the target: modules (tomllib),
     members (datetime.UTC, enum.StrEnum, typing.Self), syntax (except*, PEP 695) and, with
@@ -43,6 +45,7 @@ def test_the_shipped_code_passes_a_python_310_compatibility_check() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_the_cli_runs_without_the_trainers_dependencies(tmp_path: Path) -> None:
     """Everything the `train` extra installs is unimportable, as on a login node with the CLI
     alone: rendering a job (the trainer's arguments parsed on the way) and the model list work."""

@@ -36,6 +36,7 @@ def test_the_dependency_line_groups_the_waits_by_kind(tmp_path: Path) -> None:
     assert dependency_value(()) is None and "--dependency" not in render_sbatch(_spec(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_malformed_after_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in ("12:maybe", "abc", "12;rm"):
         one_error_line(run_cli(["render", "-m", "qwen3_tiny", "--after", bad], monkeypatch), 2, "--after", "JOB:ok or JOB:any")

@@ -52,6 +52,7 @@ def _files_holding(text: str, *roots: Path) -> list[Path]:
     return found
 
 
+@pytest.mark.slow
 def test_a_forwarded_secret_reaches_sbatch_by_name_and_is_written_nowhere(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,6 +76,7 @@ def test_a_forwarded_secret_reaches_sbatch_by_name_and_is_written_nowhere(
     assert jobs.load("5151").spec.job.env == (("HF_TOKEN", None), ("A", "1")), "the record reads back"
 
 
+@pytest.mark.slow
 def test_a_forwarded_name_that_is_not_set_is_a_one_line_error_and_nothing_is_written(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +92,7 @@ def test_a_forwarded_name_that_is_not_set_is_a_one_line_error_and_nothing_is_wri
     assert not jobs.jobs_dir().exists() or list(jobs.jobs_dir().rglob("*")) == []
 
 
+@pytest.mark.slow
 def test_render_shows_the_name_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_TOKEN", SECRET)
@@ -114,6 +117,7 @@ def test_the_export_flag_adds_the_names_to_what_sbatch_would_export(sbatch_expor
     assert slurm_submission.export_flag([], env) == [], "no forwarded name: sbatch as before"
 
 
+@pytest.mark.slow
 def test_a_forwarded_preset_variable_keeps_the_submitted_value_on_the_nodes(tmp_path: Path) -> None:
     """The p5 preset sets FI_EFA_USE_HUGE_PAGE; forwarding it must not be undone by the preset's export."""
     spec = build_spec(

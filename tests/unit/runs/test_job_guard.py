@@ -75,6 +75,7 @@ def _submit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> CliR
     )
 
 
+@pytest.mark.slow
 def test_resume_of_a_running_job_refuses_in_one_line_naming_its_state(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -87,6 +88,7 @@ def test_resume_of_a_running_job_refuses_in_one_line_naming_its_state(
     assert not (stub / "submitted.sbatch").exists(), "nothing reached sbatch"
 
 
+@pytest.mark.slow
 def test_resume_after_end_queues_the_new_job_behind_the_live_one(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,6 +105,7 @@ def test_resume_after_end_queues_the_new_job_behind_the_live_one(
     assert "starts once it ends" in result.stderr
 
 
+@pytest.mark.slow
 def test_resume_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _record(tmp_path, "41")
     result = run_cli(["resume", "41", "--dry-run", "--json"], monkeypatch)
@@ -113,6 +116,7 @@ def test_resume_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, 
     assert not (stub / "submitted.sbatch").exists(), "nothing reached sbatch"
 
 
+@pytest.mark.slow
 def test_resume_without_a_job_says_which_job_it_took(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The newest recorded job may be another project's: `resume` says which before submitting."""
     _record(tmp_path, "40")
@@ -124,6 +128,7 @@ def test_resume_without_a_job_says_which_job_it_took(tmp_path: Path, stub: Path,
     assert "no job named" not in run_cli(["resume", "41", "--dry-run"], monkeypatch).stderr
 
 
+@pytest.mark.slow
 def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _record(tmp_path, "41", after="40")  # it once waited for 40 itself
     result = run_cli(["resume", "41", "--after-end"], monkeypatch)
@@ -132,6 +137,7 @@ def test_resume_of_an_ended_job_needs_no_dependency(tmp_path: Path, stub: Path, 
     assert jobs.load("5151").spec.derived.after_job is None
 
 
+@pytest.mark.slow
 def test_submit_refuses_a_second_live_job_on_the_same_folder_and_model(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,6 +151,7 @@ def test_submit_refuses_a_second_live_job_on_the_same_folder_and_model(
     assert not (stub / "submitted.sbatch").exists()
 
 
+@pytest.mark.slow
 def test_submit_goes_ahead_beside_an_ended_job_or_another_model(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +162,7 @@ def test_submit_goes_ahead_beside_an_ended_job_or_another_model(
     assert (stub / "submitted.sbatch").exists()
 
 
+@pytest.mark.slow
 def test_submit_without_a_job_on_the_folder_asks_slurm_nothing(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,6 +170,7 @@ def test_submit_without_a_job_on_the_folder_asks_slurm_nothing(
     assert not (stub / "squeue.calls").exists()
 
 
+@pytest.mark.slow
 def test_submit_refuses_when_the_folders_lock_names_a_live_job_it_never_recorded(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,6 +184,7 @@ def test_submit_refuses_when_the_folders_lock_names_a_live_job_it_never_recorded
     assert _submit(tmp_path, monkeypatch).exit_code == 0, "an ended holder's lock is stale"
 
 
+@pytest.mark.slow
 def test_a_chain_of_resumes_each_waits_for_the_one_before(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +199,7 @@ def test_a_chain_of_resumes_each_waits_for_the_one_before(
     assert "#SBATCH --dependency=afterany:42\n" in (stub / "submitted.sbatch").read_text()
 
 
+@pytest.mark.slow
 def test_submit_beside_an_ended_jobs_checkpoints_says_it_continues_from_them(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -202,6 +213,7 @@ def test_submit_beside_an_ended_jobs_checkpoints_says_it_continues_from_them(
     assert "continues from" not in _submit(tmp_path, monkeypatch, "--", "--from-scratch").stderr
 
 
+@pytest.mark.slow
 def test_submit_warns_of_a_data_path_missing_here_unless_it_waits_for_another_job(
     tmp_path: Path, stub: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

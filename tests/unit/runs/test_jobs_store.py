@@ -79,6 +79,7 @@ def _fake_sbatch(tmp_path: Path, body: str) -> None:
     os.environ["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
 
 
+@pytest.mark.slow
 def test_submit_hands_our_script_to_sbatch_and_records_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", os.environ["PATH"])
     seen = tmp_path / "submitted.sh"
@@ -90,6 +91,7 @@ def test_submit_hands_our_script_to_sbatch_and_records_the_job(tmp_path: Path, m
     assert (tmp_path / "logs").is_dir(), "Slurm does not create the log folder itself"
 
 
+@pytest.mark.slow
 def test_sbatch_refusal_carries_slurms_message_and_writes_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", os.environ["PATH"])
     _fake_sbatch(tmp_path, 'echo "sbatch: error: invalid partition specified: gpu" >&2\nexit 1\n')
@@ -98,6 +100,7 @@ def test_sbatch_refusal_carries_slurms_message_and_writes_no_record(tmp_path: Pa
     assert jobs.recent() == []
 
 
+@pytest.mark.slow
 def test_no_slurm_config_is_said_plainly_and_sbatch_noise_is_not_echoed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -65,6 +65,7 @@ def test_resume_finds_a_model_directorys_checkpoints_by_the_recorded_name(tmp_pa
     assert plan_resume(record).derived.checkpoint_name == "real-model"
 
 
+@pytest.mark.slow
 def test_submit_and_resume_share_one_route_and_dry_run_submits_nothing(tmp_path: Path) -> None:
     spec = _record(tmp_path, trainer_args=("--lr", "1")).spec
     calls: list[tuple[JobSpec, str, str | None]] = []

@@ -32,6 +32,7 @@ def _script(nodes: int) -> str:
 
 
 @pytest.mark.parametrize(("nodes", "name"), [(1, "prepare_data.sbatch"), (3, "prepare_data_nodes.sbatch")])
+@pytest.mark.slow
 def test_golden(nodes: int, name: str, tmp_path: Path) -> None:
     rendered = _script(nodes).replace("0.1.0", "VERSION")
     golden = GOLDEN / name
@@ -46,6 +47,7 @@ def test_golden(nodes: int, name: str, tmp_path: Path) -> None:
         assert checked.returncode == 0, checked.stdout
 
 
+@pytest.mark.slow
 def test_each_step_gets_the_words_as_given(tmp_path: Path) -> None:
     """The script run with its programs replaced by one that prints its arguments: every line
     reaches prepare-data word for word, the inputs after `--`."""
@@ -77,6 +79,7 @@ def stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_slurm_submits_the_preparation_as_a_job(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run_cli(["prepare-data", "raw", "-m", "qwen3_tiny", "-o", "data/corpus", "--slurm", "--nodes", "2", "--after", "41", "--json"], monkeypatch)
     assert result.exit_code == 0, result.stderr
@@ -93,6 +96,7 @@ def test_slurm_submits_the_preparation_as_a_job(stub: Path, tmp_path: Path, monk
     assert "--step" not in (stub / "submitted.sbatch").read_text() and "#SBATCH --nodes=1" in (stub / "submitted.sbatch").read_text()
 
 
+@pytest.mark.slow
 def test_bad_slurm_input_is_one_line_and_submits_nothing(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "afile").write_text("x")
     (tmp_path / "taken").mkdir()

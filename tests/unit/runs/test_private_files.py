@@ -66,6 +66,7 @@ def _assert_private(root: Path) -> list[Path]:
     return holding
 
 
+@pytest.mark.slow
 def test_a_submitted_jobs_files_are_private(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     stub = _fake_sbatch(tmp_path_factory.mktemp("stub"))
     result = _submit(tmp_path, stub, monkeypatch)
@@ -76,6 +77,7 @@ def test_a_submitted_jobs_files_are_private(tmp_path: Path, tmp_path_factory: py
     assert list(jobs.jobs_dir().rglob(".submission_file_*")) == [], "no temporary copy, not even a symlink"
 
 
+@pytest.mark.slow
 def test_folders_an_older_hyperlaunch_left_open_are_closed(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     (jobs.jobs_dir() / ".submitit").mkdir(parents=True)
     jobs.jobs_dir().chmod(0o755)
@@ -96,6 +98,7 @@ def _leftovers(folder: Path) -> list[Path]:
         "echo 'no job id in this answer'\n",  # accepted, but no id to record
     ],
 )
+@pytest.mark.slow
 def test_a_failed_submission_leaves_no_copy_of_the_script(sbatch: str, tmp_path: Path) -> None:
     env = {"PATH": str(_fake_sbatch(tmp_path / "bin", sbatch))}
     with pytest.raises(SlurmError, match="invalid partition|answered with no job id"):
@@ -103,6 +106,7 @@ def test_a_failed_submission_leaves_no_copy_of_the_script(sbatch: str, tmp_path:
     assert _leftovers(tmp_path / "jobs") == []
 
 
+@pytest.mark.slow
 def test_an_sbatch_that_cannot_start_leaves_nothing(tmp_path: Path) -> None:
     bin_dir = _fake_sbatch(tmp_path / "bin")
     (bin_dir / "sbatch").write_text("#!/nonexistent/interpreter\n")
@@ -121,6 +125,7 @@ def test_an_interrupted_submission_leaves_nothing(tmp_path: Path, monkeypatch: p
     assert _leftovers(tmp_path / "jobs") == []
 
 
+@pytest.mark.slow
 def test_the_submission_file_is_private_while_sbatch_reads_it(tmp_path: Path) -> None:
     seen = tmp_path / "mode"
     bin_dir = _fake_sbatch(tmp_path / "bin", f'stat -c %a "$1" > {seen}\nstat -c %a "$(dirname "$1")" >> {seen}\necho "Submitted batch job 7"\n')
@@ -128,6 +133,7 @@ def test_the_submission_file_is_private_while_sbatch_reads_it(tmp_path: Path) ->
     assert seen.read_text().split() == ["600", "700"]
 
 
+@pytest.mark.slow
 def test_render_output_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     target = tmp_path / "job.sbatch"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hyperlaunch.core import protocol as p
 from hyperlaunch.core import trainer_failures as tf
 from hyperlaunch.job.defaults import job_spec
@@ -47,6 +49,7 @@ def _end(run: Run) -> dict[str, str]:
     return ends[-1]
 
 
+@pytest.mark.slow
 def test_a_time_limit_requeue_after_a_save_does_not_use_the_budget(tmp_path: Path) -> None:
     # The sixth window of a job allowed one restart: every window saved before its time limit.
     _progress(tmp_path, 0, 1, 2, 3, 4)
@@ -56,6 +59,7 @@ def test_a_time_limit_requeue_after_a_save_does_not_use_the_budget(tmp_path: Pat
     assert (end["cause"], end["failures"], end["action"]) == ("time-limit", "0", "requeue")
 
 
+@pytest.mark.slow
 def test_a_preemption_after_a_save_does_not_use_the_budget_either(tmp_path: Path) -> None:
     _progress(tmp_path, 0, 1, 2)
     run = _run(tmp_path, max_restarts=0, restart=3, progress=True, exit_code=p.REQUEUE_EXIT_CODE)
@@ -63,6 +67,7 @@ def test_a_preemption_after_a_save_does_not_use_the_budget_either(tmp_path: Path
     assert run.requeued and (end["cause"], end["failures"], end["action"]) == ("requeue-requested", "0", "requeue")
 
 
+@pytest.mark.slow
 def test_attempts_without_progress_use_the_budget_and_the_one_past_it_ends_the_job(tmp_path: Path) -> None:
     # Two crashes without a new checkpoint before this one, two allowed: this third one ends it.
     run = _run(tmp_path, max_restarts=2, restart=2, progress=False)
@@ -72,12 +77,14 @@ def test_attempts_without_progress_use_the_budget_and_the_one_past_it_ends_the_j
     assert "3 attempts in a row made no progress" in run.stderr and "--max-restarts allows 2" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_stop_signal_without_a_save_is_a_failure_too(tmp_path: Path) -> None:
     run = _run(tmp_path, max_restarts=0, restart=0, progress=False, usr2=True)
     end = _end(run)
     assert not run.requeued and (end["cause"], end["failures"], end["action"]) == ("time-limit", "1", "exit")
 
 
+@pytest.mark.slow
 def test_progress_resets_the_budget(tmp_path: Path) -> None:
     # Attempts 0-2 crashed without saving, attempt 3 saved before it crashed: the budget is whole again.
     _progress(tmp_path, 3)
@@ -92,6 +99,7 @@ def test_progress_resets_the_budget(tmp_path: Path) -> None:
     assert not again.requeued and _end(again)["failures"] == "2"
 
 
+@pytest.mark.slow
 def test_an_attempt_after_slurms_own_requeues_counts_only_those_without_progress(tmp_path: Path) -> None:
     # Slurm requeued the job itself after node failures (no end of script ran): attempts 1 and
     # 2 lost their node before any checkpoint, attempt 0 had saved.
@@ -107,6 +115,7 @@ def test_an_attempt_after_slurms_own_requeues_counts_only_those_without_progress
     assert "restart limit reached: 3 attempts in a row made no progress" in run.stderr
 
 
+@pytest.mark.slow
 def test_the_ceiling_bounds_requeues_whatever_progress_they_made(tmp_path: Path) -> None:
     _progress(tmp_path, p.RESTART_CEILING - 1)
     run = _run(tmp_path, max_restarts=3, restart=p.RESTART_CEILING, progress=True, exit_code=p.REQUEUE_EXIT_CODE)
@@ -119,6 +128,7 @@ def test_the_ceiling_bounds_requeues_whatever_progress_they_made(tmp_path: Path)
     assert beyond.trainer is None and _end(beyond)["cause"] == "restart-limit"
 
 
+@pytest.mark.slow
 def test_a_progress_record_left_by_an_earlier_job_of_the_same_id_counts_for_nothing(tmp_path: Path) -> None:
     _progress(tmp_path, 0)  # this attempt's own number: an earlier cluster's job 4321
     run = _run(tmp_path, max_restarts=0, restart=0, progress=False)

@@ -53,6 +53,7 @@ def _attempt(job: str, state: str, nodes: str = "node1") -> str:
     return f"{job}|{state}|{nodes}|2026-01-01T00:00:00|2026-01-01T00:00:12|1:0|12|60\n"
 
 
+@pytest.mark.slow
 def test_a_prepare_job_is_listed_and_shown_with_its_error(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _prepare(monkeypatch)
     submitted = run_cli(["prepare-data", "raw.jsonl", "-m", "qwen3_tiny", "-o", "more", "--slurm"], monkeypatch).stdout
@@ -80,6 +81,7 @@ def test_a_prepare_job_is_listed_and_shown_with_its_error(stub: Path, tmp_path: 
     one_error_line(run_cli(["logs", "90", "--err"], monkeypatch), 2, "prepare-data job 90 has one log")
 
 
+@pytest.mark.slow
 def test_a_pending_tool_job_says_why_slurm_holds_it(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _prepare(monkeypatch)
     assert run_cli(["prepare-data", "raw.jsonl", "-m", "qwen3_tiny", "-o", "more", "--slurm"], monkeypatch).exit_code == 0
@@ -91,6 +93,7 @@ def test_a_pending_tool_job_says_why_slurm_holds_it(stub: Path, tmp_path: Path, 
     assert json.loads(run_cli(["status", "91", "--json"], monkeypatch).stdout)["pending_reason"] == "Resources"
 
 
+@pytest.mark.slow
 def test_a_job_behind_a_failed_one_says_it_never_runs(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "states" / "41").write_text("RUNNING\n")
     _prepare(monkeypatch, "--after", "41")
@@ -100,6 +103,7 @@ def test_a_job_behind_a_failed_one_says_it_never_runs(stub: Path, monkeypatch: p
     assert "never runs: job 41 ended FAILED; this one waited for it to complete (--after 41:ok)" in run_cli(["status", "90"], monkeypatch).stdout
 
 
+@pytest.mark.slow
 def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "states" / "40").write_text("RUNNING\n")
     (tmp_path / "ck").mkdir()
@@ -131,11 +135,13 @@ def test_an_export_job_is_listed_by_its_model_and_cancelled(stub: Path, tmp_path
 
 
 @pytest.mark.parametrize("command", [["resume", "90"], ["plot", "90"], ["export", "90"], ["checkpoints", "90"]])
+@pytest.mark.slow
 def test_commands_that_need_a_training_say_it_is_none(stub: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
     _prepare(monkeypatch)
     one_error_line(run_cli(command, monkeypatch), 2, "job 90 is a prepare-data job, not a training", "'hyperlaunch status 90'")
 
 
+@pytest.mark.slow
 def test_a_broken_tool_record_is_named_and_trainings_still_list(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _prepare(monkeypatch)
     record = jobs.jobs_dir() / "90" / "tool.json"
@@ -149,6 +155,7 @@ def test_a_broken_tool_record_is_named_and_trainings_still_list(stub: Path, monk
             tool_jobs.ToolJob.from_json(data)
 
 
+@pytest.mark.slow
 def test_a_training_submitted_under_a_reused_id_replaces_the_tool_record(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A dev cluster started afresh gives ids out again: the newer job is the one recorded.
     _prepare(monkeypatch)
@@ -158,6 +165,7 @@ def test_a_training_submitted_under_a_reused_id_replaces_the_tool_record(stub: P
     assert tool_jobs.load("90") is None and jobs.load("90").spec.job.model == "qwen3_tiny"
 
 
+@pytest.mark.slow
 def test_a_record_that_cannot_be_written_names_the_job_that_was_submitted(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "jobs").write_text("not a folder")
@@ -165,6 +173,7 @@ def test_a_record_that_cannot_be_written_names_the_job_that_was_submitted(stub: 
     one_error_line(result, 3, "prepare-data job 90 was submitted, but its record could not be written", "'scancel 90' to stop it")
 
 
+@pytest.mark.slow
 def test_odd_records_are_skipped_with_a_warning_and_slurm_trouble_hides_no_training(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _prepare(monkeypatch)
     record = jobs.jobs_dir() / "90" / "tool.json"
@@ -191,6 +200,7 @@ def test_odd_records_are_skipped_with_a_warning_and_slurm_trouble_hides_no_train
     assert "prepare-data and export jobs not listed: sacct failed: sacct: error: slurmdbd down" in listed.stderr
 
 
+@pytest.mark.slow
 def test_an_export_of_a_given_step_names_its_folder(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "states" / "40").write_text("RUNNING\n")
     (tmp_path / "ck").mkdir()
@@ -200,6 +210,7 @@ def test_an_export_of_a_given_step_names_its_folder(stub: Path, tmp_path: Path, 
     assert tool_jobs.load("90").output == str(tmp_path / "ck" / "qwen3_tiny-40steps-hf")  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_an_export_of_a_model_directorys_training_is_listed_by_either_name(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -47,6 +47,7 @@ def _nothing_submitted(stub: Path) -> None:
     assert not (stub / "submitted.sbatch").exists() and jobs.recent(limit=None) == []
 
 
+@pytest.mark.slow
 def test_a_forgotten_job_that_failed_is_refused_for_afterok_and_nothing_is_submitted(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "sacct.out").write_text("40|40|FAILED\n")
     one_error_line(
@@ -57,6 +58,7 @@ def test_a_forgotten_job_that_failed_is_refused_for_afterok_and_nothing_is_submi
     _nothing_submitted(stub)
 
 
+@pytest.mark.slow
 def test_a_forgotten_job_that_ended_lets_an_afterany_or_its_completion_start_at_once(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "sacct.out").write_text("40|40|CANCELLED by 1000\n41|41|COMPLETED\n")
     result = _submit(monkeypatch, "40:any", "41:ok")
@@ -64,11 +66,13 @@ def test_a_forgotten_job_that_ended_lets_an_afterany_or_its_completion_start_at_
     assert "#SBATCH --dependency=afterok:41,afterany:40" in (stub / "submitted.sbatch").read_text()
 
 
+@pytest.mark.slow
 def test_a_job_nothing_knows_is_refused(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one_error_line(_submit(monkeypatch, "99:any"), 2, "--after 99: Slurm knows no job 99", "sacct")
     _nothing_submitted(stub)
 
 
+@pytest.mark.slow
 def test_a_job_slurm_still_knows_is_left_to_slurm_without_asking_accounting(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Even one that has just failed: Slurm cancels the new job (--kill-on-invalid-dep), and
     # `status` names why.
@@ -79,6 +83,7 @@ def test_a_job_slurm_still_knows_is_left_to_slurm_without_asking_accounting(stub
     assert not (stub / "sacct.calls").exists()
 
 
+@pytest.mark.slow
 def test_an_array_whose_task_failed_is_refused_for_afterok(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "sacct.out").write_text("40_0|41|COMPLETED\n40_1|40|FAILED\n")
     one_error_line(_submit(monkeypatch, "40"), 2, "job 40 ended FAILED")
@@ -86,6 +91,7 @@ def test_an_array_whose_task_failed_is_refused_for_afterok(stub: Path, monkeypat
     assert _submit(monkeypatch, "40").exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_task_named_by_its_own_job_id_is_looked_up_as_that_task(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Task 70_3 ran as job 73 (sacct -j 73 lists it as 70_3): Slurm accepts --after 73 for it.
     (stub / "sacct.out").write_text("70_3|73|FAILED\n")
@@ -94,6 +100,7 @@ def test_a_task_named_by_its_own_job_id_is_looked_up_as_that_task(stub: Path, mo
     assert _submit(monkeypatch, "73").exit_code == 0
 
 
+@pytest.mark.slow
 def test_prepare_data_export_and_sweep_refuse_it_too(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (stub / "sacct.out").write_text("40|40|TIMEOUT\n")
     (tmp_path / "raw.jsonl").write_text('{"text": "a document"}\n')
@@ -108,6 +115,7 @@ def test_prepare_data_export_and_sweep_refuse_it_too(stub: Path, tmp_path: Path,
     assert not (tmp_path / "data").exists() and not (tmp_path / "ck" / "logs").exists()
 
 
+@pytest.mark.slow
 def test_without_accounting_a_forgotten_job_is_left_to_slurm(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Nothing can tell how it ended: Slurm drops the dependency, as it always has.
     (stub / "no-accounting").touch()
@@ -116,6 +124,7 @@ def test_without_accounting_a_forgotten_job_is_left_to_slurm(stub: Path, monkeyp
     assert (stub / "sacct.calls").exists()
 
 
+@pytest.mark.slow
 def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = job_spec(
         model="qwen3_tiny", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "logs"), run_dir=str(tmp_path / "run"),
@@ -135,6 +144,7 @@ def test_a_resumed_job_keeps_its_first_dependencies_and_a_purged_one_passes(stub
     one_error_line(run_cli(["resume", "50"], monkeypatch), 2, "--after 40:ok can never be met: job 40 ended FAILED")
 
 
+@pytest.mark.slow
 def test_a_job_accounting_still_lists_as_live_is_left_to_slurm(stub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Another user's job hidden from squeue (PrivateData), or a controller that lost its state.
     (stub / "sacct.out").write_text("40|40|RUNNING\n41|41|PENDING\n")

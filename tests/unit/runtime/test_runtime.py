@@ -223,6 +223,7 @@ def test_outside_slurm_step_records_carry_no_job(workdir: Path) -> None:
 
 
 @pytest.mark.parametrize("sig", ["SIGUSR2", "SIGTERM"])
+@pytest.mark.slow
 def test_the_save_signal_and_a_stop_make_should_save_true(tmp_path: Path, sig: str) -> None:
     result = _run(
         f"""
@@ -238,6 +239,7 @@ def test_the_save_signal_and_a_stop_make_should_save_true(tmp_path: Path, sig: s
     assert (result.returncode, result.stdout) == (0, "still here\n"), result.stderr
 
 
+@pytest.mark.slow
 def test_a_save_signal_after_the_scripts_last_line_does_not_fail_it(tmp_path: Path) -> None:
     # A shell sends USR2 as fast as it can while the script ends: Python gives handled signals
     # back to their default action as it shuts down, and USR2's would end the process.
@@ -260,6 +262,7 @@ def test_a_save_signal_after_the_scripts_last_line_does_not_fail_it(tmp_path: Pa
 
 
 @pytest.mark.parametrize("rank", ["0", "1"])
+@pytest.mark.slow
 def test_requeue_exits_75_and_rank_0_asks_the_supervisor_for_a_requeue(tmp_path: Path, rank: str) -> None:
     (tmp_path / "run").mkdir()
     env = {"SLURM_JOB_ID": "7", "SLURM_RESTART_COUNT": "2", "HYPERLAUNCH_RUN_DIR": str(tmp_path / "run"), "RANK": rank}
@@ -270,6 +273,7 @@ def test_requeue_exits_75_and_rank_0_asks_the_supervisor_for_a_requeue(tmp_path:
     assert request.exists() == (rank == "0")
 
 
+@pytest.mark.slow
 def test_under_slurm_without_a_run_folder_yet_commit_and_requeue_still_do_their_part(tmp_path: Path) -> None:
     # A script run by plain srun/sbatch (SLURM_JOB_ID set, no hyperlaunch job around it) that
     # commits before its first log(): ./runs/<name> does not exist yet.
@@ -287,6 +291,7 @@ def test_under_slurm_without_a_run_folder_yet_commit_and_requeue_still_do_their_
 
 
 @pytest.mark.parametrize(("final", "kind"), [(True, "script-error"), (False, "script-retry")])
+@pytest.mark.slow
 def test_fail_exits_1_with_one_line_and_a_failure_record(tmp_path: Path, final: bool, kind: str) -> None:
     record = tmp_path / "trainer-failure-7.2"
     result = _run(f"from hyperlaunch import runtime\nruntime.fail('bad --lr', final={final})", tmp_path, {TRAINER_FAILURE_FILE_ENV: str(record)})
@@ -308,6 +313,7 @@ def _hang_env(tmp_path: Path, timeout: str, floor: str = "1") -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_a_script_that_stops_logging_steps_is_ended_by_the_watchdog(tmp_path: Path) -> None:
     code = """
         import time
@@ -330,6 +336,7 @@ def test_a_script_that_stops_logging_steps_is_ended_by_the_watchdog(tmp_path: Pa
     assert [(event.event, event.step) for event in events] == [("hang", 2)]
 
 
+@pytest.mark.slow
 def test_a_hang_timeout_of_0_turns_the_watchdog_off(tmp_path: Path) -> None:
     code = """
         import time
@@ -343,6 +350,7 @@ def test_a_hang_timeout_of_0_turns_the_watchdog_off(tmp_path: Path) -> None:
     assert not (tmp_path / "trainer-failure-7.0").exists()
 
 
+@pytest.mark.slow
 def test_a_save_gets_the_longer_limit_of_saves(tmp_path: Path) -> None:
     code = """
         import time

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hyperlaunch.core.trainer_failures import read_trainer_failure
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.job.spec import JobSpec
@@ -38,6 +40,7 @@ def _step_sees(tmp_path: Path, step_library_path: str, spec: JobSpec = P5) -> tu
     return run.returncode, run.stdout, run.trainer is not None
 
 
+@pytest.mark.slow
 def test_a_plugin_inside_the_step_is_named_once_per_node(tmp_path: Path) -> None:
     plugin_dir = tmp_path / "ofi" / "lib"
     plugin_dir.mkdir(parents=True)
@@ -48,6 +51,7 @@ def test_a_plugin_inside_the_step_is_named_once_per_node(tmp_path: Path) -> None
     assert code == 0 and trained
 
 
+@pytest.mark.slow
 def test_no_plugin_says_tcp_and_the_job_still_trains(tmp_path: Path) -> None:
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "libnccl.so").write_bytes(b"")  # NCCL itself is not its network plugin
@@ -56,6 +60,7 @@ def test_no_plugin_says_tcp_and_the_job_still_trains(tmp_path: Path) -> None:
     assert code == 0 and trained
 
 
+@pytest.mark.slow
 def test_the_batch_hosts_library_path_does_not_count(tmp_path: Path) -> None:
     # The plugin on the batch host only: the step (the container) would not load it.
     host_dir = tmp_path / "host-lib"
@@ -78,12 +83,14 @@ def test_every_known_place_and_name_is_searched_and_quoted() -> None:
     assert "NCCL network" not in script and "  --nccl-check \\\n" in script, "the check belongs to the step"
 
 
+@pytest.mark.slow
 def test_cpu_jobs_skip_it(tmp_path: Path) -> None:
     assert "NCCL network" not in render_sbatch(CPU) and "nccl" not in render_sbatch(CPU)
     run = run_script(render_sbatch(CPU), tmp_path)
     assert "NCCL network" not in run.stdout and run.returncode == 0
 
 
+@pytest.mark.slow
 def test_require_efa_ends_the_job_for_good_in_its_first_seconds_when_a_node_has_no_plugin(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "run"
@@ -101,6 +108,7 @@ def test_require_efa_ends_the_job_for_good_in_its_first_seconds_when_a_node_has_
     assert failure.message.startswith("--require-efa: no aws-ofi-nccl plugin on ")
 
 
+@pytest.mark.slow
 def test_require_efa_with_the_plugin_trains_and_on_cpu_is_refused(tmp_path: Path) -> None:
 
     import pytest

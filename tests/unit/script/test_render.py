@@ -117,6 +117,7 @@ def test_the_script_values_are_exactly_the_names_the_templates_read() -> None:
     assert read == {field.name for field in dataclasses.fields(ScriptValues)}
 
 
+@pytest.mark.slow
 def test_rendered_scripts_pass_bash_n_and_shellcheck(tmp_path: Path) -> None:
     paths = []
     for name, spec in VARIANTS.items():
@@ -152,6 +153,7 @@ def test_hyperpod_flag_is_static_when_forced_and_detected_in_auto_mode() -> None
     assert "auto-resume" not in render_sbatch(VARIANTS["efa_preset"])
 
 
+@pytest.mark.slow
 def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: Path) -> None:
     spec = VARIANTS["multi_node"].replace(
         checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun"
@@ -172,6 +174,7 @@ def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: P
 
 
 @pytest.mark.parametrize(("step_node", "rank"), [("node7", "0"), ("node8", "1")])
+@pytest.mark.slow
 def test_each_node_takes_its_rank_in_the_static_rendezvous_from_the_node_list(tmp_path: Path, step_node: str, rank: str) -> None:
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_STEP_NODE": step_node})
@@ -179,6 +182,7 @@ def test_each_node_takes_its_rank_in_the_static_rendezvous_from_the_node_list(tm
     assert not any(arg.startswith("--rdzv") for arg in run.trainer["argv"])
 
 
+@pytest.mark.slow
 def test_a_node_that_cannot_find_itself_in_the_node_list_falls_back_to_the_c10d_rendezvous(tmp_path: Path) -> None:
     # As in a container without scontrol, or a node Slurm names otherwise: c10d ranks the nodes.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
@@ -197,6 +201,7 @@ def test_a_node_that_cannot_find_itself_in_the_node_list_falls_back_to_the_c10d_
         (REQUEUE_EXIT_CODE, "3", "requeue-requested", "exit", REQUEUE_EXIT_CODE),
     ],
 )
+@pytest.mark.slow
 def test_requeue_is_bounded_by_max_restarts(
     tmp_path: Path, exit_code: int, restart_count: str, cause: str, action: str, script_status: int
 ) -> None:
@@ -210,6 +215,7 @@ def test_requeue_is_bounded_by_max_restarts(
     assert end[0]["cause"] == cause and end[0]["action"] == action and end[0]["restart"] == restart_count
 
 
+@pytest.mark.slow
 def test_the_warning_signal_reaches_the_trainers_from_the_step_script_and_requeues(tmp_path: Path) -> None:
     """torchrun < 2.9 dies of USR2 and >= 2.9 forwards it only when told to: the step script
     starts torchrun with it ignored and sends it to torchrun's children, the trainers, itself."""
@@ -246,6 +252,7 @@ one_line_text = st.lists(st.sampled_from([p for p in _NASTY if p not in ("\n", "
     env_value=nasty_text,
     extra=st.lists(nasty_text, max_size=4),
 )
+@pytest.mark.slow
 def test_hostile_values_never_execute_and_arrive_unchanged(
     job_name: str, ckpt: str, run: str, data: str, log: str, env_value: str, extra: list[str]
 ) -> None:
@@ -278,6 +285,7 @@ def test_hostile_values_never_execute_and_arrive_unchanged(
         assert Path(spec.output.checkpoint_dir).is_dir() and Path(spec.output.run_dir).is_dir()
 
 
+@pytest.mark.slow
 def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path: Path) -> None:
     from hyperlaunch.core.protocol import requeue_request_path
 
@@ -290,6 +298,7 @@ def test_a_saved_stop_is_told_from_a_crash_by_the_trainers_request_file(tmp_path
     assert end[0]["cause"] == "requeue-requested" and run.requeued
 
 
+@pytest.mark.slow
 def test_an_attempt_past_the_restart_limit_fails_without_running(tmp_path: Path) -> None:
     # Slurm requeues node failures by itself; the script is what bounds them.
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), max_restarts=1)
@@ -313,6 +322,7 @@ def _sinfo_lists_down(tmp_path: Path, node: str) -> None:
     _stub_sinfo(tmp_path, f'case " $* " in *" -t "*) echo {node} ;; *) echo 8 ;; esac')
 
 
+@pytest.mark.slow
 def test_a_step_that_ended_with_a_node_slurm_lists_down_requeues_away_from_it(tmp_path: Path) -> None:
     # Slurm requeues the job itself only once it marks the node DOWN: never a drained node, nor
     # one that answers again first (a dead spare, revived). Left to Slurm, such a job ended FAILED.
@@ -358,6 +368,7 @@ def _end_marker(run: object) -> dict[str, str]:
         (FailureKind.HANG, "hang", True, 0),
     ],
 )
+@pytest.mark.slow
 def test_a_final_trainer_failure_ends_the_job_and_a_retry_one_requeues_it(
     tmp_path: Path, kind: FailureKind, cause: str, requeued: bool, script_status: int
 ) -> None:
@@ -381,6 +392,7 @@ def _markers(run: object, event: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize(("kind", "cause"), [(FailureKind.UNEXPECTED, "crash"), (FailureKind.HANG, "hang")])
+@pytest.mark.slow
 def test_a_crash_or_hang_on_healthy_nodes_restarts_inside_the_allocation_then_requeues(
     tmp_path: Path, kind: FailureKind, cause: str
 ) -> None:
@@ -402,6 +414,7 @@ def test_a_crash_or_hang_on_healthy_nodes_restarts_inside_the_allocation_then_re
         assert trainer_failure_path(tmp_path / "run", JOB_ID, 0, round_).exists()
 
 
+@pytest.mark.slow
 def test_a_round_that_fails_once_is_restarted_and_the_job_completes_without_a_requeue(tmp_path: Path) -> None:
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     record = format_trainer_failure(FailureKind.UNEXPECTED, "NCCL error", 0)
@@ -410,6 +423,7 @@ def test_a_round_that_fails_once_is_restarted_and_the_job_completes_without_a_re
     assert (_end_marker(run)["cause"], _end_marker(run)["round"]) == ("completed", "1")
 
 
+@pytest.mark.slow
 def test_a_final_failure_is_never_restarted_inside_the_allocation(tmp_path: Path) -> None:
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), restarts_in_allocation=5)
     record = format_trainer_failure(FailureKind.INVALID_DATA, "bad", 0)
@@ -418,6 +432,7 @@ def test_a_final_failure_is_never_restarted_inside_the_allocation(tmp_path: Path
     assert _end_marker(run)["cause"] == "trainer-error" and not run.requeued
 
 
+@pytest.mark.slow
 def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others(tmp_path: Path) -> None:
     spec = VARIANTS["multi_node"].replace(
         checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun", spare_nodes=1
@@ -433,6 +448,7 @@ def test_spare_nodes_are_allocated_and_wait_while_the_round_trains_on_the_others
     assert _markers(run, "start")[0]["spares"] == "node9"
 
 
+@pytest.mark.slow
 def test_without_spares_the_round_runs_on_the_whole_allocation(tmp_path: Path) -> None:
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
     run = run_script(render_sbatch(spec), tmp_path)
@@ -466,6 +482,7 @@ def _job_with_its_port_held() -> tuple[str, socket.socket]:
     raise AssertionError("no rendezvous port free to hold")
 
 
+@pytest.mark.slow
 def test_a_rendezvous_port_in_use_on_the_batch_host_moves_the_round_to_a_free_one(tmp_path: Path) -> None:
     # Another job (its id 625 x k away) or a service holds the job's port on the head node, which
     # is the batch host: the store would fail to bind, or the other nodes join the wrong one.
@@ -479,6 +496,7 @@ def test_a_rendezvous_port_in_use_on_the_batch_host_moves_the_round_to_a_free_on
     assert f"rendezvous port {job_port(job, 0)} is in use on {HEAD_NODE}; the trainers rendezvous on {port}" in run.stderr
 
 
+@pytest.mark.slow
 def test_a_port_another_round_has_just_claimed_is_stepped_over_and_the_claim_released(tmp_path: Path) -> None:
     # Job 1000's round chose 26000 on this host a moment ago; its store does not listen yet.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
@@ -494,6 +512,7 @@ def test_a_port_another_round_has_just_claimed_is_stepped_over_and_the_claim_rel
     assert sorted(path.name for path in claims.iterdir()) == [f"hyperlaunch-rendezvous-{job_port(job, 0)}"]  # its own released
 
 
+@pytest.mark.slow
 def test_a_head_node_other_than_the_batch_host_keeps_the_jobs_port(tmp_path: Path) -> None:
     # Its ports are not seen from the batch host: a port held here says nothing about it.
     spec = VARIANTS["multi_node"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun")
@@ -505,6 +524,7 @@ def test_a_head_node_other_than_the_batch_host_keeps_the_jobs_port(tmp_path: Pat
     assert "rendezvous port" not in run.stderr
 
 
+@pytest.mark.slow
 def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scancel(tmp_path: Path) -> None:
     # node8's slurmd refuses connections and the step never ends by itself (srun waits for
     # Slurm to notice): the script ends the step, gives node8 back, requeues away from it. The
@@ -535,6 +555,7 @@ def test_a_lost_node_is_given_back_and_the_job_requeued_without_waiting_for_scan
     assert took < 30, "the script waited for scancel (60 s) or the step (60 s)"
 
 
+@pytest.mark.slow
 def test_a_lost_node_is_found_from_srun_saying_a_task_failed_without_a_failure_record(tmp_path: Path) -> None:
     # A script's rank that lost its peer exits on gloo's `Connection reset` and records nothing:
     # srun's line for its task's end is enough to probe the nodes, not Slurm's node timeout.
@@ -551,6 +572,7 @@ def test_a_lost_node_is_found_from_srun_saying_a_task_failed_without_a_failure_r
     assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue")
 
 
+@pytest.mark.slow
 def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> None:
     # The lost node may have caused the failure: the job goes on away from it, and meets the
     # error again on healthy nodes if it is the input's.
@@ -562,6 +584,7 @@ def test_a_down_node_comes_before_a_final_trainer_failure(tmp_path: Path) -> Non
     assert (end["cause"], end["nodes"], end["action"]) == ("node-failure", "node8", "requeue") and run.requeued
 
 
+@pytest.mark.slow
 def test_a_node_given_back_earlier_is_not_lost_again(tmp_path: Path) -> None:
     # SLURM_JOB_NODELIST (node[1-2] here) still names the nodes a job gave back (a spare replaced
     # them); the supervisor asks Slurm about the allocation as it holds it now (scontrol's
@@ -574,6 +597,7 @@ def test_a_node_given_back_earlier_is_not_lost_again(tmp_path: Path) -> None:
     assert asked and all(" -n node7,node8 " in f" {line} " for line in asked), asked
 
 
+@pytest.mark.slow
 def test_a_failure_record_left_by_an_earlier_job_of_the_same_id_decides_nothing(tmp_path: Path) -> None:
     spec = VARIANTS["plain"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"))
     (tmp_path / "run").mkdir()

@@ -30,6 +30,7 @@ def test_golden() -> None:
     assert rendered == GOLDEN.read_text(), "changed; if intended: UPDATE_GOLDEN=1 pytest tests/unit/script/test_render_export.py"
 
 
+@pytest.mark.slow
 def test_the_command_reaches_the_exporter_word_for_word(tmp_path: Path) -> None:
     script = tmp_path / "export.sh"
     script.write_text(_script().replace("exec /fsx/venvs/hl/bin/python", "exec printf '%s\\n'"))

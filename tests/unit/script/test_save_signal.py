@@ -47,6 +47,7 @@ def _step_script() -> str:
 
 @pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed beside this Python")
 @pytest.mark.parametrize("whole_step", [False, True], ids=["step-shell", "every-process"])
+@pytest.mark.slow
 def test_real_torchrun_survives_the_save_signal_and_its_trainers_get_it(tmp_path: Path, whole_step: bool) -> None:
     (tmp_path / "worker.py").write_text(_WORKER)
     bin_dir = tmp_path / "bin"

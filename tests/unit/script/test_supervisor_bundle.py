@@ -43,6 +43,7 @@ def test_the_script_runs_the_bundle_from_the_run_folder(tmp_path: Path) -> None:
     assert f"exec python3 {supervisor_bundle.bundle_path(str(tmp_path / 'run'))} \\\n" in script
 
 
+@pytest.mark.slow
 def test_the_bundled_code_passes_a_python_38_compatibility_check(tmp_path: Path) -> None:
     """Annotations are not evaluated at run time (`from __future__ import annotations`), so
     vermin reads without --eval-annotations here: what runs must run on 3.8."""
@@ -65,6 +66,7 @@ def _write(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_bundle_runs_on_an_interpreter_that_sees_nothing_but_the_standard_library(tmp_path: Path) -> None:
     bundle = _write(tmp_path)
     # -I: no user site, no PYTHON* variables, no working folder on sys.path; -S: no site-packages.
@@ -85,6 +87,7 @@ def _bundled_modules() -> list[str]:
     return [name for name in names if not name.endswith("__main__")]
 
 
+@pytest.mark.slow
 def test_every_module_the_supervisor_imports_is_bundled() -> None:
     """The modules of hyperlaunch an import of the supervisor, of the runtime library (which
     script jobs import from the bundle) and of the trackers it forwards to loads are exactly

@@ -23,6 +23,7 @@ def _fake_sbatch(bin_dir: Path, body: str) -> dict[str, str]:
     return {"PATH": str(bin_dir), "SLURM_CONF": str(bin_dir / "slurm.conf")}
 
 
+@pytest.mark.slow
 def test_sbatch_gets_the_given_environment_and_no_srun_is_needed(tmp_path: Path) -> None:
     env = _fake_sbatch(tmp_path / "bin", 'echo "conf=$SLURM_CONF" > "$0.seen"\necho "Submitted batch job 4242"\n')
     before = dict(os.environ)
@@ -31,6 +32,7 @@ def test_sbatch_gets_the_given_environment_and_no_srun_is_needed(tmp_path: Path)
     assert dict(os.environ) == before, "this process's environment is never changed"
 
 
+@pytest.mark.slow
 def test_a_refusal_is_one_line_and_leaves_no_submission_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = _fake_sbatch(tmp_path / "bin", 'echo "sbatch: error: invalid partition specified: gpu" >&2\nexit 1\n')
     with pytest.raises(SlurmError, match="sbatch refused the job: sbatch: error: invalid partition specified: gpu"):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core import protocol as p
 from hyperlaunch.job.defaults import job_spec
@@ -45,6 +47,7 @@ def _end(run: Run) -> dict[str, str]:
     return ends[-1]
 
 
+@pytest.mark.slow
 def test_a_requeued_job_keeps_its_lock_and_a_finished_one_releases_it(tmp_path: Path) -> None:
     run = _run(tmp_path, HL_TEST_EXIT="1")
     assert run.requeued
@@ -58,6 +61,7 @@ def test_a_requeued_job_keeps_its_lock_and_a_finished_one_releases_it(tmp_path: 
     assert checkpoints.list_models(tmp_path / "ck") == []
 
 
+@pytest.mark.slow
 def test_a_requeued_attempt_of_the_same_job_takes_the_lock_over(tmp_path: Path) -> None:
     _held_by(tmp_path, JOB_ID)
     run = _run(tmp_path, SLURM_RESTART_COUNT="1")
@@ -65,6 +69,7 @@ def test_a_requeued_attempt_of_the_same_job_takes_the_lock_over(tmp_path: Path) 
     assert not (tmp_path / "squeue.calls").exists(), "its own lock needs no question to Slurm"
 
 
+@pytest.mark.slow
 def test_a_lock_of_a_live_other_job_ends_the_attempt_before_training(tmp_path: Path) -> None:
     for state in ("RUNNING", "PENDING"):
         lock = _held_by(tmp_path, OTHER)
@@ -78,6 +83,7 @@ def test_a_lock_of_a_live_other_job_ends_the_attempt_before_training(tmp_path: P
         assert p.read_checkpoint_lock(lock) == OTHER, "the holder keeps its lock"
 
 
+@pytest.mark.slow
 def test_a_lock_of_a_job_slurm_no_longer_knows_is_stale_and_taken(tmp_path: Path) -> None:
     _held_by(tmp_path, OTHER)  # the squeue stub: "Invalid job id specified"
     run = _run(tmp_path, HL_TEST_EXIT="1")
@@ -87,6 +93,7 @@ def test_a_lock_of_a_job_slurm_no_longer_knows_is_stale_and_taken(tmp_path: Path
     assert sorted(path.name for path in _lock(tmp_path).parent.iterdir()) == [_lock(tmp_path).name], "nothing left beside it"
 
 
+@pytest.mark.slow
 def test_a_lock_of_an_ended_job_is_stale_and_one_still_completing_is_waited_for(tmp_path: Path) -> None:
     _held_by(tmp_path, OTHER)
     job_states(tmp_path, OTHER, "COMPLETING", "TIMEOUT")
@@ -96,6 +103,7 @@ def test_a_lock_of_an_ended_job_is_stale_and_one_still_completing_is_waited_for(
     assert "(TIMEOUT)" in run.stderr
 
 
+@pytest.mark.slow
 def test_the_lock_reads_back_what_the_script_wrote(tmp_path: Path) -> None:
     _run(tmp_path, HL_TEST_EXIT="1")
     text = _lock(tmp_path).read_text().splitlines()
@@ -106,6 +114,7 @@ def test_the_lock_reads_back_what_the_script_wrote(tmp_path: Path) -> None:
     assert p.read_checkpoint_lock(garbage) is None
 
 
+@pytest.mark.slow
 def test_status_says_which_job_held_the_lock(tmp_path: Path) -> None:
     from hyperlaunch.runs.job_status import summarize
     from hyperlaunch.runs.jobs import JobRecord

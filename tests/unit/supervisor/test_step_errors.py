@@ -187,6 +187,7 @@ def _ends(stdout: str) -> list[dict[str, str]]:
     return [m for m in map(parse_attempt_marker, stdout.splitlines()) if m and m["event"] == "end"]
 
 
+@pytest.mark.slow
 def test_a_step_that_cannot_import_ends_the_job_after_its_first_round(tmp_path: Path) -> None:
     """The bundled trainer's job here (a script job's record says script-broken, and `status`
     script error: tests/integration/test_script_jobs.py)."""
@@ -206,6 +207,7 @@ def test_a_step_that_cannot_import_ends_the_job_after_its_first_round(tmp_path: 
     assert Restart(0, "trainer error", "m", kind=FailureKind.SCRIPT_BROKEN.value).describe() == "script error (m)"
 
 
+@pytest.mark.slow
 def test_a_crash_is_still_restarted_in_the_allocation_then_requeued(tmp_path: Path) -> None:
     traceback = "\n".join(_traceback("RuntimeError: NCCL error: unhandled system error"))
     run = run_script(render_sbatch(_spec(tmp_path)), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_STDERR": traceback}, stderr_file=True)
@@ -214,6 +216,7 @@ def test_a_crash_is_still_restarted_in_the_allocation_then_requeued(tmp_path: Pa
     assert not trainer_failure_path(tmp_path / "run", JOB_ID, 0).exists()
 
 
+@pytest.mark.slow
 def test_a_round_that_stopped_to_save_is_requeued_whatever_its_output_says(tmp_path: Path) -> None:
     """The time-limit warning: the trainers save and exit; an error Python prints on its way out
     must not end the job in place of the requeue."""
@@ -223,6 +226,7 @@ def test_a_round_that_stopped_to_save_is_requeued_whatever_its_output_says(tmp_p
     assert not trainer_failure_path(tmp_path / "run", JOB_ID, 0).exists()
 
 
+@pytest.mark.slow
 def test_a_trainers_own_record_comes_first(tmp_path: Path) -> None:
     """A rank that recorded a retryable failure is retried, whatever its output says."""
     from hyperlaunch.core.trainer_failures import format_trainer_failure

@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from hyperlaunch.core.protocol import checkpoint_lock_path, parse_attempt_marker
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.script.render import render_sbatch
@@ -29,6 +31,7 @@ def _running_with(word: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_scancels_term_ends_the_step_and_gives_the_lock_back(tmp_path: Path) -> None:
     stuck = f"{40 + time.time_ns() % 10**6 / 10**7:.7f}"  # the stub trainer's sleep: no other process has it
     spec = job_spec(model="qwen3_tiny", torchrun="torchrun", checkpoint_dir=str(tmp_path / "ck"), log_dir=str(tmp_path / "l"), run_dir=str(tmp_path / "run"))

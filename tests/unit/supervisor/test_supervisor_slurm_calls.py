@@ -11,6 +11,7 @@ import pytest
 from hyperlaunch.supervisor import slurm_calls
 
 
+@pytest.mark.slow
 def test_the_users_squeue_sinfo_and_scancel_variables_do_not_reach_the_supervisors_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -42,6 +43,7 @@ def test_a_sweeps_element_names_itself_as_its_task_so_a_requeue_never_reaches_th
     assert slurm_job({"SLURM_JOB_ID": "91", "SLURM_ARRAY_JOB_ID": "90", "SLURM_ARRAY_TASK_ID": "2"}, sweep_element=False) == "91"
 
 
+@pytest.mark.slow
 def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "squeue"
     # squeue -j 45 lists every task of array 45: 45_0 runs as job 46, 45_1 (job 45) has ended.
@@ -53,6 +55,7 @@ def test_the_state_of_an_arrays_own_id_is_its_own_tasks_not_the_first_listed(tmp
     assert slurm_calls.job_state("47") == "ENDED"
 
 
+@pytest.mark.slow
 def test_the_excluded_nodes_are_set_again_when_the_requeues_sigterm_killed_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the dev cluster, the scontrol update run right after `scontrol requeue` exited 143:
     the requeue's SIGTERM reaches every process of the job. The next try, in COMPLETING, takes."""

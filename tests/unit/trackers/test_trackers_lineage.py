@@ -37,6 +37,7 @@ def test_preflight_names_the_missing_library_and_the_extra_in_one_line(monkeypat
     assert 'pip install "hyperlaunch[trackers]"' in message and "wandb" in message and "tensorboard" not in message
 
 
+@pytest.mark.slow
 def test_a_script_job_fails_for_good_at_its_first_call_when_a_tracker_library_is_missing(tmp_path: Path) -> None:
     failure_file = tmp_path / "failure"
     env = job_env(tmp_path, "wandb", **{TRAINER_FAILURE_FILE_ENV: str(failure_file)})

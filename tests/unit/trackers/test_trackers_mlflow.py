@@ -26,6 +26,7 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
+@pytest.mark.slow
 def test_the_parent_keeps_each_step_once_and_the_children_say_what_was_redone(tmp_path: Path, mlflow_uri: str) -> None:
     client = MlflowClient(mlflow_uri)
     experiment = client.create_experiment("demo-job")
@@ -113,6 +114,7 @@ runtime.requeue()
 """
 
 
+@pytest.mark.slow
 def test_an_attempt_stopped_for_a_requeue_ends_its_child_finished_and_the_parent_goes_on(tmp_path: Path, mlflow_uri: str) -> None:
     """A time limit's save and requeue is no failure: its child run was KILLED, the state the
     docs keep for a crash's (a trial). The training, the parent, goes on in the next attempt."""

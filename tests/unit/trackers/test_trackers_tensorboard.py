@@ -22,6 +22,7 @@ def _reader(folder: Path) -> EventAccumulator:
     return reader
 
 
+@pytest.mark.slow
 def test_a_restart_replaces_the_failed_attempts_tail_in_tensorboards_reader(tmp_path: Path) -> None:
     env = job_env(tmp_path, "tensorboard")
     attempt(env, FIRST)

@@ -37,6 +37,7 @@ def _history(records: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 def test_two_attempts_write_offline_runs_of_one_id_and_the_second_records_what_it_redid(tmp_path: Path) -> None:
     env = job_env(
         tmp_path, "wandb", WANDB_MODE="offline", WANDB_DIR=str(tmp_path / "wandb"), WANDB_SILENT="true",

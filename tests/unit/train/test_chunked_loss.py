@@ -103,6 +103,7 @@ def test_no_tensor_holds_more_than_one_chunk_of_logits(chunked: bool) -> None:
     [(torch.float32, {"rtol": 1e-5, "atol": 1e-6}), (torch.bfloat16, {"rtol": 2e-2, "atol": 2e-3})],
     ids=["fp32", "bf16"],
 )
+@pytest.mark.slow
 def test_compiled_chunks_give_the_eager_loss_and_gradients(dtype: torch.dtype, tolerance: dict[str, float]) -> None:
     generator = torch.Generator().manual_seed(4)
     hidden = torch.randn(2, 13, 16, generator=generator).to(dtype)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 _PROGRAM = """
 import sys, torch
 from hyperlaunch.train.host_memory import return_freed_memory
@@ -28,6 +30,7 @@ def _returned_mib(mode: str) -> int:
     return int(out.stdout.strip())
 
 
+@pytest.mark.slow
 def test_freed_tensors_leave_the_resident_set() -> None:
     assert _returned_mib("fixed") >= 350
     assert _returned_mib("default") < 100  # what the setting changes

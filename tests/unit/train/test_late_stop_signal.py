@@ -39,6 +39,7 @@ def restored_handlers() -> Iterator[None]:
         signal.signal(sig, handler)
 
 
+@pytest.mark.slow
 def test_a_finished_run_survives_stop_signals_through_pythons_shutdown() -> None:
     for _ in range(3):
         result = subprocess.run([sys.executable, "-c", _DONE_UNDER_FIRE], capture_output=True, text=True, timeout=60, check=False)

@@ -43,6 +43,7 @@ def _run(call: str, code: int) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("code", [0, REQUEUE_EXIT_CODE])
+@pytest.mark.slow
 def test_a_run_that_ended_as_planned_leaves_after_what_exit_runs_first_and_skips_the_teardown(code: int) -> None:
     result = _run("train.entry()", code)
     assert result.returncode == code, result.stderr
@@ -50,12 +51,14 @@ def test_a_run_that_ended_as_planned_leaves_after_what_exit_runs_first_and_skips
     assert "finalized" not in result.stdout
 
 
+@pytest.mark.slow
 def test_a_plain_exit_would_finalize_what_is_left() -> None:
     """The control: the same program through sys.exit reaches the teardown the trainer skips."""
     result = _run("sys.exit(train.main())", 0)
     assert result.returncode == 0 and "finalized" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_error_leaves_through_pythons_exit() -> None:
     """Ranks fail at different moments and torchrun stops the rest once one has ended: a failed
     rank that left at once could cut rank 0 off before it printed the error."""
@@ -82,6 +85,7 @@ train.entry()
 """
 
 
+@pytest.mark.slow
 def test_an_output_that_cannot_be_flushed_does_not_turn_a_finished_run_into_a_failure() -> None:
     result = subprocess.run([sys.executable, "-c", _FLUSH_FAILS], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0
