@@ -32,16 +32,18 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.optim.lr_scheduler import LRScheduler
 
+from hyperlaunch.core import checkpoint_integrity as integrity
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import disk_space
 from hyperlaunch.core.checkpoint_pruning import remove_checkpoint
-from hyperlaunch.core.errors import CheckpointError, DiskFull
+from hyperlaunch.core.errors import CheckpointError, CheckpointTorn, DiskFull
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.runtime.checkpoint import commit
 
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
+from .load_errors import load_failure
 from .metrics import MetricsLog
 from .optim import follow_schedule
 from .periodic_export import PeriodicExport
@@ -353,6 +355,14 @@ class Checkpointer:
     # -- loading ----------------------------------------------------------------------------
 
     def load(self, path: Path) -> TrainState:
+        """The training state of the checkpoint `path`. A checkpoint torn since its commit
+        (its manifest's sizes and checksums, checked first; or a load that fails in its files)
+        raises CheckpointTorn, which the supervisor sets aside; another model's, CheckpointError."""
+        problems = integrity.verify(path)
+        if problems:
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CheckpointTorn(path.name, f"checkpoint {path.name} is torn: {first.text(path)}{more}", file=first.file)
         info = rules.read_info(path) or {}
         recorded = info.get("architecture")
         if recorded is not None and recorded != architecture(self.spec):
@@ -361,7 +371,15 @@ class Checkpointer:
             )
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
         state: dict[str, Any] = {"model": model_sd, "optim": optim_sd, "scheduler": "", "train": "", "rng": b""}
-        dcp.load(state, checkpoint_id=str(path))
+        try:
+            dcp.load(state, checkpoint_id=str(path))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # DCP's CheckpointException is a BaseException
+            typed = load_failure(path, err)
+            if typed is None:
+                raise
+            raise typed from err
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(json.loads(_as_text(state["scheduler"])))
         follow_schedule(self.scheduler)

@@ -20,7 +20,7 @@ from typing import NoReturn
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.checkpoint_resume import ResumeChoice, choose_resume
-from hyperlaunch.core.errors import DataError, HyperlaunchError, InvalidInput
+from hyperlaunch.core.errors import CheckpointTorn, DataError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
 from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX, failure_kind, write_trainer_failure
@@ -151,7 +151,7 @@ def _record_failure(err: Exception) -> None:
         message = err.one_line()
     else:
         message = f"{type(err).__name__}: {err} (rank {rank})"
-    write_trainer_failure(failure_kind(err), message, rank)
+    write_trainer_failure(failure_kind(err), message, rank, checkpoint=err.checkpoint if isinstance(err, CheckpointTorn) else "")
 
 
 def _env_rank() -> int:

@@ -63,6 +63,20 @@ class CheckpointError(HyperlaunchError):
     exit_code = 6
 
 
+class CheckpointTorn(CheckpointError):
+    """A checkpoint that cannot be loaded for a reason that lies in its files (a truncated or
+    missing shard, metadata that does not parse, a size or checksum other than its commit
+    recorded: hyperlaunch.core.checkpoint_integrity). Not the job's fault: the supervisor sets
+    it aside and the training continues from the checkpoint before it."""
+
+    def __init__(self, checkpoint: str, message: str, *, file: str = "") -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
+        """The checkpoint folder's name (`<name>-<N>steps`)."""
+        self.file = file
+        """The file found torn, relative to it ('' when the load named none)."""
+
+
 class DiskFull(CheckpointError):
     """A checkpoint or an export does not fit in the free space of its filesystem, or met
     ENOSPC/EDQUOT while writing (hyperlaunch.core.disk_space): the message names the folder

@@ -53,6 +53,10 @@ class RestartCause(str, enum.Enum):
     HANG = "hang"
     """The trainers made no step for longer than the hang watchdog allows (the trainer's
     `hang` failure record, which names the step): restarted like a crash."""
+    CHECKPOINT_TORN = "checkpoint-torn"
+    """The checkpoint the round loaded is torn (the trainer's `checkpoint-torn` record names it):
+    set aside, and the round started again from the one before inside the allocation, without
+    spending the restart budget (marker field `checkpoint=<name>`)."""
 
 
 class AttemptAction(str, enum.Enum):
@@ -79,6 +83,7 @@ CAUSE_TEXT: dict[str, str] = {
     RestartCause.TRAINER_ERROR.value: "trainer error",
     RestartCause.CHECKPOINT_LOCKED.value: "checkpoint folder in use",
     RestartCause.HANG.value: "hang",
+    RestartCause.CHECKPOINT_TORN.value: "torn checkpoint",
     # What only Slurm's accounting tells (no marker, or the marker's cause refined by it).
     "preemption": "preemption",
     "cancelled": "cancelled",

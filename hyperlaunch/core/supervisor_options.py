@@ -15,7 +15,7 @@ HYPERPOD_MODES = ("on", "off", "auto")
 _USAGE = """The supervisor's command line, as the batch script calls it:
 
     python3 supervisor.pyz --run-dir DIR --checkpoint-dir DIR --checkpoint-lock FILE \\
-        --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
+        [--checkpoint-name NAME] --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
         [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] \\
         [--srun-flag=FLAG ...] -- torchrun ARGS...
 
@@ -41,6 +41,10 @@ class SupervisorOptions:
     launch_command: tuple[str, ...]
     """What the step script starts on each node, everything after `--` (torchrun and the
     trainer's arguments; the step adds --nnodes and the rendezvous)."""
+    checkpoint_name: str = ""
+    """The name the job's checkpoints go by (`<name>-<N>steps`, `<name>-latest`): the one a round
+    will load is checked before it starts, and a torn one set aside
+    (hyperlaunch.core.checkpoint_integrity). '' checks none."""
     restarts_in_allocation: int = 0
     """Rounds in a row without a new checkpoint restarted inside the allocation before a requeue."""
     spare_nodes: int = 0
@@ -77,6 +81,7 @@ class SupervisorOptions:
             ("--run-dir", self.run_dir),
             ("--checkpoint-dir", self.checkpoint_dir),
             ("--checkpoint-lock", self.checkpoint_lock),
+            *((("--checkpoint-name", self.checkpoint_name),) if self.checkpoint_name else ()),
             ("--max-restarts", str(self.max_restarts)),
             ("--restarts-in-allocation", str(self.restarts_in_allocation)),
         ]
@@ -115,6 +120,7 @@ class SupervisorOptions:
             checkpoint_lock=args.checkpoint_lock,
             max_restarts=args.max_restarts,
             launch_command=tuple(command),
+            checkpoint_name=args.checkpoint_name,
             restarts_in_allocation=args.restarts_in_allocation,
             spare_nodes=args.spare_nodes,
             exclude=tuple(node for node in args.exclude.split(",") if node),
@@ -133,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--checkpoint-dir", required=True)
     parser.add_argument("--checkpoint-lock", required=True)
+    parser.add_argument("--checkpoint-name", default="")
     parser.add_argument("--max-restarts", type=int, required=True)
     parser.add_argument("--restarts-in-allocation", type=int, default=0)
     parser.add_argument("--spare-nodes", type=int, default=0)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import (
     CheckpointError,
+    CheckpointTorn,
     ConfigError,
     DataError,
     DiskFull,
@@ -28,6 +29,8 @@ from hyperlaunch.core.errors import (
 from hyperlaunch.core.protocol import read_regular_file
 
 _COUNT = re.compile(r"[0-9]{1,10}")
+_CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,250}")
+"""A checkpoint folder's name as a failure record carries it: one word, no path."""
 
 
 class FailureKind(str, enum.Enum):
@@ -41,6 +44,10 @@ class FailureKind(str, enum.Enum):
     """The model or its tokenizer cannot be loaded (ModelUnavailable)."""
     CHECKPOINT_UNUSABLE = "checkpoint-unusable"
     """The checkpoint folder or its pointer cannot be used (CheckpointError)."""
+    CHECKPOINT_TORN = "checkpoint-torn"
+    """The checkpoint this round loads is torn (CheckpointTorn: a shard truncated or missing,
+    unreadable metadata): the record names it (`checkpoint=`); the supervisor sets it aside and
+    starts the round again from the one before, without spending the restart budget."""
     DISK_FULL = "disk-full"
     """No room for a checkpoint or an export on its filesystem (DiskFull), or another write
     that met ENOSPC/EDQUOT: every attempt would meet it again (a checkpoint: after training
@@ -96,6 +103,7 @@ _KIND_OF_ERROR: tuple[tuple[type[BaseException], FailureKind], ...] = (
     (DataError, FailureKind.INVALID_DATA),
     (ModelUnavailable, FailureKind.MODEL_UNAVAILABLE),
     (DiskFull, FailureKind.DISK_FULL),
+    (CheckpointTorn, FailureKind.CHECKPOINT_TORN),
     (CheckpointError, FailureKind.CHECKPOINT_UNUSABLE),
     (NodeProblem, FailureKind.NODE_PROBLEM),
     (InvalidInput, FailureKind.INVALID_ARGUMENTS),
@@ -152,6 +160,8 @@ class TrainerFailure:
     """The verdict: True for `final`."""
     rank: int | None
     message: str
+    checkpoint: str = ""
+    """CHECKPOINT_TORN: the torn checkpoint's folder name (`checkpoint=` on the first line)."""
 
 
 def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_: int = 0) -> Path:
@@ -161,12 +171,14 @@ def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_:
     return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
 
-def format_trainer_failure(kind: FailureKind, message: str, rank: int | None) -> str:
-    """The record's text; `rank` None where no rank wrote it (the supervisor)."""
+def format_trainer_failure(kind: FailureKind, message: str, rank: int | None, checkpoint: str = "") -> str:
+    """The record's text; `rank` None where no rank wrote it (the supervisor); `checkpoint` the
+    torn checkpoint's folder name, for CHECKPOINT_TORN."""
     verdict = FailureVerdict.FINAL if kind in FINAL_FAILURE_KINDS else FailureVerdict.RETRY
     one_line = " ".join(message.split())[:_FAILURE_MESSAGE_MAX]
     by = f" rank={rank}" if rank is not None else ""
-    return f"{verdict.value} {kind.value}{by}\n{one_line}\n"
+    named = f" checkpoint={checkpoint}" if checkpoint and _CHECKPOINT_NAME.fullmatch(checkpoint) else ""
+    return f"{verdict.value} {kind.value}{by}{named}\n{one_line}\n"
 
 
 def parse_trainer_failure(text: str) -> TrainerFailure | None:
@@ -176,17 +188,20 @@ def parse_trainer_failure(text: str) -> TrainerFailure | None:
     if len(words) < 2 or words[0] not in {v.value for v in FailureVerdict}:
         return None
     rank = next((int(w[5:]) for w in words[2:] if w.startswith("rank=") and _COUNT.fullmatch(w[5:])), None)
-    return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip())
+    checkpoint = next((w[11:] for w in words[2:] if w.startswith("checkpoint=") and _CHECKPOINT_NAME.fullmatch(w[11:])), "")
+    return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip(), checkpoint=checkpoint)
 
 
-def write_trainer_failure(kind: FailureKind, message: str, rank: int | None, environ: Mapping[str, str] | None = None) -> Path | None:
+def write_trainer_failure(
+    kind: FailureKind, message: str, rank: int | None, environ: Mapping[str, str] | None = None, checkpoint: str = ""
+) -> Path | None:
     """Record why this rank stops, unless another rank did first; the file named by
     TRAINER_FAILURE_FILE_ENV, None when unset or when another rank's record is there. Never
     raises: a failure to record must not hide the failure itself."""
     target = (os.environ if environ is None else environ).get(TRAINER_FAILURE_FILE_ENV, "")
     if not target:
         return None
-    data = format_trainer_failure(kind, message, rank).encode("utf-8", "replace")
+    data = format_trainer_failure(kind, message, rank, checkpoint).encode("utf-8", "replace")
     # Ranks on different nodes share the run dir, and containers can give them the same pid.
     temp = f"{target}.{os.uname().nodename}.{os.getpid()}.tmp"
     try:

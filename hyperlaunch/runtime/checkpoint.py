@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from hyperlaunch.core import checkpoint_integrity as integrity
 from hyperlaunch.core import checkpoint_pruning
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.atomic_file import write_atomically
@@ -27,7 +28,9 @@ def commit(
     environ: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Declare `path` (`<ckpt_dir>/<name>-<step>steps`, every rank's part written) complete:
-    mark it so where DCP's `.metadata` is not there, point `<name>-latest` at it atomically,
+    mark it so where DCP's `.metadata` is not there, record its files (their sizes, and the
+    small ones' checksums: hyperlaunch.core.checkpoint_integrity, which tells a torn checkpoint
+    from a whole one before it is loaded), point `<name>-latest` at it atomically,
     record the attempt's progress (so its requeue uses no restart budget), then keep only the
     newest `keep_last` checkpoints. Returns the checkpoints removed."""
     path = Path(path)
@@ -38,6 +41,7 @@ def commit(
         raise CheckpointError(f"commit_checkpoint: {path} is not a folder; save the checkpoint into it first")
     if not rules.is_complete(path):
         write_atomically(path / rules.COMMITTED_FILE, f"step={step}\n".encode())
+    integrity.write_manifest(path)
     rules.write_pointer(Path(ckpt_dir), name, path.name)
     records.record_progress(Path(run_dir), step, environ)
     return checkpoint_pruning.prune(Path(ckpt_dir), name, keep_last) if keep_last else []

@@ -136,6 +136,7 @@ def supervisor_options(spec: JobSpec) -> SupervisorOptions:
         checkpoint_lock=str(checkpoint_lock_path(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name)),
         max_restarts=spec.recovery.max_restarts,
         launch_command=tuple(launch_command(spec)),
+        checkpoint_name=spec.derived.checkpoint_name if spec.saves_checkpoints else "",
         restarts_in_allocation=spec.recovery.restarts_in_allocation,
         spare_nodes=spec.recovery.spare_nodes,
         # Never dropped from the job's excluded nodes when lost ones are added.

@@ -8,6 +8,7 @@ the nodes (allocation), the round counter (rounds), the budget (budget), the ste
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pkgutil
 import signal
@@ -40,6 +41,7 @@ from hyperlaunch.supervisor.output import Markers, err
 from hyperlaunch.supervisor.rounds import Rounds
 from hyperlaunch.supervisor.signals import Signals, Terminated
 from hyperlaunch.supervisor.step import TrainingStep
+from hyperlaunch.supervisor.torn_checkpoints import TornCheckpoints
 
 
 class Attempt:
@@ -65,6 +67,7 @@ class Attempt:
         self.rounds = Rounds(self.run_dir, job, self.restart, previous_attempt_cause(self.run_dir, job, self.restart))
         self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host)
         self.signals = Signals(self.step)
+        self.torn = TornCheckpoints(options.checkpoint_dir, options.checkpoint_name, self.slurm_job, err)
 
     def run(self) -> int:
         """The attempt, start to end: its exit status."""
@@ -111,11 +114,13 @@ class Attempt:
 
     def _rounds(self) -> int:
         while True:
+            self.torn.before_round()
             before = self.budget.checkpoint_step()
             status, lost = self.step.run(self.rounds, self.allocation)
             if self.budget.checkpoint_step() > before:
                 self.rounds.progressed()
             kind, final = "", False
+            record: TrainerFailure | None = None
             from_output: TrainerFailure | None = None
             if status != 0:
                 record = read_trainer_failure(self.rounds.failure_record)
@@ -134,6 +139,13 @@ class Attempt:
                 restarts_in_allocation=self.options.restarts_in_allocation,
             )
             decision = after_round(end, self.allocation.down_nodes)
+            if decision.action == "torn" and record is not None:
+                set_aside = self.torn.after_round(record.checkpoint, record.message)
+                if set_aside:
+                    self._next_round(decision.cause, status, f"checkpoint={set_aside}", in_row=False)
+                    continue
+                # Nothing of that name to set aside: a crash like any other, within the budgets.
+                decision = after_round(dataclasses.replace(end, failure_kind=""), self.allocation.down_nodes)
             if decision.action == "exit":
                 if decision.cause is RestartCause.TRAINER_ERROR and from_output is not None:
                     # Recorded once it ends the job: where a node is down, the round is a node failure.

@@ -40,8 +40,9 @@ class Decision:
 
     action: str
     """`exit` (the job ends with the step's status), `requeue` (within the budget), `lost`
-    (a spare takes the lost nodes' place, else requeue away from them) or `restart` (another
-    round here)."""
+    (a spare takes the lost nodes' place, else requeue away from them), `restart` (another
+    round here) or `torn` (the checkpoint the round loaded is set aside, then another round
+    here, none of the budget spent)."""
     cause: RestartCause
     fields: str = ""
     """More attempt-marker fields, `key=value ...`."""
@@ -78,6 +79,10 @@ def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decis
     lost = end.lost or down()
     if lost:
         return Decision("lost", RestartCause.NODE_FAILURE, "nodes=" + ",".join(lost), lost)
+    if end.failure_kind == FailureKind.CHECKPOINT_TORN.value:
+        # The checkpoint's fault, not the training's: set aside, the round starts again from the
+        # one before, and no budget is spent (each torn checkpoint is set aside once).
+        return Decision("torn", RestartCause.CHECKPOINT_TORN)
     # A `retry` record (the node, a hang, an unexpected error) is a crash like any other: first
     # inside the allocation, then through the queue.
     cause = RestartCause.HANG if end.failure_kind == FailureKind.HANG.value else RestartCause.CRASH

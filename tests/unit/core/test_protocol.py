@@ -17,6 +17,7 @@ from hyperlaunch.core import trainer_failures as tf
 from hyperlaunch.core.errors import (
     EXIT_CODES,
     CheckpointError,
+    CheckpointTorn,
     ConfigError,
     DataError,
     DiskFull,
@@ -124,6 +125,8 @@ FAILURE_KINDS: dict[tf.FailureKind, tuple[list[BaseException], bool]] = {
     tf.FailureKind.INVALID_DATA: ([DataError("--data /x/bad.jsonl:2: not valid JSON")], True),
     tf.FailureKind.MODEL_UNAVAILABLE: ([ModelUnavailable("--tokenizer /t: no such directory")], True),
     tf.FailureKind.CHECKPOINT_UNUSABLE: ([CheckpointError("pointer names no checkpoint")], True),
+    # Retried from the checkpoint before it: the supervisor sets the torn one aside.
+    tf.FailureKind.CHECKPOINT_TORN: ([CheckpointTorn("m-4steps", "checkpoint m-4steps is torn (__0_0.distcp): EOFError")], False),
     tf.FailureKind.DISK_FULL: (
         [DiskFull("no room for checkpoint m-4steps: it needs about 7.2 GiB in /fsx/ck, which has 1.0 GiB free"),
          OSError(errno.ENOSPC, "No space left on device"), OSError(errno.EDQUOT, "Disk quota exceeded"), _raised_from_enospc()],
