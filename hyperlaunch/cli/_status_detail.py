@@ -145,6 +145,8 @@ def detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
     if p.export_error:
         lines.append(f"  export:     not written, the training is saved: {p.export_error}")
+    for aside in status.set_aside:
+        lines.append(f"  set aside:  {aside.path.name}: {aside.reason}")
     from hyperlaunch.runs.attempts import restart_count
 
     attempts = Table(title="attempts", box=None, header_style="bold", title_justify="left")

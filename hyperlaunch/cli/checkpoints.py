@@ -16,6 +16,7 @@ from hyperlaunch.core.disk_space import format_size
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from hyperlaunch.core.checkpoint_integrity import SetAside
     from hyperlaunch.core.checkpoints import CheckpointInfo
 
 
@@ -30,6 +31,8 @@ class ModelCheckpoints:
     warnings: list[str]
     exports: dict[int, list[dict[str, object]]]
     """Hugging Face exports by step (hyperlaunch.core.hf_exports), pruned checkpoints' too."""
+    set_aside: list[SetAside]
+    """Checkpoints found torn and set aside (`<name>-<N>steps.bad`), with why."""
 
 
 def checkpoints(
@@ -72,10 +75,18 @@ def checkpoints(
         ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="With --prune: remove them.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Check each complete checkpoint against what its commit recorded (every file's size, the small ones' "
+            "checksums): a file cut short, missing or changed is named; exit code 6 when one is torn.",
+        ),
+    ] = False,
 ) -> None:
     """List checkpoints: step, size, complete or not (DCP's .metadata exists), and which one
-    the model's -latest pointer names (the one `resume` loads). Warns when the pointer names a
-    missing or incomplete checkpoint.
+    the model's -latest pointer names (the one `resume` loads), and those set aside as torn.
+    Warns when the pointer names a missing or incomplete checkpoint.
 
     Examples:
 
@@ -86,6 +97,7 @@ def checkpoints(
       hyperlaunch checkpoints 42 --copy-to s3://my-bucket/ckpt --step 2000
       hyperlaunch checkpoints 42 --prune 2            # what keeping the newest 2 would remove
       hyperlaunch checkpoints 42 --prune 2 --yes      # remove them
+      hyperlaunch checkpoints 42 --verify             # is any of its checkpoints torn?
       hyperlaunch checkpoints 70                      # a sweep: each element's checkpoints
       hyperlaunch checkpoints 70_3 --prune 2          # one element's
     """
@@ -119,6 +131,11 @@ def checkpoints(
     if step is not None:
         raise InvalidInput("--step chooses the checkpoint --copy-to copies; without --copy-to every step is listed")
     root = resolve_checkpoint_dir(checkpoint_dir, profile=profile)
+    if verify:
+        from hyperlaunch.cli.checkpoints_verify import verify as verify_checkpoints
+
+        verify_checkpoints(root, names if names is not None else list_models(root), as_json=as_json)
+        return
     # A missing folder is only a warning (no job has saved yet); something else at its place
     # is a mistyped path, and listing "no checkpoints" there would hide it.
     if root.exists() and not root.is_dir():
@@ -127,6 +144,9 @@ def checkpoints(
     for entry in found:
         for message in entry.warnings:
             out.warn(message)
+        for aside in entry.set_aside:
+            by = f" by job {aside.job}" if aside.job else ""
+            out.warn(f"{aside.path.name} was set aside{by}: {aside.reason}")
     if not root.is_dir():
         out.warn(f"checkpoint folder {root} does not exist")
     elif names is not None:
@@ -135,7 +155,7 @@ def checkpoints(
         out.warn(f"no checkpoints in {root}")
     if as_json:
         out.json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
-    elif any(entry.checkpoints for entry in found):
+    elif any(entry.checkpoints or entry.set_aside for entry in found):
         out.table(_table(root, found))
 
 
@@ -201,21 +221,23 @@ def collect(root: Path, model: str) -> ModelCheckpoints:
     """A model's checkpoints plus warnings about its pointer (read here, not in
     list_checkpoints, so an unreadable pointer is reported instead of silently ignored)."""
     from hyperlaunch.core import hf_exports
+    from hyperlaunch.core.checkpoint_integrity import set_aside_checkpoints
     from hyperlaunch.core.checkpoint_resume import pointer_problem
     from hyperlaunch.core.checkpoints import list_checkpoints, read_pointer
     from hyperlaunch.core.errors import CheckpointError
 
     infos = list_checkpoints(root, model)
     exports = hf_exports.find(root, model, [info.step for info in infos])
+    aside = set_aside_checkpoints(root, model)
     try:
         pointer = read_pointer(root, model)
     except CheckpointError as err:
-        return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()], exports=exports)
+        return ModelCheckpoints(model=model, checkpoints=infos, pointer=None, warnings=[err.one_line()], exports=exports, set_aside=aside)
     problem = pointer_problem(root, model, pointer)
     warnings = []
     if problem is not None and (pointer is not None or any(info.complete for info in infos)):
         warnings.append(f"{problem}; resume would fall back to the newest complete checkpoint")
-    return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings, exports=exports)
+    return ModelCheckpoints(model=model, checkpoints=infos, pointer=pointer, warnings=warnings, exports=exports, set_aside=aside)
 
 
 def _checkpoint_name(model: str) -> str:
@@ -247,11 +269,17 @@ def _document(entry: ModelCheckpoints) -> dict[str, object]:
             for info in entry.checkpoints
         ],
         "hf_exports": [export for exports in entry.exports.values() for export in exports],
+        "set_aside": [
+            {"step": a.step, "name": a.path.name, "path": str(a.path), "reason": a.reason, "file": a.file, "job": a.job, "at": a.at}
+            for a in entry.set_aside
+        ],
     }
 
 
 def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
     from rich.table import Table
+
+    from hyperlaunch.core.checkpoints import dir_size
 
     table = Table(title=f"Checkpoints in {root}", title_justify="left")
     columns = [("model", "left"), ("step", "right"), ("directory", "left"), ("size", "right"), ("complete", "left"), ("latest", "left")]
@@ -271,12 +299,19 @@ def _table(root: Path, found: list[ModelCheckpoints]) -> Table:
             if with_exports:
                 row.append(", ".join(_shown_export(root, export) for export in entry.exports.get(step, [])))
             table.add_row(*row)
+        for aside in entry.set_aside:
+            table.add_row(entry.model, str(aside.step), aside.path.name, format_size(dir_size(aside.path)), "set aside", "", *([""] if with_exports else []))
+    captions = []
     if any(not info.complete for entry in found for info in entry.checkpoints):
         # A script's own torch.save folders read "no" too, though each is whole to the script.
-        table.caption = (
+        captions.append(
             "complete no: neither DCP's .metadata nor a commit (hyperlaunch.runtime.commit_checkpoint): "
             "a save that did not finish, or a script's own that was never committed; resume and export skip it"
         )
+    if any(entry.set_aside for entry in found):
+        captions.append("set aside: found torn (a file cut short, missing or changed since its commit); kept for you to look at, never loaded")
+    if captions:
+        table.caption = "\n".join(captions)
         table.caption_justify = "left"
     return table
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hyperlaunch.core.checkpoint_integrity import SetAside, set_aside_checkpoints
 from hyperlaunch.core.metrics_records import StepRecord
 from hyperlaunch.core.protocol import RestartCause, failures_in_a_row, made_progress
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
@@ -108,6 +109,12 @@ class JobStatus(WaitsFor):
         ended = [*self.in_allocation, *self.restarts, *([self.failure] if self.failure else [])]
         return tuple(dict.fromkeys(node for r in ended for node in r.nodes))
 
+    @property
+    def set_aside(self) -> list[SetAside]:
+        """The checkpoints this job found torn and set aside (read from its checkpoint folder now)."""
+        spec, jobs = self.record.spec, {self.record.job_id, self.record.element_of}
+        return [a for a in set_aside_checkpoints(Path(spec.output.checkpoint_dir), spec.derived.checkpoint_name) if a.job in jobs]
+
     def to_json(self) -> dict[str, Any]:
         spec = self.record.spec
         return {
@@ -134,6 +141,7 @@ class JobStatus(WaitsFor):
             "checkpoint": self.progress.checkpoint,
             "resumed_from_steps": list(self.progress.resumed_from_steps),
             "export_error": self.progress.export_error,
+            "set_aside": [{"name": a.path.name, "path": str(a.path), "reason": a.reason, "file": a.file} for a in self.set_aside],
             "checkpoint_dir": spec.output.checkpoint_dir,
             "run_dir": spec.output.run_dir,
             "log": str(self.record.log_paths[0]),
