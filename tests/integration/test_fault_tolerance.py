@@ -4,6 +4,7 @@ last checkpoint, with the same losses as a run that was never interrupted."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -240,3 +241,45 @@ def test_hyperpod_rerun_of_the_same_step_rendezvouses_and_resumes(dev_cluster: D
     resumed = job.events("resumed")
     assert len(resumed) == 1 and resumed[0]["step"] >= (saved or 0) and resumed[0]["restart"] == 0
     assert final["last_step"] == 30
+
+
+def test_a_torn_checkpoint_is_set_aside_and_the_training_goes_on_from_the_one_before(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    """Checkpoint 30 loses half a shard (its manifest finds it before the round loads it), then
+    checkpoint 50 has a shard zeroed at its size with no manifest (only loading finds it): each
+    is set aside, kept on disk, the pointer moves to the one before, and the job completes with
+    the reference's losses. A checkpoint another model cannot load is not set aside."""
+    job = submit(dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_TEAR_AFTER_CHECKPOINT=30,50:silent", max_steps=STEPS, checkpoint_every=EVERY)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert [r["cause"] for r in final["restarts_in_allocation"]] == ["crash", "crash", "torn checkpoint"]
+    assert final["restart_budget_left"] == final["max_restarts"], "no budget spent"
+    torn = [a["name"] for a in final["set_aside"]]
+    assert torn == ["qwen3_tiny-30steps.bad", "qwen3_tiny-50steps.bad"]
+    assert all((job.ckpt_dir / name / "__0_0.distcp").is_file() for name in torn), "set aside, not deleted"
+    assert [e["step"] for e in job.events("resumed")] == [20, 40]
+    assert_losses_match(job, reference)
+    text = dev_cluster.hyperlaunch("status", job.job_id, cwd=tmp_path).stdout
+    assert "set aside:  qwen3_tiny-30steps.bad: checkpoint qwen3_tiny-30steps is torn: qwen3_tiny-30steps/__0_0.distcp is" in text
+    assert "torn checkpoint" in text
+    verified = dev_cluster.hyperlaunch("checkpoints", "--checkpoint-dir", str(job.ckpt_dir), "--verify", cwd=tmp_path)
+    assert verified.returncode == 0 and "torn" not in verified.stdout, verified.stdout + verified.stderr
+
+    # Another model's trainer told to load these checkpoints: the job's fault, nothing set aside.
+    other = dev_cluster.hyperlaunch(
+        "submit", "--model", "llama_tiny", "--nodes", "2", "--exclusive", "--max-steps", "70", "--json",
+        "--checkpoint-dir", str(job.ckpt_dir), "--run-dir", str(tmp_path / "other"), "--", "--model-name", "qwen3_tiny",
+        cwd=tmp_path,
+    )
+    assert other.returncode == 0, other.stderr
+    other_id = json.loads(other.stdout)["job_id"]
+    wait_until(lambda: _state(dev_cluster, tmp_path, other_id) in ("FAILED", "COMPLETED", "CANCELLED"), 200, f"job {other_id} to end")
+    status = json.loads(dev_cluster.hyperlaunch("status", other_id, "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "FAILED" and "another architecture" in json.dumps(status["failure"]), status
+    assert sorted(p.name for p in job.ckpt_dir.glob("*.bad*")) == torn
+
+
+def _state(cluster: DevCluster, cwd: Path, job_id: str) -> str:
+    result = cluster.hyperlaunch("status", job_id, "--json", cwd=cwd)
+    return json.loads(result.stdout)["state"] if result.returncode == 0 else ""

@@ -10,6 +10,11 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
 
 - HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT=N: every rank dies once checkpoint N is complete and
   the pointer names it.
+- HYPERLAUNCH_TEST_TEAR_AFTER_CHECKPOINT=N[,M:silent...]: once checkpoint N is complete, rank 0
+  tears it and every rank dies, once (keyed), as a disk or an interrupted copy would leave it:
+  `N` cuts its first shard to half its size (its manifest still says the whole size); `N:silent`
+  writes zeros over the shard's bytes, keeping its size, and removes the manifest, so that only
+  loading it finds it torn.
 - HYPERLAUNCH_TEST_KILL_DURING_SAVE=N: die after the shards of checkpoint N are written, before
   its `.metadata` completion marker exists.
 - HYPERLAUNCH_TEST_FILL_DISK_DURING_SAVE=N with HYPERLAUNCH_TEST_FILL_FILE=FILE: once the
@@ -42,10 +47,12 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hyperlaunch.job.trainer_args import value_of
 from hyperlaunch.train.hooks import TrainerHooks
 from hyperlaunch.train.train import entry
 
@@ -86,6 +93,9 @@ class FaultHooks(TrainerHooks):
     def __init__(self) -> None:
         self.kill_after_checkpoint = _int("HYPERLAUNCH_TEST_KILL_AFTER_CHECKPOINT")
         self.kill_during_save = _int("HYPERLAUNCH_TEST_KILL_DURING_SAVE")
+        self.tear_after_checkpoint = {
+            int(step): mode for step, _, mode in (item.partition(":") for item in os.environ.get("HYPERLAUNCH_TEST_TEAR_AFTER_CHECKPOINT", "").split(",") if item)
+        }
         self.fill_disk_during_save = _int("HYPERLAUNCH_TEST_FILL_DISK_DURING_SAVE")
         self.fill_file = os.environ.get("HYPERLAUNCH_TEST_FILL_FILE") or None
         self.deny_save = _int("HYPERLAUNCH_TEST_DENY_SAVE")
@@ -139,6 +149,32 @@ class FaultHooks(TrainerHooks):
     def after_checkpoint(self, step: int) -> None:
         if step == self.kill_after_checkpoint:
             _die()
+        if step in self.tear_after_checkpoint:
+            self._tear(step, self.tear_after_checkpoint[step])
+
+    def _tear(self, step: int, mode: str) -> None:
+        import torch
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        fire = torch.tensor([int(rank == 0 and self._fire_once(f"tear-after-checkpoint-{step}"))])
+        dist.broadcast(fire, 0)  # every rank dies, or none: the tear happens once per job
+        if not fire.item():
+            return
+        if rank == 0:
+            checkpoint_dir = value_of(sys.argv, "--checkpoint-dir")  # the job writes it on every trainer's command line
+            assert checkpoint_dir is not None
+            (path,) = Path(checkpoint_dir).glob(f"*-{step}steps")
+            shard = sorted(path.glob("*.distcp"))[0]
+            size = shard.stat().st_size
+            if mode == "silent":
+                with open(shard, "r+b") as file:
+                    file.write(bytes(size))
+                (path / ".hyperlaunch-files.json").unlink()
+            else:
+                os.truncate(shard, size // 2)
+        dist.barrier()
+        _die()
 
     def on_start(self, trainer: TrainerView, state: TrainState) -> None:
         if self.read_late:
