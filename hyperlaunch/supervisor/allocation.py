@@ -66,6 +66,17 @@ class Allocation:
         err(f"hyperlaunch: {short} node(s) short after losing {','.join(lost)}: no spare left")
         return None
 
+    def drop_spares(self, dead: Sequence[str]) -> None:
+        """Spares whose nodes died while they waited: no longer spares, and given back to Slurm,
+        which would otherwise requeue the whole job once it marks them down."""
+        self.spares = [node for node in self.spares if node not in dead]
+        given = self.give_back(dead)
+        err(
+            f"hyperlaunch: spare node(s) {','.join(dead)} stopped answering while idle: "
+            + ("given back to Slurm" if given else "could not be given back; Slurm may requeue the job once it marks them down")
+            + f"; {len(self.spares)} spare(s) left"
+        )
+
     def give_back(self, lost: Sequence[str]) -> bool:
         """Give the allocation's lost nodes back: Slurm then never waits on them to end the job
         or a requeue, nor ends the job when it marks them down."""

@@ -44,9 +44,13 @@ class NodeProber:
     def __init__(self, batch_host: str) -> None:
         self.batch_host = batch_host
         self._port: str | None = None
+        self._addresses: dict[str, tuple[str | None, str | None]] = {}
+        """Where each node's slurmd listens, asked once: the spares are probed every few seconds."""
 
     def _probe_node(self, node: str) -> str:
-        address, port = slurm_calls.node_address(node)
+        if node not in self._addresses or self._addresses[node][0] is None:
+            self._addresses[node] = slurm_calls.node_address(node)
+        address, port = self._addresses[node]
         if address is None and port is None:
             return UNKNOWN
         if not port:

@@ -1,7 +1,8 @@
 """A round's training step: srun of the step script on the round's nodes, with what its trainers
 are told (round, rendezvous port, failure record, NCCL check, restart cause, a script job's
 variables), watched until it ends. A step whose task failed while it still runs gets its nodes
-probed: one that is gone keeps srun waiting until Slurm notices, so the step is ended at once."""
+probed: one that is gone keeps srun waiting until Slurm notices, so the step is ended at once.
+The idle spares are probed all along (hyperlaunch.supervisor.spare_watch): a dead one is given back."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from hyperlaunch.supervisor.decisions import job_port, rendezvous_port
 from hyperlaunch.supervisor.output import err
 from hyperlaunch.supervisor.probe import NodeProber
 from hyperlaunch.supervisor.rounds import Rounds
+from hyperlaunch.supervisor.spare_watch import SpareWatch
 
 POLL_S = 0.25
 """How often the running step is looked at."""
@@ -65,6 +67,8 @@ class TrainingStep:
         self.claimed: tuple[int, str] | None = None
         """The port this round claimed on this host, and as whom (ports.claim)."""
         self.prober = NodeProber(self.here)
+        self.spare_watch: SpareWatch | None = None
+        """The idle spares, probed while a round trains (made with the first round that has any)."""
         self.output = step_errors.RoundOutput()
         """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
 
@@ -120,7 +124,11 @@ class TrainingStep:
         srun's line for a task that ended), the round's nodes are probed: a node that is gone
         keeps srun waiting until Slurm notices (SlurmdTimeout), so the step is ended at once."""
         next_probe = 0.0
+        if allocation.fast_node_check and allocation.spares and self.spare_watch is None:
+            self.spare_watch = SpareWatch(lambda: allocation.spares, self.prober.gone, allocation.drop_spares)
         while process.poll() is None:
+            if self.spare_watch is not None:
+                self.spare_watch.poll()
             if allocation.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed(rounds):
                 lost = self.prober.gone(allocation.round_nodes)
                 next_probe = time.monotonic() + PROBE_INTERVAL_S

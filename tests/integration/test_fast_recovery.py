@@ -92,6 +92,29 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
     assert_losses_match(job, reference)
 
 
+def test_an_idle_spare_that_dies_is_given_back_and_the_job_is_not_requeued(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
+) -> None:
+    """Before, the supervisor never probed its spares: Slurm marked the dead spare down after
+    SlurmdTimeout and requeued the whole job (its training since the last checkpoint lost)."""
+    job = submit(dev_cluster, tmp_path, "--spare-nodes", "1", *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(EVERY + 2)
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    spare = nodes[2]
+    kill_node(dev_cluster, spare)
+    try:
+        err = job.workdir / "logs" / f"qwen3_tiny_{job.job_id}.err"
+        wait_until(lambda: f"spare node(s) {spare} stopped answering while idle: given back" in err.read_text(), 30, "the spare given back")
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, spare)
+    assert final["state"] == "COMPLETED", final
+    assert final["restarts"] == [] and final["restarts_in_allocation"] == [] and len(final["attempts"]) == 1
+    assert job.events("resumed") == [], "the training never stopped"
+    assert_losses_match(job, reference)
+
+
 def test_a_crashed_rank_on_a_healthy_node_restarts_inside_the_allocation_and_no_node_is_excluded(
     dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
 ) -> None:
