@@ -85,6 +85,7 @@ def up(
         hostname=socket.gethostname().split(".")[0],
         gpu_nodes=gpu_nodes,
     )
+    install.ensure_munge_key(layout.munge_key, progress)
     busy = [port for port in layout.all_ports if procs.port_in_use(port)]
     if busy:
         raise ClusterError(
@@ -99,8 +100,8 @@ def up(
     current = state.ClusterState(layout=layout)
     try:
         hosts.add_node_names(layout.node_names, layout.root)
-        steps: list[tuple[str, Callable[[], procs.ProcessRecord | None]]] = [
-            ("munge", lambda: services.start_munge(layout, progress)),
+        steps: list[tuple[str, Callable[[], procs.ProcessRecord]]] = [
+            ("munge", lambda: services.start_munge(layout)),
             ("MariaDB", lambda: services.start_mariadb(layout)),
             ("slurmdbd", lambda: services.start_slurmdbd(layout)),
             ("slurmctld", lambda: services.start_slurmctld(layout)),
@@ -109,8 +110,6 @@ def up(
         for label, start in steps:
             progress(f"starting {label}")
             record = start()
-            if record is None:
-                continue
             current.daemons[record.name] = record
             state.save(current, layout.state_file)
         services.wait_nodes_ready(

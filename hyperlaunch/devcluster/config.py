@@ -29,7 +29,7 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"AuthInfo=cred_expire={CRED_EXPIRE_S}",
+        f"AuthInfo=socket={layout.munge_socket},cred_expire={CRED_EXPIRE_S}",
         f"StateSaveLocation={layout.state_dir}",
         f"SlurmdSpoolDir={layout.spool}/%n",
         f"SlurmctldPidFile={layout.run_dir}/slurmctld.pid",
@@ -56,6 +56,8 @@ def slurm_conf(layout: ClusterLayout) -> str:
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=127.0.0.1",
         f"AccountingStoragePort={layout.slurmdbd_port}",
+        # With slurmdbd, this names the munge socket of the accounting connections.
+        f"AccountingStoragePass=socket={layout.munge_socket}",
         "JobCompType=jobcomp/none",
         "JobRequeue=1",
         f"SlurmdTimeout={SLURMD_TIMEOUT_S}",
@@ -117,6 +119,7 @@ def slurmdbd_conf(layout: ClusterLayout, *, db_password: str) -> str:
     lines = [
         "# Written by `hyperlaunch dev-cluster up`; rewritten on every start.",
         "AuthType=auth/munge",
+        f"AuthInfo=socket={layout.munge_socket}",
         f"DbdHost={layout.hostname}",
         "DbdAddr=127.0.0.1",
         f"DbdPort={layout.slurmdbd_port}",

@@ -12,7 +12,9 @@ PARTITION = "dev"
 GPU_PARTITION = "gpu"
 GPUS_PER_GPU_NODE = 8
 """As on a p5.48xlarge, so a p5 job's `--gpus-per-node=8` fits one node."""
-DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+MACHINE_MUNGE_KEY = Path("/etc/munge/munge.key")
+"""The key munge's Debian package makes, which a munged on munge's default socket reads: every
+dev cluster's munged reads it too, so a credential one of them encodes decodes anywhere here."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,13 +121,16 @@ class ClusterLayout:
 
     @property
     def munge_key(self) -> Path:
-        return self.etc / "munge.key"
+        """Not the cluster's own: the machine's (MACHINE_MUNGE_KEY)."""
+        return MACHINE_MUNGE_KEY
 
     @property
     def munge_socket(self) -> Path:
-        # Slurm 22.05's accounting connections (sacctmgr, slurmctld -> slurmdbd) ignore
-        # AuthInfo=socket= and always use munge's default socket, so the cluster uses it too.
-        return DEFAULT_MUNGE_SOCKET
+        """The cluster's own munged listens here, not on munge's default socket, so no other
+        cluster depends on it: slurm.conf names it in AuthInfo (daemons, commands, job
+        credentials) and AccountingStoragePass (sacct, sacctmgr, slurmctld -> slurmdbd, which
+        ignore AuthInfo), slurmdbd.conf in AuthInfo."""
+        return self.run_dir / "munge.socket"
 
     @property
     def mariadb_socket(self) -> Path:

@@ -54,20 +54,15 @@ def _wait(
     raise ClusterError(f"{what} did not become ready within {timeout_s:.0f} s", hint=f"read {record.log}")
 
 
-def start_munge(layout: ClusterLayout, progress: Callable[[str], None]) -> procs.ProcessRecord | None:
-    """Start munged on the default socket, or reuse one that already answers there (another
-    dev cluster's, say): every daemon and client of this cluster then shares that key."""
-    if _munge_answers(layout.munge_socket):
-        progress(f"using the munged already serving {layout.munge_socket}")
-        return None
-    if not layout.munge_key.exists():
-        layout.munge_key.write_bytes(secrets.token_bytes(1024))
-    os.chmod(layout.munge_key, 0o400)
-    layout.munge_socket.parent.mkdir(parents=True, exist_ok=True)
+def start_munge(layout: ClusterLayout) -> procs.ProcessRecord:
+    """The cluster's own munged, on its own socket: bringing another cluster down or killing
+    its daemons leaves this one's credentials working."""
     layout.munge_socket.unlink(missing_ok=True)
     argv = [
         _binary("munged"),
         "--foreground",
+        # Past a socket an unclean end left, and the machine's key belonging to munge's user,
+        # not root: munged would refuse both.
         "--force",
         f"--socket={layout.munge_socket}",
         f"--key-file={layout.munge_key}",
