@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.devcluster import config, install
+from hyperlaunch.devcluster import config, hosts, install
 from hyperlaunch.devcluster.layout import MACHINE_MUNGE_KEY, ClusterLayout
 
 
@@ -54,3 +54,22 @@ def test_a_missing_mungekey_is_one_error(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(install, "find_binary", lambda name: None)
     with pytest.raises(install.ClusterError, match="mungekey"):
         install.ensure_munge_key(tmp_path / "munge.key", lambda _: None)
+
+
+def test_names_another_cluster_lends_get_a_line_of_our_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # node1 and node2 resolve, but only through cluster a's line: a's `down` would take them away.
+    monkeypatch.setattr(hosts, "_resolves", lambda name: True)
+    path = tmp_path / "hosts"
+    path.write_text(f"127.0.0.1 localhost\n127.0.0.1 node1 node2 node3 {hosts.MARKER} {tmp_path / 'a'}\n")
+    hosts.add_node_names(["node1", "node2"], tmp_path / "b", hosts=path)
+    assert path.read_text().count(hosts.MARKER) == 2
+    hosts.remove_node_names(tmp_path / "a", hosts=path)
+    assert path.read_text() == f"127.0.0.1 localhost\n127.0.0.1 node1 node2 {hosts.MARKER} {tmp_path / 'b'}\n"
+
+
+def test_names_that_resolve_without_any_cluster_get_no_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hosts, "_resolves", lambda name: True)
+    path = tmp_path / "hosts"
+    path.write_text("127.0.0.1 localhost node1 node2\n")
+    hosts.add_node_names(["node1", "node2"], tmp_path / "b", hosts=path)
+    assert path.read_text() == "127.0.0.1 localhost node1 node2\n"
