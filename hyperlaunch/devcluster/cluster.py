@@ -1,7 +1,8 @@
 """`dev-cluster up | down | status | kill-node | revive-node`: the orchestration.
 
 `up` either brings the whole cluster up or leaves nothing behind: on any failure it stops
-the daemons it started in this call and removes its record."""
+the daemons it started in this call and removes its record. Before it starts anything, it
+clears what an earlier run of the folder left without `down` (leftovers)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from hyperlaunch.core.errors import ClusterError, HyperlaunchError, InvalidInput
 from hyperlaunch.core.paths import hyperlaunch_home
-from hyperlaunch.devcluster import config, hosts, install, procs, services, state
+from hyperlaunch.devcluster import config, hosts, install, leftovers, procs, services, state
 from hyperlaunch.devcluster.layout import DEFAULT_BASE_PORT, ClusterLayout
 from hyperlaunch.slurm import nodes as slurm_nodes
 from hyperlaunch.slurm import queue as slurm_queue
@@ -86,6 +87,7 @@ def up(
         gpu_nodes=gpu_nodes,
     )
     install.ensure_munge_key(layout.munge_key, progress)
+    leftovers.clear_unclean_end(layout, progress)
     busy = [port for port in layout.all_ports if procs.port_in_use(port)]
     if busy:
         raise ClusterError(
@@ -100,24 +102,25 @@ def up(
     current = state.ClusterState(layout=layout)
     try:
         hosts.add_node_names(layout.node_names, layout.root)
-        steps: list[tuple[str, Callable[[], procs.ProcessRecord]]] = [
+        services_first: list[tuple[str, Callable[[], procs.ProcessRecord]]] = [
             ("munge", lambda: services.start_munge(layout)),
             ("MariaDB", lambda: services.start_mariadb(layout)),
             ("slurmdbd", lambda: services.start_slurmdbd(layout)),
             ("slurmctld", lambda: services.start_slurmctld(layout)),
         ]
-        steps += [(f"slurmd {n}", lambda n=n: services.start_slurmd(layout, n)) for n in layout.node_names]  # type: ignore[misc]
-        for label, start in steps:
-            progress(f"starting {label}")
-            record = start()
-            current.daemons[record.name] = record
-            state.save(current, layout.state_file)
+        for label, start in services_first:
+            _start(current, label, start, progress)
+        # Before any slurmd starts: a job the saved state has running cannot be running for real.
+        leftovers.end_lost_jobs(services.daemon_env(layout), progress)
+        for node in layout.node_names:
+            _start(current, f"slurmd {node}", lambda n=node: services.start_slurmd(layout, n), progress)  # type: ignore[misc]
         services.wait_nodes_ready(
             layout,
             layout.node_names,
             timeout_s=NODE_READY_TIMEOUT_S,
             progress=progress,
             logs={n: current.daemons[f"slurmd-{n}"].log for n in layout.node_names},
+            resume_drained=True,
         )
     except (HyperlaunchError, OSError, KeyboardInterrupt) as err:
         progress("start failed: stopping what was started")
@@ -126,6 +129,16 @@ def up(
             raise ClusterError(f"could not set up the cluster: {err}") from err
         raise
     return UpResult(state=current, already_running=False)
+
+
+def _start(
+    current: state.ClusterState, label: str, start: Callable[[], procs.ProcessRecord], progress: Progress
+) -> None:
+    """Start one daemon and record it at once, so a failure later stops it."""
+    progress(f"starting {label}")
+    record = start()
+    current.daemons[record.name] = record
+    state.save(current, current.layout.state_file)
 
 
 def _write_gres_files(layout: ClusterLayout) -> None:

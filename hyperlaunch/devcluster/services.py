@@ -206,16 +206,26 @@ def wait_nodes_ready(
     timeout_s: float,
     progress: Callable[[str], None],
     logs: Mapping[str, str],
+    resume_drained: bool = False,
 ) -> None:
-    """Wait until each node answers and accepts work (idle, allocated or mixed)."""
+    """Wait until each node answers and accepts work (idle, allocated or mixed). With
+    `resume_drained` (a fresh start), a node that answers drained is resumed, once, saying so:
+    the drain is an earlier run's, which Slurm's saved state keeps."""
     env = daemon_env(layout)
     deadline = time.monotonic() + timeout_s
     last = ""
+    resumed: set[str] = set()
     while True:
         states = {n.name: n for n in slurm_nodes.node_states(env=env)}
         pending = [n for n in nodes if not _ready(states.get(n))]
         if not pending:
             return
+        drained = [states[n] for n in pending if resume_drained and n not in resumed and _drained(states.get(n))]
+        if drained:
+            slurm_nodes.resume([n.name for n in drained], env=env)
+            resumed.update(n.name for n in drained)
+            progress(f"resumed {_drain_summary(drained)}: drained by an earlier run")
+            continue
         summary = ", ".join(f"{n}={states[n].state if n in states else '?'}" for n in pending)
         if summary != last:
             progress(f"waiting for nodes: {summary}")
@@ -227,6 +237,18 @@ def wait_nodes_ready(
                 hint=f"read {logs.get(first, layout.log('slurmctld'))}",
             )
         time.sleep(0.5)
+
+
+def _drained(node: NodeInfo | None) -> bool:
+    """Drained (or failing), and answering: its slurmd registered."""
+    if node is None:
+        return False
+    state = node.state.lower()
+    return ("drain" in state or "fail" in state) and not state.endswith("*")
+
+
+def _drain_summary(nodes: list[NodeInfo]) -> str:
+    return ", ".join(f"{n.name} ({n.reason})" if n.reason and n.reason != "none" else n.name for n in nodes)
 
 
 def _ready(node: NodeInfo | None) -> bool:

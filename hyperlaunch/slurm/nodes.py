@@ -33,6 +33,11 @@ def node_states(*, env: Mapping[str, str] | None = None) -> list[NodeInfo]:
     return [nodes[name] for name in sorted(nodes, key=_natural_key)]
 
 
+def resume(names: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    """Return drained nodes to service (`scontrol update State=RESUME`)."""
+    runner.run(["scontrol", "update", f"NodeName={','.join(names)}", "State=RESUME"], env=env, timeout=15)
+
+
 def config_values(*, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The running configuration (`scontrol show config`) as KEY -> value text.
     SlurmError when no controller answers."""

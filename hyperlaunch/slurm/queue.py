@@ -1,5 +1,6 @@
 """The queue as squeue shows it now (a job's state, this user's jobs and why they wait, what
-runs) and scancel, which takes jobs out of it."""
+runs and holds nodes), scancel, which takes jobs out of it, and scontrol requeue, which puts a
+running one back."""
 
 from __future__ import annotations
 
@@ -29,6 +30,31 @@ def running_job_count(*, env: Mapping[str, str] | None = None) -> int:
 
 def cancel(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
     runner.run(["scancel", job_id], env=env, timeout=30)
+
+
+def requeue(job_id: str, *, env: Mapping[str, str] | None = None) -> None:
+    runner.run(["scontrol", "requeue", job_id], env=env, timeout=30)
+
+
+@dataclass(frozen=True)
+class HoldingJob:
+    """A job that holds nodes now: running, configuring or suspended."""
+
+    job_id: str
+    state: str
+    requeue: bool
+    """It may be requeued after a failure (not submitted with --no-requeue, where JobRequeue=1)."""
+
+
+def jobs_holding_nodes(*, env: Mapping[str, str] | None = None) -> list[HoldingJob]:
+    """Every job, any user's, that holds nodes now. SlurmError when no controller answers."""
+    args = ["squeue", "-h", "-t", "RUNNING,CONFIGURING,SUSPENDED", "-O", "JobID:40,State:24,Requeue:4"]
+    jobs = []
+    for line in runner.run(args, env=env, timeout=15).stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 3:
+            jobs.append(HoldingJob(job_id=fields[0], state=fields[1], requeue=fields[2] == "1"))
+    return jobs
 
 
 @dataclass(frozen=True)
