@@ -80,6 +80,8 @@ def up(
     if result.already_running:
         killed = result.state.killed_nodes
         extra = f"; killed nodes: {', '.join(killed)} (revive with 'dev-cluster revive-node')" if killed else ""
+        if result.dead_services:
+            extra += f"; {', '.join(result.dead_services)} dead: 'dev-cluster down', then 'up', starts it afresh"
         if layout.gpu_nodes != gpu_nodes:
             extra += f"; it has {layout.gpu_nodes} GPU node(s), not {gpu_nodes}: 'dev-cluster down' first to change that"
         out.text(f"dev cluster already running in {layout.root} with {len(layout.node_names)} nodes; nothing changed{extra}")

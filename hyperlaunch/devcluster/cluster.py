@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hyperlaunch.core.errors import ClusterError, HyperlaunchError, InvalidInput
@@ -42,6 +42,8 @@ def _require_root() -> None:
 class UpResult:
     state: state.ClusterState
     already_running: bool
+    dead_services: list[str] = field(default_factory=list)
+    """Of a cluster already running: its daemons other than slurmd that are dead."""
 
 
 def running_state(root: Path) -> state.ClusterState | None:
@@ -74,7 +76,8 @@ def up(
     root = root.expanduser().resolve()
     existing = running_state(root)
     if existing is not None:
-        return UpResult(state=existing, already_running=True)
+        dead = [name for name, rec in existing.daemons.items() if not name.startswith("slurmd-") and not procs.is_alive(rec)]
+        return UpResult(state=existing, already_running=True, dead_services=dead)
     _require_root()
     install.ensure_installed(progress)
     layout = ClusterLayout(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.devcluster import config, hosts, install, leftovers, procs, services, state
+from hyperlaunch.devcluster import cluster, config, hosts, install, leftovers, procs, services, state
 from hyperlaunch.devcluster.layout import MACHINE_MUNGE_KEY, ClusterLayout
 from hyperlaunch.slurm import runner as slurm_runner
 from hyperlaunch.slurm.nodes import NodeInfo
@@ -181,3 +181,13 @@ def test_up_kills_the_processes_an_unclean_end_left(tmp_path: Path) -> None:
         assert said == ["the last run here ended without 'down': cleared 1 leftover process"]
     finally:
         orphan.kill()
+
+
+def test_up_on_a_cluster_with_a_dead_service_says_how_to_restart_it(tmp_path: Path) -> None:
+    layout = _layout(tmp_path)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    alive = procs.ProcessRecord(name="slurmctld", pid=os.getpid(), start_time=procs.start_time_of(os.getpid()) or 0, log="")
+    dead = procs.ProcessRecord(name="slurmdbd", pid=2**22 + 1, start_time=1, log="")
+    state.save(state.ClusterState(layout=layout, daemons={"slurmctld": alive, "slurmdbd": dead}), layout.state_file)
+    result = cluster.up(root=layout.root, nodes=2, cpus_per_node=2, base_port=20000, progress=lambda _: None)
+    assert result.already_running and result.dead_services == ["slurmdbd"]
