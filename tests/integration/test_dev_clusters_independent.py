@@ -80,7 +80,12 @@ def test_one_cluster_down_or_killed_leaves_the_other_running(two_clusters: tuple
         )
     )
     wait_until(lambda: attempts.exists() and a.job_field(lost, "%T") == "RUNNING", 60, "a's job to start")
-    time.sleep(3)  # slurmctld saves its state a moment after a change: let it save the job running
+    # slurmctld saves its state a moment after a change: any change now, once saved, has the job
+    # saved running (as it would be, some seconds into a real job).
+    asked = time.time()
+    a.run("scontrol", "update", f"JobId={lost}", "Comment=running")
+    saved = a.root / "state" / "job_state"
+    wait_until(lambda: saved.stat().st_mtime > asked, 15, "slurmctld to save its state", interval=0.2)
     left = [procs.ProcessRecord("left", pid, procs.start_time_of(pid) or 0, "") for pid in procs.cluster_process_ids(a.root)]
     _kill_daemons(a)
 
