@@ -106,6 +106,38 @@ def with_logged_attempts(
     return [*runs, piece]
 
 
+_REQUEUED_ACTIONS = ("requeue", "slurm-requeue")
+"""Attempt-end marker actions after which the job went back to the queue."""
+_ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+
+
+def as_the_markers_end_them(attempts: Sequence[Attempt], ends: Mapping[int, Mapping[str, str]]) -> list[Attempt]:
+    """The attempts of a job that has ended (no longer in the queue), each ended as its
+    supervisor's end marker says where sacct's record of it says otherwise. This Slurm leaves
+    the records of a job that gave nodes back and was requeued out of step with its runs: one
+    record closes with the job's final state but covers the run that was requeued, another
+    stays PENDING with no end after the job ended. A run the supervisor requeued ended
+    REQUEUED at its marker; the one it ended the job with ended in the job's final state (the
+    newest record that has one; FAILED, or COMPLETED for a completed run, where none has)."""
+    final = next((a.state for a in reversed(attempts) if a.state in _ENDED_STATES), "")
+    settled = []
+    for index, attempt in enumerate(attempts):
+        marker = ends.get(restart_count(attempts, index))
+        ended, start = _marker_time((marker or {}).get("time", "")), _parse_time(attempt.start)
+        if marker is None or ended is None or start is None or ended < start - _CLOCK_SLACK:
+            settled.append(attempt)
+            continue
+        if marker.get("action") in _REQUEUED_ACTIONS:
+            state = "REQUEUED"
+        else:
+            state = final or ("COMPLETED" if marker.get("cause") == "completed" else "FAILED")
+        if state == attempt.state and attempt.end not in ("", "Unknown", "None"):
+            settled.append(attempt)
+            continue
+        settled.append(replace(attempt, state=state, end=_sacct_time(ended), elapsed_s=max(_seconds(start, ended), 0)))
+    return settled
+
+
 def running_past_its_record(attempt: Attempt, now: datetime) -> Attempt:
     """The run in progress of a job squeue says runs, where its record closed before the run
     began. The dev cluster's Slurm leaves the record of a job requeued after giving a node back

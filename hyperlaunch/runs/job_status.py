@@ -22,6 +22,7 @@ from hyperlaunch.core.metrics_records import StepRecord
 from hyperlaunch.core.protocol import RestartCause, failures_in_a_row, made_progress
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
 from hyperlaunch.runs.attempts import (
+    as_the_markers_end_them,
     markers_by_restart,
     read_lines,
     restart_count,
@@ -197,6 +198,8 @@ def summarize(
     attempts = with_logged_attempts(attempts, markers_by_restart(out_lines, "start"), markers)
     if attempts and queue_state == "RUNNING":
         attempts[-1] = running_past_its_record(attempts[-1], now or datetime.now())
+    if attempts and (queue_state is None or queue_state not in ACTIVE_STATES):
+        attempts = as_the_markers_end_them(attempts, markers)
     err_by_attempt = split_attempts(read_lines(err_log))
 
     def cause_of(index: int) -> Restart:

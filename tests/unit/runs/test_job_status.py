@@ -699,3 +699,31 @@ def test_a_script_that_stops_at_its_own_error_shows_that_line_not_sruns(record: 
     assert root_error_line(usage) == "train.py: error: unrecognized arguments: --stepz 10"
     assert root_error_line(["/usr/bin/python3: No module named mypkg.trian", srun]) == "/usr/bin/python3: No module named mypkg.trian"
     assert root_error_line(["step 1", srun]) == srun  # nothing of its own: srun's line still says it ended
+
+
+def test_an_ended_crash_loop_after_a_lost_node_shows_each_attempt_as_its_supervisor_ended_it(record: JobRecord) -> None:
+    """The records this Slurm left for a job that gave a lost node back, then crashed three times
+    (issue 46): one record closes FAILED but starts with the first run, another stays PENDING
+    with no end. status read them as the first attempt FAILED and the last PENDING, ended."""
+    sacct = (
+        "7|FAILED|node[1,3]|2026-01-01T00:00:00|2026-01-01T00:01:33|15:0|86|10\n"
+        "7|PENDING|node[1,3]|2026-01-01T00:00:51|Unknown|0:0|120|10\n"
+    )
+    t = _utc_marker_time
+    marks = [("00:00:00", "00:00:18", "requeue", "node-failure"), ("00:00:26", "00:00:43", "requeue", "crash"),
+             ("00:00:52", "00:01:08", "requeue", "crash"), ("00:01:16", "00:01:33", "exit", "crash")]
+    _log(record, out="".join(
+        f"### hyperlaunch attempt-start restart={n} job=7 nodes={'node[1-2]' if n == 0 else 'node[1,3]'} host=h time={t('2026-01-01T' + start)}\n"
+        f"### hyperlaunch attempt-end restart={n} job=7 exit=1 cause={cause} action={action} time={t('2026-01-01T' + end)}\n"
+        for n, (start, end, action, cause) in enumerate(marks)
+    ))
+    rows = []
+    for line in sacct.splitlines():
+        job, state, nodes, start, end, code, elapsed, limit = line.split("|")
+        rows.append(Attempt(job, state, nodes, start, end, code, int(elapsed), int(limit) * 60))
+    status = summarize(record, rows, [], queue_state=None)
+    assert [(a.state, a.end, a.elapsed_s) for a in status.attempts] == [
+        ("REQUEUED", "2026-01-01T00:00:18", 18), ("REQUEUED", "2026-01-01T00:00:43", 17),
+        ("REQUEUED", "2026-01-01T00:01:08", 16), ("FAILED", "2026-01-01T00:01:33", 17),
+    ]
+    assert status.state == "FAILED" and status.elapsed_s == 68
