@@ -38,6 +38,9 @@ ROUND_ENV = "HYPERLAUNCH_ROUND"
 """Which round of trainers within the attempt (0, then 1 and on after restarts in the allocation)."""
 RENDEZVOUS_PORT_ENV = "HYPERLAUNCH_RENDEZVOUS_PORT"
 """The round's rendezvous port on its head node, chosen by the supervisor."""
+SLURM_JOB_ENV = "HYPERLAUNCH_SLURM_JOB"
+"""The job as Slurm commands must name it (a sweep's element: `12_3`), for the step script's own
+requeue when the batch host is lost (templates/partials/batch_host_lost.sh.j2)."""
 NCCL_CHECK_ENV = "HYPERLAUNCH_NCCL_CHECK"
 """1: the step script logs which NCCL network plugin each node finds (GPU jobs); NCCL_REQUIRED:
 a node that finds none ends the job for good (`submit --require-efa`)."""
@@ -55,7 +58,7 @@ SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
 """What a script job's scripts are told (docs/your-script.md)."""
 NAMES_SET = (
     TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, RENDEZVOUS_PORT_ENV,
-    NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET,
+    SLURM_JOB_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET,
 )
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")

@@ -13,7 +13,14 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from hyperlaunch.core.script_env import NCCL_CHECK_ENV, NCCL_REQUIRED, RENDEZVOUS_PORT_ENV, ROUND_ENV, STEP_NODES_ENV
+from hyperlaunch.core.script_env import (
+    NCCL_CHECK_ENV,
+    NCCL_REQUIRED,
+    RENDEZVOUS_PORT_ENV,
+    ROUND_ENV,
+    SLURM_JOB_ENV,
+    STEP_NODES_ENV,
+)
 from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, FailureKind, TrainerFailure
@@ -96,6 +103,7 @@ class TrainingStep:
             # Slurm marks that node down; its processes are gone (_end_step): overlap it.
             flags.append("--overlap")
         env[ROUND_ENV] = str(rounds.number)
+        env[SLURM_JOB_ENV] = self.slurm_job
         env[RENDEZVOUS_PORT_ENV] = str(self._rendezvous_port(rounds.number or 0, allocation.round_nodes))
         env[TRAINER_FAILURE_FILE_ENV] = str(rounds.failure_record)
         if self.options.nccl_check:

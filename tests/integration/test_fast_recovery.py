@@ -92,6 +92,31 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
     assert_losses_match(job, reference)
 
 
+def test_a_lost_batch_host_is_marked_down_by_the_node_after_it(dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]) -> None:
+    """The batch host runs the supervisor and dies with it: the first node after it in the round
+    finds it gone once the trainers fail and marks it down (the tests run as root, a Slurm
+    admin), so Slurm requeues the job at once. Before, nothing did until Slurm found the node
+    dead: about 50 s to the next step on this machine. With a spare, as the issue's run."""
+    job = submit(dev_cluster, tmp_path, "--spare-nodes", "1", *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
+    job.wait_step(EVERY + 2)
+    batch_host = dev_cluster.job_field(job.job_id, "%B")
+    # Not drained first (kill_node): the job keeps its batch host until Slurm marks it down, so no
+    # other test's job gets it before.
+    killed = dev_cluster.cli("dev-cluster", "kill-node", batch_host)
+    assert killed.returncode == 0, killed.stderr
+    try:
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, batch_host)
+    assert final["state"] == "COMPLETED", final
+    (restart,) = final["restarts"]
+    assert (restart["cause"], restart["nodes"]) == ("node failure", [batch_host])
+    out = _out(job)
+    assert f"cause=node-failure nodes={batch_host} by=" in out and "action=requeue" in out
+    assert f"the batch host {batch_host} stopped answering (its supervisor is gone): marked it down" in out
+    assert_losses_match(job, reference)
+
+
 def test_an_idle_spare_that_dies_is_given_back_and_the_job_is_not_requeued(
     dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]
 ) -> None:
