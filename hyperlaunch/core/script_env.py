@@ -29,6 +29,8 @@ SLURM_NAMES_READ = (
     "SLURM_JOB_PARTITION",
     "SLURM_LAUNCH_NODE_IPADDR",
     "SLURM_RESTART_COUNT",
+    "SLURM_SRUN_COMM_HOST",
+    "SLURM_SRUN_COMM_PORT",
     "SLURMD_NODENAME",
 )
 """Slurm's job variables the supervisor and the step script read."""
