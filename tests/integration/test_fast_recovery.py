@@ -112,7 +112,9 @@ def test_a_lost_batch_host_is_marked_down_by_the_node_after_it(dev_cluster: DevC
     (restart,) = final["restarts"]
     assert (restart["cause"], restart["nodes"]) == ("node failure", [batch_host])
     out = _out(job)
-    assert f"cause=node-failure nodes={batch_host} by=" in out and "action=requeue" in out
+    err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    said = [line for line in (out + err).splitlines() if "batch host" in line or line.startswith("###")]
+    assert f"cause=node-failure nodes={batch_host} by=" in out and "action=requeue" in out, said
     assert f"the batch host {batch_host} stopped answering (its supervisor is gone): marked it down" in out
     assert_losses_match(job, reference)
 
