@@ -11,6 +11,7 @@ BENCHMARKS = {
     "memory": ("memory", "peak RSS per rank of qwen3_0_6b: full / grad-op / none on 2 ranks vs 1 unsharded"),
     "checkpoint": ("checkpoint_cost", "training time blocked per checkpoint, sync vs async; write throughput vs raw"),
     "recovery": ("recovery", "node kill -> first resumed step on the dev cluster, by phase"),
+    "chaos": ("chaos", "eight kinds of fault in one training on the dev cluster: recovery, steps redone, goodput"),
     "data": ("data", "prepare-data tokens/s vs the tokenizer's batch encode; trainer start on prepared 10 vs 300 MB"),
     "loss": ("loss", "peak memory of the loss's forward + backward at vocab 151,936: HF's plain vs train/'s chunked"),
     "fsdp-groups": ("fsdp_groups", "FSDP2's host time on one rank: a group per decoder block vs one for the model"),
