@@ -28,6 +28,7 @@ wall time. Uses (and starts, if needed) the dev cluster in --cluster-dir; needs 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -36,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperlaunch.bench.chaos_faults import ChaosError, Where, inject, revive
+from hyperlaunch.bench.chaos_faults import ChaosError, Where, inject, released, revive, wait_for
 from hyperlaunch.bench.chaos_figures import trainers_of
 from hyperlaunch.bench.chaos_jobs import FAULTY_CLI, MODEL, Cli, Lineage, StepLog, cause_text, restarts_of
 from hyperlaunch.bench.chaos_plan import ALL_KINDS, Fault, Kind, plan, total_steps
@@ -54,6 +55,8 @@ SETTLE_STEPS = 3
 """A fault after which the same trainers train this many steps caused no restart (yet: one that
 comes later is still counted, until the next fault)."""
 RECOVERY_TIMEOUT_S = 600.0
+RELEASE_TIMEOUT_S = 90.0
+"""Past Slurm's own notice of a dead node (SlurmdTimeout, 10 s on the dev cluster, and its ping)."""
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -177,7 +180,19 @@ class Chaos:
         hit = [s.step for s in self.log.read() if s.time <= injected.at][-1:]
         print(f"fault {fault.index + 1} {fault.kind.value}: {injected.target or '-'} after step {hit[0] if hit else 0}", flush=True)
         self._recover(outcome)
+        self._revive(outcome)
+
+    def _revive(self, outcome: Outcome) -> None:
+        """Revive the killed nodes once the job has let go of them (given back, or the job
+        requeued without them): revived sooner, a dead idle spare comes back before the
+        supervisor's probe finds it, and the job never lost it."""
+        assert outcome.at is not None
         for node in self.dead:
+            try:
+                wait_for(f"job {self.lineage.job} to let go of {node}", functools.partial(released, self.lineage.job, node), timeout=RELEASE_TIMEOUT_S)
+                outcome.notes.append(f"{node} out of the job {time.time() - outcome.at:.1f} s after the fault")
+            except ChaosError as error:
+                outcome.notes.append(str(error))
             revive(self.root, node)
         self.dead.clear()
 

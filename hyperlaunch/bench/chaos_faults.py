@@ -111,6 +111,16 @@ def placement(root: Path, job: str) -> Placement | None:
     return Placement(batch_host, nodes, ranks) if len(ranks) >= 2 else None
 
 
+def released(job: str, node: str) -> bool:
+    """Whether the job no longer holds `node`: it runs without it, or has left the queue."""
+    line = squeue(job, "%T|%N")
+    if line == "":
+        return True
+    if not line or not line.startswith("RUNNING|"):
+        return False  # squeue failing, or the job requeued and not yet running
+    return node not in _hostnames(line.split("|", 1)[1])
+
+
 @dataclass(frozen=True)
 class Injected:
     """A fault as it was injected."""
