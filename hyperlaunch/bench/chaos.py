@@ -3,8 +3,9 @@ a spare, a checkpoint every --every steps), then the same job under --faults fau
 from outside while it trains, each at a step the seed draws, of the kinds below (by default
 each once, in an order the seed draws), every killed node revived once the job has recovered.
 
-    python -m hyperlaunch.bench chaos [--faults 8] [--seed 0] [--every 80] [--step-seconds 0.2]
-        [--kinds KIND,...] [--cluster-dir DIR] [--base-port PORT] [--workdir DIR] [--json FILE]
+    python -m hyperlaunch.bench chaos [--faults 8] [--seed 0] [--every 80] [--seq-len 512]
+        [--micro-batch-size 12] [--kinds KIND,...] [--cluster-dir DIR] [--base-port PORT]
+        [--workdir DIR] [--json FILE]
 
 Examples:
     python -m hyperlaunch.bench chaos                       # the eight kinds once each, seed 0 (~13 min on 2 cores)
@@ -15,8 +16,8 @@ Examples:
 Fault i lands in checkpoint interval i+1, at least 10 steps from a checkpoint, so a checkpoint
 completes between two faults; the run trains (faults + 2) x --every steps. The checkpoint folder
 is a 64 MiB tmpfs the benchmark mounts (a full disk fills it). A job a fault ends is resumed
-(`hyperlaunch resume`). Steps sleep --step-seconds through the tests' fault entry
-(tests/support/fault_entry.py), so this needs a checkout; --step-seconds 0 submits plainly.
+(`hyperlaunch resume`). The batch (--seq-len, --micro-batch-size) makes a step long enough,
+about 0.2 s on 2 cores, for a checkpoint interval to hold a fault and its recovery.
 
 Per fault it prints the step of the last record before it, the restarts `hyperlaunch status J
 --json` lists after it (`none`: the job just went on), the seconds from the fault to the next
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from hyperlaunch.bench.chaos_faults import ChaosError, Where, inject, released, revive, wait_for
 from hyperlaunch.bench.chaos_figures import trainers_of
-from hyperlaunch.bench.chaos_jobs import FAULTY_CLI, MODEL, Cli, Lineage, StepLog, cause_text, restarts_of
+from hyperlaunch.bench.chaos_jobs import MODEL, Cli, Lineage, StepLog, cause_text, restarts_of
 from hyperlaunch.bench.chaos_plan import ALL_KINDS, Fault, Kind, plan, total_steps
 from hyperlaunch.bench.chaos_report import Outcome, Run, fault_rows, summary, summary_lines, table
 from hyperlaunch.bench.report import header, machine
@@ -57,7 +58,6 @@ comes later is still counted, until the next fault)."""
 RECOVERY_TIMEOUT_S = 600.0
 RELEASE_TIMEOUT_S = 90.0
 """Past Slurm's own notice of a dead node (SlurmdTimeout, 10 s on the dev cluster, and its ping)."""
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _options() -> argparse.ArgumentParser:
@@ -65,7 +65,8 @@ def _options() -> argparse.ArgumentParser:
     options.add_argument("--faults", type=int, default=len(ALL_KINDS), help="how many faults [default: 8, each kind once]")
     options.add_argument("--seed", type=int, default=0, help="draws the order, the steps and the ranks [default: 0]")
     options.add_argument("--every", type=int, default=80, help="checkpoint interval, steps [default: 80]")
-    options.add_argument("--step-seconds", type=float, default=0.2, help="sleep in every step [default: 0.2]")
+    options.add_argument("--seq-len", type=int, default=512, help="the trainer's sequence length [default: 512]")
+    options.add_argument("--micro-batch-size", type=int, default=12, help="sequences a rank trains on a step [default: 12]")
     options.add_argument("--kinds", default=",".join(k.value for k in ALL_KINDS), help="the kinds to draw from, comma-separated [default: all]")
     options.add_argument("--cluster-dir", type=Path, default=None, help="the dev cluster's folder [default: $HYPERLAUNCH_HOME/dev-cluster]")
     options.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, help=f"its first port, where it is started [default: {DEFAULT_BASE_PORT}]")
@@ -95,8 +96,8 @@ def _unmount(folder: Path) -> None:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
 
 
-def reference_run(lineage: Lineage, max_steps: int, every: int, step_seconds: float) -> Run:
-    lineage.submit(max_steps=max_steps, every=every, step_seconds=step_seconds)
+def reference_run(lineage: Lineage, max_steps: int, every: int, batch: tuple[int, int]) -> Run:
+    lineage.submit(max_steps=max_steps, every=every, batch=batch)
     final, ended_at = lineage.wait_end()
     if final["state"] != "COMPLETED":
         raise ChaosError(f"the reference job {lineage.job} ended {final['state']}: read {final['log']}")
@@ -250,36 +251,32 @@ def main(argv: list[str] | None = None) -> int:
         faults = plan(args.faults, args.seed, args.every, kinds)
     except ValueError as error:
         options.error(str(error))
-    if args.step_seconds and not (REPO / "tests" / "support" / "faulty_cli.py").is_file():
-        options.error("--step-seconds needs a checkout of hyperlaunch (tests/support/fault_entry.py slows the steps); 0 submits plainly")
     root = (args.cluster_dir or hyperlaunch_home() / "dev-cluster").absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-chaos-"))).absolute()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    plain = Cli("hyperlaunch", env)
-    started = _cluster(root, args.base_port, plain)
-    os.environ["SLURM_CONF"] = env["SLURM_CONF"] = str(root / "etc" / "slurm.conf")
-    jobs = Cli(FAULTY_CLI if args.step_seconds else "hyperlaunch", env)
-    max_steps = total_steps(args.faults, args.every)
+    cli = Cli(dict(os.environ))
+    started = _cluster(root, args.base_port, cli)
+    os.environ["SLURM_CONF"] = cli.env["SLURM_CONF"] = str(root / "etc" / "slurm.conf")
+    max_steps, batch = total_steps(args.faults, args.every), (args.seq_len, args.micro_batch_size)
     header("Many faults in one training", f"qwen3_tiny on 2 nodes of the dev cluster in {root} and a spare; {max_steps} steps, a checkpoint every "
-           f"{args.every}, {args.step_seconds} s slept a step; {args.faults} fault(s), seed {args.seed}; jobs in {work}")
+           f"{args.every}, seq {args.seq_len} x micro-batch {args.micro_batch_size}; {args.faults} fault(s), seed {args.seed}; jobs in {work}")
     for fault in faults:
         print(f"  plan {fault.index + 1}: {fault.kind.value} past step {fault.target_step} (rank {fault.rank})", flush=True)
-    reference, chaos = Lineage(jobs, work / "reference"), Lineage(jobs, work / "chaos")
+    reference, chaos = Lineage(cli, work / "reference"), Lineage(cli, work / "chaos")
     for lineage in (reference, chaos):
         lineage.workdir.mkdir(parents=True, exist_ok=True)
     runner: Chaos | None = None
     disk: Path | None = None
     try:
-        ref = reference_run(reference, max_steps, args.every, args.step_seconds)
+        ref = reference_run(reference, max_steps, args.every, batch)
         print(f"reference: {ref.wall_s:.1f} s, {len(ref.steps)} steps (job {reference.job})", flush=True)
         disk = chaos.ckpt_dir
         _mount_tmpfs(disk)
-        chaos.submit(max_steps=max_steps, every=args.every, step_seconds=args.step_seconds)
+        chaos.submit(max_steps=max_steps, every=args.every, batch=batch)
         runner = Chaos(chaos, root, args.every)
         run = runner.run(faults)
     finally:
-        _cleanup([reference, chaos], runner.dead if runner else [], root, disk, started, plain)
+        _cleanup([reference, chaos], runner.dead if runner else [], root, disk, started, cli)
     _report(ref, run, runner, args)
     return 0
 

@@ -17,27 +17,22 @@ from hyperlaunch.runs.restart_causes import Restart
 
 MODEL = "qwen3_tiny"
 TRAINER_ARGS = [
-    "--seq-len", "32", "--micro-batch-size", "2", "--warmup-steps", "3", "--lr", "3e-3", "--min-lr", "3e-4",
+    "--warmup-steps", "3", "--lr", "3e-3", "--min-lr", "3e-4",
     # The hang watchdog's floor, 300 s by default, cut so that a hang costs tens of seconds.
     "--hang-timeout", "10", "--hang-floor", "20",
 ]
-"""The fault tests' reference spec (tests/support/fault_helpers.py): fast and deterministic."""
-STEP_SECONDS_ENV = "HYPERLAUNCH_TEST_STEP_SECONDS"
-FAULTY_CLI = "tests.support.faulty_cli"
-"""The CLI whose jobs run the trainer through the tests' fault entry, which sleeps
-STEP_SECONDS_ENV in every step; only in a checkout (tests/ is not installed)."""
+"""The fault tests' schedule (tests/support/fault_helpers.py), with the batch chosen apart."""
 
 
 @dataclass
 class Cli:
-    """`python -m hyperlaunch ...` (or the tests' faulty CLI) with the benchmark's environment."""
+    """`python -m hyperlaunch ...` with the benchmark's environment."""
 
-    module: str
     env: dict[str, str]
 
     def __call__(self, *args: str, cwd: Path) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", self.module, *args], cwd=cwd, env=self.env, capture_output=True, text=True, check=False, timeout=300,
+            [sys.executable, "-m", "hyperlaunch", *args], cwd=cwd, env=self.env, capture_output=True, text=True, check=False, timeout=300,
         )
         if done.returncode != 0:
             raise ChaosError(f"hyperlaunch {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -96,12 +91,13 @@ class Lineage:
         """Chosen here (the full disk's tmpfs is mounted there before the job starts)."""
         return self.workdir / "checkpoints"
 
-    def submit(self, *, max_steps: int, every: int, step_seconds: float) -> None:
-        slow = ["--env", f"{STEP_SECONDS_ENV}={step_seconds}"] if step_seconds else []
+    def submit(self, *, max_steps: int, every: int, batch: tuple[int, int]) -> None:
+        """`hyperlaunch submit`; `batch`: the trainer's sequence length and micro-batch."""
         self.submitted_at = time.time()
         out = json.loads(self.cli(
             "submit", "--model", MODEL, "--nodes", "2", "--spare-nodes", "1", "--exclusive", "--max-steps", str(max_steps),
-            "--checkpoint-dir", str(self.ckpt_dir), *slow, "--json", "--", *TRAINER_ARGS, "--checkpoint-every", str(every), cwd=self.workdir,
+            "--checkpoint-dir", str(self.ckpt_dir), "--json", "--", *TRAINER_ARGS, "--checkpoint-every", str(every),
+            "--seq-len", str(batch[0]), "--micro-batch-size", str(batch[1]), cwd=self.workdir,
         ))
         self.jobs.append(out["job_id"])
         self.run_dir = Path(out["run_dir"])
