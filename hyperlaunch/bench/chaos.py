@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,7 +42,7 @@ from pathlib import Path
 from hyperlaunch.bench.chaos_faults import ChaosError, Where, inject, released, revive, wait_for
 from hyperlaunch.bench.chaos_figures import trainers_of
 from hyperlaunch.bench.chaos_jobs import MODEL, Cli, Lineage, StepLog, cause_text, restarts_of
-from hyperlaunch.bench.chaos_plan import ALL_KINDS, Fault, Kind, plan, total_steps
+from hyperlaunch.bench.chaos_plan import ALL_KINDS, Fault, plan, total_steps
 from hyperlaunch.bench.chaos_report import Outcome, Run, fault_rows, summary, summary_lines, table
 from hyperlaunch.bench.report import header, machine
 from hyperlaunch.bench.runs import parser
@@ -100,7 +101,9 @@ def reference_run(lineage: Lineage, max_steps: int, every: int, batch: tuple[int
     lineage.submit(max_steps=max_steps, every=every, batch=batch)
     final, ended_at = lineage.wait_end()
     if final["state"] != "COMPLETED":
-        raise ChaosError(f"the reference job {lineage.job} ended {final['state']}: read {final['log']}")
+        failure = final.get("failure")
+        why = f" ({cause_text(failure)})" if isinstance(failure, dict) else ""
+        raise ChaosError(f"the reference job {lineage.job} ended {final['state']}{why}: read {final['log']}")
     return Run(jobs=list(lineage.jobs), wall_s=ended_at - lineage.submitted_at, steps=StepLog(lineage.run_dir).read())
 
 
@@ -246,11 +249,26 @@ def _cleanup(lineages: list[Lineage], dead: list[str], root: Path, disk: Path | 
 def main(argv: list[str] | None = None) -> int:
     options = _options()
     args = options.parse_args(argv)
+    known = {kind.value: kind for kind in ALL_KINDS}
+    names = [name.strip() for name in args.kinds.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        options.error(f"unknown kind {unknown[0]!r} in --kinds; valid: {', '.join(known)}")
     try:
-        kinds = [Kind(name.strip()) for name in args.kinds.split(",") if name.strip()]
-        faults = plan(args.faults, args.seed, args.every, kinds)
+        faults = plan(args.faults, args.seed, args.every, [known[name] for name in names])
     except ValueError as error:
         options.error(str(error))
+    if importlib.util.find_spec("transformers") is None:
+        options.error(f"the dev cluster's jobs run the trainer with this Python ({sys.executable}), which has no transformers: "
+                      "pip install 'hyperlaunch[train]'")
+    try:
+        return _run(args, faults)
+    except ChaosError as error:
+        print(f"bench chaos: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, faults: list[Fault]) -> int:
     root = (args.cluster_dir or hyperlaunch_home() / "dev-cluster").absolute()
     root.parent.mkdir(parents=True, exist_ok=True)
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="hyperlaunch-bench-chaos-"))).absolute()

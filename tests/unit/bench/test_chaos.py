@@ -4,10 +4,13 @@ test runs the benchmark on a cluster."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
+from hyperlaunch.bench import chaos
+from hyperlaunch.bench.chaos_faults import ChaosError
 from hyperlaunch.bench.chaos_figures import fault_figures, final_losses, loss_mismatches, totals
 from hyperlaunch.bench.chaos_jobs import StepLog, cause_text, restarts_of
 from hyperlaunch.bench.chaos_plan import ALL_KINDS, MARGIN_STEPS, Kind, plan, spare_left, total_steps
@@ -155,3 +158,46 @@ def test_the_step_log_reads_as_far_as_written(tmp_path: Path) -> None:
     with path.open("a") as file:
         file.write(metrics_line(second)[20:])
     assert [s.step for s in log.read()] == [1, 2] and log.last_step() == 2
+
+
+def test_an_unknown_kind_is_one_line_naming_the_valid_ones_before_any_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        chaos.main(["--kinds", "hang,bogus"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("unknown kind 'bogus' in --kinds; valid: " + ", ".join(k.value for k in ALL_KINDS))
+
+
+def test_without_the_trainers_libraries_it_says_what_to_install(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen from a login install: the reference job failed in its first second (no transformers)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transformers" else find_spec(name, *a))
+    monkeypatch.setattr(chaos, "_run", lambda *a: pytest.fail("no cluster may start"))
+    with pytest.raises(SystemExit) as exited:
+        chaos.main([])
+    assert exited.value.code == 2
+    assert "has no transformers: pip install 'hyperlaunch[train]'" in capsys.readouterr().err
+
+
+def test_a_failure_while_it_runs_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def fail(*_: object) -> int:
+        raise ChaosError("the reference job 1 ended FAILED (trainer error (ModuleNotFoundError)): read /w/logs/m_1.out")
+
+    monkeypatch.setattr(chaos, "_run", fail)
+    assert chaos.main([]) == 1
+    assert capsys.readouterr().err == "bench chaos: error: the reference job 1 ended FAILED (trainer error (ModuleNotFoundError)): read /w/logs/m_1.out\n"
+
+
+def test_a_failed_reference_says_why(tmp_path: Path) -> None:
+    class Ended:
+        job, jobs, submitted_at, run_dir = "1", ["1"], 0.0, tmp_path
+
+        def submit(self, **_: object) -> None:
+            pass
+
+        def wait_end(self) -> tuple[dict[str, object], float]:
+            failure = {"attempt": 0, "cause": "trainer error", "detail": "ModuleNotFoundError: No module named 'transformers'", "nodes": []}
+            return {"state": "FAILED", "log": "/w/logs/m_1.out", "failure": failure}, 1.0
+
+    with pytest.raises(ChaosError, match=r"ended FAILED \(trainer error \(ModuleNotFoundError: No module named 'transformers'\)\): read /w/logs/m_1.out"):
+        chaos.reference_run(Ended(), 160, 80, (512, 12))  # type: ignore[arg-type]
