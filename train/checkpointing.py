@@ -360,9 +360,7 @@ class Checkpointer:
         raises CheckpointTorn, which the supervisor sets aside; another model's, CheckpointError."""
         problems = integrity.verify(path)
         if problems:
-            first = problems[0]
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise CheckpointTorn(path.name, f"checkpoint {path.name} is torn: {first.text(path)}{more}", file=first.file)
+            raise CheckpointTorn(path.name, integrity.torn_text(path, problems), file=problems[0].file)
         info = rules.read_info(path) or {}
         recorded = info.get("architecture")
         if recorded is not None and recorded != architecture(self.spec):

@@ -132,6 +132,12 @@ def verify(path: Path) -> list[Problem] | None:
     return problems
 
 
+def torn_text(path: Path, problems: list[Problem]) -> str:
+    """One line for the torn checkpoint `path`: its first problem, and how many more."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"checkpoint {Path(path).name} is torn: {problems[0].text(path)}{more}"
+
+
 @dataclass(frozen=True)  # not kw_only: the supervisor reads this on Python 3.8
 class SetAside:
     """A checkpoint set aside as torn."""

@@ -33,8 +33,7 @@ class TornCheckpoints:
         if torn is None:
             return
         path, problems = torn
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        self._set_aside(path, f"checkpoint {path.name} is torn: {problems[0].text(path)}{more}", problems[0].file)
+        self._set_aside(path, integrity.torn_text(path, problems), problems[0].file)
 
     def after_round(self, checkpoint: str, message: str) -> str:
         """Set aside `checkpoint` (a folder name of the job's, as the failure record names it),
