@@ -9,6 +9,10 @@ ACTIVE_STATES: frozenset[str] = frozenset(
     {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD", "REQUEUE_FED"}
 )
 """The states of a job that has not ended: queued, running, or on its way back to the queue."""
+ENDED_STATES: frozenset[str] = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+)
+"""The states a job's run ends in."""
 
 _PENDING_REASONS: dict[str, str] = {
     "Resources": "waiting for enough idle nodes",

@@ -12,7 +12,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from hyperlaunch.core.protocol import parse_attempt_marker, read_regular_file
+from hyperlaunch.core.protocol import AttemptAction, RestartCause, parse_attempt_marker, read_regular_file
+from hyperlaunch.core.slurm_states import ENDED_STATES
 from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_EXIT, without_label
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
 from hyperlaunch.slurm import hostlist
@@ -106,9 +107,8 @@ def with_logged_attempts(
     return [*runs, piece]
 
 
-_REQUEUED_ACTIONS = ("requeue", "slurm-requeue")
+_REQUEUED_ACTIONS = (AttemptAction.REQUEUE.value, AttemptAction.SLURM_REQUEUE.value)
 """Attempt-end marker actions after which the job went back to the queue."""
-_ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 
 
 def as_the_markers_end_them(attempts: Sequence[Attempt], ends: Mapping[int, Mapping[str, str]]) -> list[Attempt]:
@@ -119,7 +119,7 @@ def as_the_markers_end_them(attempts: Sequence[Attempt], ends: Mapping[int, Mapp
     stays PENDING with no end after the job ended. A run the supervisor requeued ended
     REQUEUED at its marker; the one it ended the job with ended in the job's final state (the
     newest record that has one; FAILED, or COMPLETED for a completed run, where none has)."""
-    final = next((a.state for a in reversed(attempts) if a.state in _ENDED_STATES), "")
+    final = next((a.state for a in reversed(attempts) if a.state in ENDED_STATES), "")
     settled = []
     for index, attempt in enumerate(attempts):
         marker = ends.get(restart_count(attempts, index))
@@ -130,7 +130,7 @@ def as_the_markers_end_them(attempts: Sequence[Attempt], ends: Mapping[int, Mapp
         if marker.get("action") in _REQUEUED_ACTIONS:
             state = "REQUEUED"
         else:
-            state = final or ("COMPLETED" if marker.get("cause") == "completed" else "FAILED")
+            state = final or ("COMPLETED" if marker.get("cause") == RestartCause.COMPLETED.value else "FAILED")
         if state == attempt.state and attempt.end not in ("", "Unknown", "None"):
             settled.append(attempt)
             continue
