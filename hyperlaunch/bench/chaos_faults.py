@@ -21,6 +21,7 @@ from hyperlaunch.core.disk_space import slack
 from hyperlaunch.core.errors import HyperlaunchError
 from hyperlaunch.devcluster import cluster as devcluster
 from hyperlaunch.devcluster import procs, services, state
+from hyperlaunch.slurm import hostlist
 from hyperlaunch.slurm import nodes as slurm_nodes
 
 FREE_AFTER_S = 5.0
@@ -70,25 +71,9 @@ class Placement:
         return [node for node in self.nodes if node not in busy]
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        items = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return {}
-    return dict(item.decode(errors="replace").split("=", 1) for item in items if b"=" in item)
-
-
 def _running(pid: int) -> bool:
     """Not stopped (a hang's rank) and not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("T", "t", "Z", "X")
-
-
-def _hostnames(nodelist: str) -> tuple[str, ...]:
-    return tuple(subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=False).stdout.split())
+    return procs.state_of(pid) not in (None, "T", "t", "Z", "X")
 
 
 def placement(root: Path, job: str) -> Placement | None:
@@ -97,11 +82,11 @@ def placement(root: Path, job: str) -> Placement | None:
     if not line or not line.startswith("RUNNING|"):
         return None
     _, batch_host, nodelist = line.split("|", 2)
-    nodes = _hostnames(nodelist)
+    nodes = tuple(hostlist.expand(nodelist))
     newest: dict[int, tuple[tuple[int, int], str, int]] = {}
     for node in nodes:
         for pid in procs.node_process_ids(root, node):
-            env = _environ(pid)
+            env = procs.environ(pid)
             if env.get("SLURM_JOB_ID") != job or "RANK" not in env or "TORCHELASTIC_RUN_ID" not in env or not _running(pid):
                 continue
             rank, age = int(env["RANK"]), (int(env.get("SLURM_RESTART_COUNT", "0")), int(env.get("HYPERLAUNCH_ROUND", "0")))
@@ -118,7 +103,7 @@ def released(job: str, node: str) -> bool:
         return True
     if not line or not line.startswith("RUNNING|"):
         return False  # squeue failing, or the job requeued and not yet running
-    return node not in _hostnames(line.split("|", 1)[1])
+    return node not in hostlist.expand(line.split("|", 1)[1])
 
 
 @dataclass(frozen=True)

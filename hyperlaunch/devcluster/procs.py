@@ -63,6 +63,12 @@ def parent_of(pid: int) -> int | None:
     return int(fields[1]) if fields else None
 
 
+def state_of(pid: int) -> str | None:
+    """The process's state letter (R, S, T for stopped, Z for a zombie...); None when gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def is_alive(record: ProcessRecord) -> bool:
     """The recorded process still runs (not a zombie, and the pid was not reused)."""
     fields = _stat_fields(record.pid)
@@ -139,7 +145,8 @@ def _reap_children() -> None:
             return
 
 
-def _environ(pid: int) -> dict[str, str]:
+def environ(pid: int) -> dict[str, str]:
+    """The environment process `pid` started with ({} when it cannot be read)."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -159,7 +166,7 @@ def _marked_with_descendants(wanted: Mapping[str, str]) -> list[int]:
     parents = {pid: parent_of(pid) for pid in pids}
     found = set()
     for pid in pids:
-        env = _environ(pid)
+        env = environ(pid)
         if all(env.get(key) == value for key, value in wanted.items()):
             found.add(pid)
     changed = True
