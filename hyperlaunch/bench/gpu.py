@@ -125,15 +125,20 @@ def _percent(value: float | None) -> str:
     return f"{value * 100:.1f} %" if value is not None else "n/a"
 
 
+def _is_torchtitan(row: Row) -> bool:
+    return row.trainer.startswith("torchtitan")
+
+
 def table(rows: list[Row]) -> list[str]:
-    """One line a run, and for each variant with both trainers the ratio of their medians."""
+    """One line a run; a hyperlaunch run's ratio is to the torchtitan run of its round (the next
+    run of the same variant by torchtitan), not to the last one, so each round's pair stands
+    on its own."""
     lines = [f"  {'variant':<11} {'trainer':<18} {'tokens/s/GPU median [min - max]':<34} "
              f"{'MFU':>7} {'MFU+out':>8} {'peak GiB':>9}  vs torchtitan"]
-    baselines = {row.variant: row.median for row in rows if row.trainer.startswith("torchtitan")}
-    for row in rows:
-        ratio = ""
-        if not row.trainer.startswith("torchtitan") and row.variant in baselines:
-            ratio = f"{row.median / baselines[row.variant]:.2f}x"
+    for index, row in enumerate(rows):
+        baseline = None if _is_torchtitan(row) else next(
+            (later for later in rows[index + 1:] if _is_torchtitan(later) and later.variant == row.variant), None)
+        ratio = f"{row.median / baseline.median:.2f}x" if baseline else ""
         lines.append(
             f"  {row.variant:<11} {row.trainer:<18} {spread(row.tokens_per_s, ',.0f'):<34} "
             f"{_percent(row.mfu):>7} {_percent(row.mfu_with_output):>8} {row.peak_gib:>9.1f}  {ratio}"

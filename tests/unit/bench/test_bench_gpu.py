@@ -29,6 +29,15 @@ def test_the_table_names_both_mfu_conventions_and_the_ratio_to_torchtitan() -> N
     assert not lines[2].rstrip().endswith("x")  # torchtitan's own row has no ratio
 
 
+
+def test_each_round_is_compared_with_its_own_torchtitan_run() -> None:
+    # Two rounds on an H200 gave torchtitan 74,816 then 70,523: the first hyperlaunch run's
+    # ratio is to the first, not to the last torchtitan run.
+    lines = gpu.table([_row("hyperlaunch", [78_000]), _row("torchtitan 0.2.2", [75_000]),
+                       _row("hyperlaunch", [78_000]), _row("torchtitan 0.2.2", [70_000])])
+    assert lines[1].rstrip().endswith(f"{78_000 / 75_000:.2f}x")
+    assert lines[3].rstrip().endswith(f"{78_000 / 70_000:.2f}x")
+
 def test_only_the_steps_after_warmup_count() -> None:
     rows = [{"step": s} for s in range(1, 45)]
     assert [r["step"] for r in gpu.measured(rows, warmup=10, steps=30)] == list(range(11, 41))
