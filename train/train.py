@@ -74,7 +74,8 @@ def run(cfg: TrainConfig, hooks: TrainerHooks = NO_HOOKS) -> int:
     except Exception as err:
         # Before close(): closing the process group fails the other ranks' collectives, and
         # their errors must not be recorded ahead of this one, the cause.
-        _record_failure(err)
+        done = getattr(job.state, "step", None)  # the handler must not fail on its own
+        _record_failure(err, step=done + 1 if isinstance(done, int) else None)
         raise
     finally:
         job.close()
@@ -143,15 +144,17 @@ def entry(hooks: TrainerHooks = NO_HOOKS) -> NoReturn:
         os._exit(code)
 
 
-def _record_failure(err: Exception) -> None:
+def _record_failure(err: Exception, step: int | None = None) -> None:
     """Tell the supervisor and `status` why this rank stops (a no-op outside a hyperlaunch
-    job, and once this or another rank has). Every rank tries; the first record stays."""
+    job, and once this or another rank has). Every rank tries; the first record stays. `step`:
+    the step in progress, once training has started (the supervisor ends a job whose retried
+    failure comes back at the same step)."""
     rank = _env_rank()
     if isinstance(err, HyperlaunchError):
         message = err.one_line()
     else:
         message = f"{type(err).__name__}: {err} (rank {rank})"
-    write_trainer_failure(failure_kind(err), message, rank, checkpoint=err.checkpoint if isinstance(err, CheckpointTorn) else "")
+    write_trainer_failure(failure_kind(err), message, rank, checkpoint=err.checkpoint if isinstance(err, CheckpointTorn) else "", step=step)
 
 
 def _env_rank() -> int:

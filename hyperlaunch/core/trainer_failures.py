@@ -148,6 +148,20 @@ TRAINER_ERROR_PREFIX = "hyperlaunch.train: error: "
 _FAILURE_MESSAGE_MAX = 500
 
 
+_REPEATABLE_KINDS = frozenset({FailureKind.UNEXPECTED.value, FailureKind.SCRIPT_RETRY.value})
+"""The retried kinds a record's repeats() may find deterministic (hyperlaunch.supervisor)."""
+_MACHINE_WORDS = re.compile(
+    r"CUDA error|cuda(?:Error|Malloc)|CUBLAS_STATUS|CUDNN_STATUS|\bECC\b|\bXid\b|NCCL|gloo|\bEFA\b|libfabric"
+    r"|Connection (?:closed|reset|refused)|Broken pipe|timed? ?out|Timeout|Input/output error|Stale file handle",
+    re.IGNORECASE,
+)
+"""Words of an error that can be the machine's, not the code's: a GPU, the network, a peer that
+died, a file system. Such an error met twice at the same step (the first step after a resume,
+on the same bad node) is retried within the budget, never taken for deterministic."""
+_RANK_SUFFIX = re.compile(r"\s*\(rank [0-9]+\)$")
+"""The bundled trainer's `(rank N)` after an unexpected error: another rank may meet it first."""
+
+
 @dataclass(frozen=True)  # not kw_only: the job's supervisor reads these on Python 3.8
 class TrainerFailure:
     """A failure record: why the trainer stopped, written once per attempt by the rank that
@@ -162,6 +176,24 @@ class TrainerFailure:
     message: str
     checkpoint: str = ""
     """CHECKPOINT_TORN: the torn checkpoint's folder name (`checkpoint=` on the first line)."""
+    step: int | None = None
+    """The step the trainer was on when it stopped (`step=`: the last one it completed, plus
+    one), where it knew; the supervisor compares two rounds' records by it (repeats())."""
+
+    def repeats(self, earlier: TrainerFailure | None) -> bool:
+        """Whether this failure is `earlier` again: a failure no restart fixes although its kind
+        is retried (an unexpected exception, runtime.fail(final=False)), at the same step, with
+        the same line but for the rank that met it first. Never a node's failure or a hang, nor
+        an error that may be the machine's (_MACHINE_WORDS)."""
+        return (
+            earlier is not None
+            and self.kind in _REPEATABLE_KINDS
+            and self.kind == earlier.kind
+            and self.step is not None
+            and self.step == earlier.step
+            and _RANK_SUFFIX.sub("", self.message) == _RANK_SUFFIX.sub("", earlier.message)
+            and not _MACHINE_WORDS.search(self.message)
+        )
 
 
 def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_: int = 0) -> Path:
@@ -171,14 +203,15 @@ def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_:
     return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
 
-def format_trainer_failure(kind: FailureKind, message: str, rank: int | None, checkpoint: str = "") -> str:
+def format_trainer_failure(kind: FailureKind, message: str, rank: int | None, checkpoint: str = "", step: int | None = None) -> str:
     """The record's text; `rank` None where no rank wrote it (the supervisor); `checkpoint` the
-    torn checkpoint's folder name, for CHECKPOINT_TORN."""
+    torn checkpoint's folder name, for CHECKPOINT_TORN; `step` the step the trainer was on."""
     verdict = FailureVerdict.FINAL if kind in FINAL_FAILURE_KINDS else FailureVerdict.RETRY
     one_line = " ".join(message.split())[:_FAILURE_MESSAGE_MAX]
     by = f" rank={rank}" if rank is not None else ""
     named = f" checkpoint={checkpoint}" if checkpoint and _CHECKPOINT_NAME.fullmatch(checkpoint) else ""
-    return f"{verdict.value} {kind.value}{by}{named}\n{one_line}\n"
+    at = f" step={step}" if step is not None and step >= 0 else ""
+    return f"{verdict.value} {kind.value}{by}{named}{at}\n{one_line}\n"
 
 
 def parse_trainer_failure(text: str) -> TrainerFailure | None:
@@ -189,11 +222,15 @@ def parse_trainer_failure(text: str) -> TrainerFailure | None:
         return None
     rank = next((int(w[5:]) for w in words[2:] if w.startswith("rank=") and _COUNT.fullmatch(w[5:])), None)
     checkpoint = next((w[11:] for w in words[2:] if w.startswith("checkpoint=") and _CHECKPOINT_NAME.fullmatch(w[11:])), "")
-    return TrainerFailure(kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip(), checkpoint=checkpoint)
+    step = next((int(w[5:]) for w in words[2:] if w.startswith("step=") and _COUNT.fullmatch(w[5:])), None)
+    return TrainerFailure(
+        kind=words[1], final=words[0] == FailureVerdict.FINAL.value, rank=rank, message=rest.strip(), checkpoint=checkpoint, step=step,
+    )
 
 
 def write_trainer_failure(
-    kind: FailureKind, message: str, rank: int | None, environ: Mapping[str, str] | None = None, checkpoint: str = ""
+    kind: FailureKind, message: str, rank: int | None, environ: Mapping[str, str] | None = None, checkpoint: str = "",
+    step: int | None = None,
 ) -> Path | None:
     """Record why this rank stops, unless another rank did first; the file named by
     TRAINER_FAILURE_FILE_ENV, None when unset or when another rank's record is there. Never
@@ -201,7 +238,7 @@ def write_trainer_failure(
     target = (os.environ if environ is None else environ).get(TRAINER_FAILURE_FILE_ENV, "")
     if not target:
         return None
-    data = format_trainer_failure(kind, message, rank, checkpoint).encode("utf-8", "replace")
+    data = format_trainer_failure(kind, message, rank, checkpoint, step).encode("utf-8", "replace")
     # Ranks on different nodes share the run dir, and containers can give them the same pid.
     temp = f"{target}.{os.uname().nodename}.{os.getpid()}.tmp"
     try:

@@ -118,7 +118,8 @@ def attempt_cause(
         return Restart(index, cause_text(reason.value), "saved and requeued")
     if reason in (RestartCause.TRAINER_ERROR, RestartCause.CRASH, RestartCause.HANG) or state == "FAILED":
         round_text = (marker or {}).get("round", "")
-        return _failed(index, reason, exit_code, err_lines, _trainer_failure(record, index, int(round_text) if round_text.isdigit() else 0))
+        trainer = _trainer_failure(record, index, int(round_text) if round_text.isdigit() else 0)
+        return _failed(index, reason, exit_code, err_lines, trainer, repeated=(marker or {}).get("repeated") == "1")
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
@@ -145,12 +146,16 @@ def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
 
 
 def _failed(
-    index: int, reason: RestartCause | None, exit_code: str, err_lines: Sequence[str], trainer: TrainerFailure | None
+    index: int, reason: RestartCause | None, exit_code: str, err_lines: Sequence[str], trainer: TrainerFailure | None,
+    *, repeated: bool = False,
 ) -> Restart:
     """A step that failed: in the trainer's own words where it recorded them, since srun's
-    lines ("task 0: Terminated") only tell that it ended."""
+    lines ("task 0: Terminated") only tell that it ended. `repeated`: the supervisor ended the
+    job because the round before had failed the same way at the same step."""
     if reason is RestartCause.TRAINER_ERROR:
         detail = trainer.message if trainer else root_error_line(err_lines)
+        if repeated and trainer is not None and trainer.step is not None:
+            detail += f"; the same error at step {trainer.step} in the round before, so not retried"
         return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
     code = task_exit_code(err_lines) or exit_code
     error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)

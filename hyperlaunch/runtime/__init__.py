@@ -192,7 +192,10 @@ def fail(message: str, final: bool = True) -> NoReturn:
     like a crash, within the restart budget. Exits the process (code 1)."""
     ignore_stop_signals()
     kind = FailureKind.SCRIPT_ERROR if final else FailureKind.SCRIPT_RETRY
-    written = write_trainer_failure(kind, message, rank())
+    # The step in progress, once log() has counted any: the supervisor ends a job whose
+    # retried failure comes back at the same step (TrainerFailure.repeats).
+    step = _SESSION.last_step + 1 if _SESSION is not None and _SESSION.last_step else None
+    written = write_trainer_failure(kind, message, rank(), step=step)
     if written is not None or is_main():  # one line in the log, not one a rank
         print(f"hyperlaunch: error: {message}", file=sys.stderr, flush=True)
     _close_trackers(Ending.FAILED)

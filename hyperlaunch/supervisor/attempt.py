@@ -128,6 +128,8 @@ class Attempt:
                     record = from_output = self._unfixable_error(status, lost)
                 if record is not None:
                     kind, final = record.kind, record.final
+            earlier = self.rounds.record_before()
+            repeated = record is not None and earlier is not None and record.repeats(read_trainer_failure(earlier))
             end = RoundEnd(
                 status=status,
                 lost=tuple(lost),
@@ -137,6 +139,7 @@ class Attempt:
                 requeue_requested=os.path.lexists(self.requeue_request),
                 in_row=self.rounds.in_row,
                 restarts_in_allocation=self.options.restarts_in_allocation,
+                repeated=repeated,
             )
             decision = after_round(end, self.allocation.down_nodes)
             if decision.action == "torn" and record is not None:
@@ -155,6 +158,12 @@ class Attempt:
                     err(
                         f"hyperlaunch: the step failed in a way no restart can fix ({from_output.message}): not requeued;"
                         f" the whole output: hyperlaunch logs {self.slurm_job} --err{fixed}"
+                    )
+                elif decision.cause is RestartCause.TRAINER_ERROR and end.repeated and record is not None:
+                    err(
+                        f"hyperlaunch: the trainers failed at step {record.step} again, with the same error as the round"
+                        f" before ({record.message}): not restarted again, as every restart would meet it;"
+                        f" once fixed: hyperlaunch resume {self.slurm_job}"
                     )
                 elif decision.cause is RestartCause.TRAINER_ERROR:
                     err(

@@ -32,6 +32,9 @@ class RoundEnd:
     """Rounds restarted in a row inside this allocation without a new checkpoint."""
     restarts_in_allocation: int = 0
     """How many such rounds the job allows before going through the queue."""
+    repeated: bool = False
+    """The round's failure record is the round before's again: the same retried error at the
+    same step (TrainerFailure.repeats)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,10 @@ def after_round(end: RoundEnd, down_nodes: Callable[[], Sequence[str]]) -> Decis
         # The checkpoint's fault, not the training's: set aside, the round starts again from the
         # one before, and no budget is spent (each torn checkpoint is set aside once).
         return Decision("torn", RestartCause.CHECKPOINT_TORN)
+    if end.repeated:
+        # The same error at the same step as the round before, on nodes that are up: the code or
+        # the data, not the machine; every restart would meet it again and spend the budget.
+        return Decision("exit", RestartCause.TRAINER_ERROR, f"kind={end.failure_kind} repeated=1")
     # A `retry` record (the node, a hang, an unexpected error) is a crash like any other: first
     # inside the allocation, then through the queue.
     cause = RestartCause.HANG if end.failure_kind == FailureKind.HANG.value else RestartCause.CRASH

@@ -4,10 +4,11 @@ failure. What to do after a round is hyperlaunch.supervisor.decisions'."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hyperlaunch.core.protocol import RestartCause
-from hyperlaunch.core.trainer_failures import trainer_failure_path
+from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_PREFIX, trainer_failure_path
 
 
 class Rounds:
@@ -46,3 +47,22 @@ class Rounds:
         self.restart_cause = cause.value
         self.failure_record = trainer_failure_path(self.run_dir, self.job, self.restart, self.number)
         return self.number
+
+    def record_before(self) -> Path | None:
+        """Where the round before this one recorded its failure, if it did: this allocation's
+        previous round, or for the first round the last round of the attempt before (the
+        supervisor compares the two: TrainerFailure.repeats). None for the job's first round."""
+        if self.number:
+            return trainer_failure_path(self.run_dir, self.job, self.restart, self.number - 1)
+        if not self.restart:
+            return None
+        earlier = re.compile(re.escape(f"{TRAINER_FAILURE_PREFIX}{self.job}.{self.restart - 1}") + r"(?:\.([0-9]{1,6}))?")
+        rounds = [int(found.group(1) or 0) for found in map(earlier.fullmatch, _names(self.run_dir)) if found]
+        return trainer_failure_path(self.run_dir, self.job, self.restart - 1, max(rounds)) if rounds else None
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return [entry.name for entry in folder.iterdir()]
+    except OSError:
+        return []

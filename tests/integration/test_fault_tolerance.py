@@ -186,6 +186,24 @@ def test_a_crashed_rank_fails_the_step_fast_and_the_job_is_retried(dev_cluster: 
     assert time.monotonic() - started < 400
 
 
+def test_the_same_error_at_the_same_step_twice_ends_the_job_with_that_line(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    """A bad batch or a bug: the requeued attempt fails at the step the first one did, with the
+    same error. Before, the job was requeued until --max-restarts was spent (6 attempts here)."""
+    job = submit(
+        dev_cluster, tmp_path, "--restarts-in-allocation", "0", "--max-restarts", "5",
+        "--env", "HYPERLAUNCH_TEST_RAISE_AT_STEP=8", max_steps=20, checkpoint_every=5,
+    )
+    final = job.wait_final()
+    assert final["state"] == "FAILED", final
+    assert len(final["attempts"]) == 2, final["attempts"]
+    failure = final["failure"]
+    assert (failure["cause"], failure["kind"]) == ("trainer error", "unexpected"), failure
+    assert failure["detail"] == "ValueError: a bad batch at step 8 (rank 1); the same error at step 8 in the round before, so not retried"
+    shown = dev_cluster.hyperlaunch("status", job.job_id, cwd=job.workdir)
+    assert shown.returncode == 0 and "ValueError: a bad batch at step 8 (rank 1)" in shown.stdout, shown.stdout + shown.stderr
+    assert "not restarted again" in job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+
+
 # HyperPod's auto-resume, as far as a plain Slurm cluster allows: srun accepts
 # --auto-resume=1 and, when the step fails, runs the same, already expanded srun line again
 # in the same allocation (HyperPod would first swap the faulty node for a new one).

@@ -26,6 +26,9 @@ of a job (a requeue, or a re-run of the step inside the same Slurm attempt) can 
   before step N - a crashed rank on a healthy node - only in the Slurm attempt given by
   HYPERLAUNCH_TEST_CRASH_ATTEMPT (default 0), and once (keyed); with HYPERLAUNCH_TEST_CRASH_TASK=I,
   only in a sweep's element I (SLURM_ARRAY_TASK_ID).
+- HYPERLAUNCH_TEST_RAISE_AT_STEP=N (HYPERLAUNCH_TEST_CRASH_RANK, default 1): that rank raises
+  ValueError before step N every time it gets there, unkeyed: a bad batch or a bug in the code,
+  which no restart fixes.
 - HYPERLAUNCH_TEST_HANG_AT_STEP=N (HYPERLAUNCH_TEST_HANG_RANK, default 1): that rank sleeps
   forever before step N, once (keyed): a hung rank, the others blocked in its collective.
 - HYPERLAUNCH_TEST_STEP_SECONDS=S: sleep S seconds in every step, so a run outlasts a time limit
@@ -103,6 +106,7 @@ class FaultHooks(TrainerHooks):
         self.crash_rank = _int("HYPERLAUNCH_TEST_CRASH_RANK", 1)
         self.crash_attempt = _int("HYPERLAUNCH_TEST_CRASH_ATTEMPT", 0)
         self.crash_task = _int("HYPERLAUNCH_TEST_CRASH_TASK")
+        self.raise_at_step = _int("HYPERLAUNCH_TEST_RAISE_AT_STEP")
         self.hang_at_step = _int("HYPERLAUNCH_TEST_HANG_AT_STEP")
         self.hang_rank = _int("HYPERLAUNCH_TEST_HANG_RANK", 1)
         self.fault_keys = os.environ.get("HYPERLAUNCH_TEST_FAULT_KEYS") or None
@@ -130,6 +134,8 @@ class FaultHooks(TrainerHooks):
             and self._fire_once(f"crash-at-step-{step}-rank-{rank}")
         ):
             raise RuntimeError(f"injected failure at step {step} on rank {rank}")
+        if step == self.raise_at_step and rank == self.crash_rank:
+            raise ValueError(f"a bad batch at step {step}")
         if step == self.hang_at_step and rank == self.hang_rank and self._fire_once(f"hang-at-step-{step}-rank-{rank}"):
             while True:  # stuck without holding the GIL, as on a stalled file system or a lost peer
                 time.sleep(3600)

@@ -4,6 +4,7 @@ with, and each record reads back what its writer wrote."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import re
 import shlex
@@ -177,6 +178,33 @@ def test_the_trainers_failure_record_reads_back_and_the_first_writer_wins(tmp_pa
     )
     assert list(tmp_path.iterdir()) == [target], "no temporary file is left behind"
 
+
+
+def test_a_record_carries_the_step_and_knows_a_repeat_of_the_round_before() -> None:
+    text = tf.format_trainer_failure(tf.FailureKind.UNEXPECTED, "ValueError: bad batch (rank 1)", 1, step=8)
+    assert text.splitlines()[0] == "retry unexpected rank=1 step=8"
+    first = tf.parse_trainer_failure(text)
+    assert first is not None and first.step == 8
+    # Another rank met it first the next time: the same error.
+    again = tf.TrainerFailure(kind="unexpected", final=False, rank=0, message="ValueError: bad batch (rank 0)", step=8)
+    assert again.repeats(first)
+    assert not again.repeats(None)
+    assert not dataclasses.replace(again, step=9).repeats(first), "another step: the training moved on"
+    assert not dataclasses.replace(again, step=None).repeats(dataclasses.replace(first, step=None)), "no step: nothing to compare"
+    assert not dataclasses.replace(again, message="ValueError: other").repeats(first)
+    hang = tf.TrainerFailure(kind="hang", final=False, rank=0, message="hang: no step completed", step=8)
+    assert not hang.repeats(hang), "a hang is the machine's, never deterministic"
+    node = tf.TrainerFailure(kind="node-problem", final=False, rank=0, message="no GPU", step=8)
+    assert not node.repeats(node)
+    script = tf.TrainerFailure(kind="script-retry", final=False, rank=0, message="loss is nan", step=3)
+    assert script.repeats(script)
+    for machine in ("RuntimeError: CUDA error: uncorrectable ECC error encountered (rank 3)",
+                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer (rank 0)",
+                    "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error (rank 1)",
+                    "OSError: [Errno 5] Input/output error: '/fsx/data/shard-7.bin' (rank 0)"):
+        bad_node = dataclasses.replace(again, message=machine)
+        assert not bad_node.repeats(bad_node), f"maybe the machine's, retried within the budget: {machine}"
+    assert tf.parse_trainer_failure("retry unexpected rank=1 step=x\nm\n").step is None
 
 def test_without_hard_links_the_first_writer_still_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_links(src: str, dst: str) -> None:

@@ -297,6 +297,21 @@ def _trainer_recorded(record: JobRecord, kind: FailureKind, message: str) -> Non
     write_trainer_failure(kind, message, 1, {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))})
 
 
+
+def test_a_job_ended_on_the_same_error_twice_says_so_after_the_line(record: JobRecord) -> None:
+    _log(
+        record,
+        out="### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=trainer-error kind=unexpected repeated=1 round=0 action=exit time=t\n",
+        err="### hyperlaunch attempt-start restart=0 job=7 nodes=n host=h time=t\n" + _SRUN_END,
+    )
+    run = Path(record.spec.output.run_dir)
+    run.mkdir()
+    where = {TRAINER_FAILURE_FILE_ENV: str(trainer_failure_path(run, "7", 0))}
+    write_trainer_failure(FailureKind.UNEXPECTED, "ValueError: bad batch (rank 1)", 1, where, step=8)
+    status = summarize(record, [_attempt("FAILED", exit_code="1:0")], [])
+    assert status.failure is not None
+    assert status.failure.describe() == "trainer error (ValueError: bad batch (rank 1); the same error at step 8 in the round before, so not retried)"
+
 def test_a_trainer_error_shows_the_trainers_line_not_sruns(record: JobRecord) -> None:
     _log(
         record,

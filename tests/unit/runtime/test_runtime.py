@@ -302,6 +302,16 @@ def test_fail_exits_1_with_one_line_and_a_failure_record(tmp_path: Path, final: 
     assert (failure.kind, failure.final, failure.rank, failure.message) == (kind, final, 0, "bad --lr")
 
 
+
+@pytest.mark.slow
+def test_a_retried_fail_after_logged_steps_names_the_step_in_progress(tmp_path: Path) -> None:
+    record = tmp_path / "trainer-failure-7.0"
+    code = "from hyperlaunch import runtime\nfor step in (1, 2, 3):\n    runtime.log(step, loss=1.0)\nruntime.fail('loss is nan', final=False)"
+    env = {TRAINER_FAILURE_FILE_ENV: str(record), "HYPERLAUNCH_RUN_DIR": str(tmp_path), "SLURM_JOB_ID": "7"}
+    assert _run(code, tmp_path, env).returncode == 1
+    failure = read_trainer_failure(record)
+    assert failure is not None and (failure.kind, failure.step) == ("script-retry", 4)
+
 # The hang watchdog
 
 

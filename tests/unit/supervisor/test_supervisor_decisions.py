@@ -4,6 +4,7 @@ kind of round end, which spare replaces which node, which nodes a requeued job a
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,13 @@ def test_the_next_free_port_wraps_within_the_range_and_none_free_keeps_the_jobs_
     assert rendezvous_port("0", 0, busy.__contains__) == 20000 + PORT_TRIES - 1
     assert rendezvous_port("0", 0, lambda port: True) == 20000
     assert rendezvous_port("", 3, lambda port: False) == 20003
+
+
+def test_the_same_error_at_the_same_step_as_the_round_before_ends_the_job() -> None:
+    repeated = RoundEnd(status=1, failure_kind="unexpected", repeated=True, restarts_in_allocation=2)
+    decision = after_round(repeated, lambda: [])
+    assert (decision.action, decision.cause, decision.fields) == ("exit", RestartCause.TRAINER_ERROR, "kind=unexpected repeated=1")
+    assert after_round(dataclasses.replace(repeated, repeated=False), lambda: []).action == "restart"
+    # A node down behind it may have caused it: lost, as before.
+    assert after_round(repeated, lambda: ["n2"]).action == "lost"
+    assert after_round(dataclasses.replace(repeated, lost=("n2",)), lambda: []).action == "lost"

@@ -43,3 +43,20 @@ def test_an_attempt_past_the_budget_is_refused_at_its_start(tmp_path: Path) -> N
     budget = RestartBudget(tmp_path, "12", 2, max_restarts=1)
     refusal = budget.start()
     assert refusal is not None and refusal.startswith("restart limit reached: 2 attempts in a row") and budget.failures == 2
+
+
+def test_the_record_before_a_round_is_the_previous_rounds_or_the_last_of_the_attempt_before(tmp_path: Path) -> None:
+    first = Rounds(tmp_path, "12", 0, None)
+    first.first()
+    assert first.record_before() is None, "the job's first round"
+    first.next(RestartCause.CRASH, in_row=True)
+    assert first.record_before() == trainer_failure_path(tmp_path, "12", 0)
+    for restart, round_ in ((1, 0), (1, 1), (1, 3), (2, 0)):
+        trainer_failure_path(tmp_path, "12", restart, round_).write_text("retry unexpected\nm\n")
+    trainer_failure_path(tmp_path, "120", 1, 7).write_text("another job's")
+    requeued = Rounds(tmp_path, "12", 2, "crash")
+    requeued.first()
+    assert requeued.record_before() == trainer_failure_path(tmp_path, "12", 1, 3)
+    absent = Rounds(tmp_path / "absent", "12", 2, None)
+    absent.first()
+    assert absent.record_before() is None
