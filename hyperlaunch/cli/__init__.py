@@ -31,6 +31,7 @@ _COMMANDS = {
     "status": ("hyperlaunch.cli.status", "status"),
     "logs": ("hyperlaunch.cli.logs", "logs"),
     "plot": ("hyperlaunch.cli.plot", "plot"),
+    "goodput": ("hyperlaunch.cli.goodput", "goodput"),
     "cancel": ("hyperlaunch.cli.logs", "cancel"),
     "models": ("hyperlaunch.cli.models", "models"),
     "checkpoints": ("hyperlaunch.cli.checkpoints", "checkpoints"),

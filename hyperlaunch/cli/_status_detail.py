@@ -5,7 +5,7 @@ tables of its attempts, its restarts inside the allocation and its recent steps.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +100,27 @@ def _tracker_lines(locations: dict[str, dict[str, str | None]], *, trained: bool
     return lines
 
 
-def detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
+def goodput_line(status: JobStatus, statuses_of: Callable[[Sequence[JobRecord]], Sequence[JobStatus]]) -> str | None:
+    """`  goodput:    91.2 % (lost 0.31 GPU-h: 3 restarts); ...` over the job's lineage, once it has
+    logged a step; None before, or where its files cannot be read."""
+    from hyperlaunch.core.errors import HyperlaunchError
+    from hyperlaunch.runs import jobs
+    from hyperlaunch.runs.goodput_sources import ledger_of
+
+    def lineage_statuses(records: Sequence[JobRecord]) -> Sequence[JobStatus]:
+        alone = [r.job_id for r in records] == [status.record.job_id]
+        return [status] if alone else statuses_of(records)  # the job alone: asked of Slurm already
+
+    try:
+        ledger = ledger_of(status.record, jobs.load, lineage_statuses)
+    except (HyperlaunchError, OSError):
+        return None
+    if not ledger.seconds.get("productive"):
+        return None
+    return f"  goodput:    {ledger.summary().partition(': ')[2]}; where the rest went: hyperlaunch goodput {status.record.job_id}"
+
+
+def detail(status: JobStatus, loss: Sequence[Point] = (), goodput: str | None = None) -> list[Any]:
     from rich.table import Table
 
     from hyperlaunch.job import trainer_args as targs
@@ -114,7 +134,7 @@ def detail(status: JobStatus, loss: Sequence[Point] = ()) -> list[Any]:
         f"  checkpoint: {p.checkpoint or '-'} in {spec.output.checkpoint_dir}"
         if spec.saves_checkpoints else f"  checkpoint: none kept ({targs.NO_CHECKPOINTS})",
         f"  last step:  {number(p.last_step, 'd')}  loss {number(p.last_loss, '.4f')}  tokens/s {number(p.tokens_per_s, '.0f')}",
-        *filter(None, [_loss_line(loss)]),
+        *filter(None, [_loss_line(loss), goodput]),
         f"  log:        {status.record.log_paths[0]}",
         *_tracker_lines(tracker_locations(spec), trained=p.last_step is not None, job_id=status.record.job_id),
     ]

@@ -4,6 +4,7 @@ list), _status_detail (one job), _sweep_view (a sweep) and _tool_jobs (prepare-d
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hyperlaunch.cli._output import out
-from hyperlaunch.cli._status_detail import detail, kept_loss, tracker_locations
+from hyperlaunch.cli._status_detail import detail, goodput_line, kept_loss, tracker_locations
 from hyperlaunch.cli._status_table import table
 from hyperlaunch.cli._sweep_view import SweepView
 
@@ -120,7 +121,8 @@ def status(
             out.text("\n".join(first.detail()))
         elif job_id is not None:
             assert first is not None and not isinstance(first, SweepView)
-            out.table(*detail(first, kept_loss(first.record)))
+            shown = goodput_line(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))
+            out.table(*detail(first, kept_loss(first.record), shown))
         else:
             from hyperlaunch.cli import _tool_jobs
 

@@ -1,0 +1,50 @@
+"""`hyperlaunch goodput` on a real training: a crashed rank, a hung rank and a killed node in one
+job; every part of the ledger is there, the parts add up to the wall time, and the steps it
+counts as recomputed are the steps the metrics hold twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.devcluster_helpers import DevCluster
+from tests.support.fault_helpers import kill_a_node_of, revive, submit
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_crash_a_hang_and_a_node_kill_are_each_a_row_and_the_parts_add_up(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    job = submit(
+        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
+        "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=8", "--env", "HYPERLAUNCH_TEST_HANG_AT_STEP=14",
+        max_steps=40, checkpoint_every=5, extra=["--hang-timeout", "5", "--hang-floor", "8"],
+    )
+    job.wait_step(22)
+    victim = kill_a_node_of(job)
+    try:
+        final = job.wait_final()
+    finally:
+        revive(dev_cluster, victim)
+    assert final["state"] == "COMPLETED", final
+
+    shown = dev_cluster.hyperlaunch("goodput", job.job_id, "--json", "-o", str(tmp_path / "goodput.png"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    ledger = json.loads(shown.stdout)
+    parts = ledger["parts"]
+    assert abs(sum(p["seconds"] for p in parts.values()) - ledger["wall_s"]) < 1, parts
+    for part in ("productive", "recomputed", "checkpoint", "hang", "detection", "start-up", "requeue wait", "queue"):
+        assert parts[part]["seconds"] > 0, (part, parts)
+    assert 0 < ledger["goodput"] < 1 and ledger["device_unit"] == "node" and ledger["devices"] == 2
+
+    causes = [r["cause"] for r in ledger["restarts"]]
+    assert [c.split(" (")[0] for c in causes] == ["crash in allocation", "hang in allocation", "node failure"], causes
+    steps = [r["step"] for r in job.metrics("step")]
+    assert sum(r["steps_recomputed"] for r in ledger["restarts"]) == len(steps) - len(set(steps)) > 0
+    hang = ledger["restarts"][1]
+    assert hang["seconds"]["hang"] > 5, hang
+    assert (tmp_path / "goodput.png").read_bytes().startswith(b"\x89PNG")
+
+    status = dev_cluster.hyperlaunch("status", job.job_id, cwd=tmp_path)
+    assert status.returncode == 0 and f"  goodput:    {ledger['goodput'] * 100:.1f} % (lost " in status.stdout, status.stdout
