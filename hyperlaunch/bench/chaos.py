@@ -38,12 +38,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hyperlaunch.bench.chaos_faults import ChaosError, Where, inject, released, revive, wait_for
 from hyperlaunch.bench.chaos_figures import trainers_of
 from hyperlaunch.bench.chaos_jobs import MODEL, Cli, Lineage, StepLog, cause_text, restarts_of
 from hyperlaunch.bench.chaos_plan import ALL_KINDS, Fault, plan, total_steps
-from hyperlaunch.bench.chaos_report import Outcome, Run, fault_rows, summary, summary_lines, table
+from hyperlaunch.bench.chaos_report import (
+    Outcome,
+    Run,
+    fault_rows,
+    ledger_lines,
+    summary,
+    summary_lines,
+    table,
+    with_ledger,
+)
 from hyperlaunch.bench.report import header, machine
 from hyperlaunch.bench.runs import parser
 from hyperlaunch.core.paths import hyperlaunch_home
@@ -293,20 +303,23 @@ def _run(args: argparse.Namespace, faults: list[Fault]) -> int:
         chaos.submit(max_steps=max_steps, every=args.every, batch=batch)
         runner = Chaos(chaos, root, args.every)
         run = runner.run(faults)
+        # While the cluster is up: the ledger asks Slurm about the jobs.
+        ledger = json.loads(cli("goodput", chaos.job, "--json", cwd=chaos.workdir))
     finally:
         _cleanup([reference, chaos], runner.dead if runner else [], root, disk, started, cli)
-    _report(ref, run, runner, args)
+    _report(ref, run, runner, ledger, args)
     return 0
 
 
-def _report(ref: Run, run: Run, runner: Chaos, args: argparse.Namespace) -> None:
+def _report(ref: Run, run: Run, runner: Chaos, ledger: dict[str, Any], args: argparse.Namespace) -> None:
     rows = fault_rows(runner.outcomes, run.steps)
+    with_ledger(rows, runner.outcomes, ledger)
     figures = summary(ref, run, rows)
-    print("\n" + "\n".join(table(rows)) + "\n\n" + "\n".join(summary_lines(figures)))
+    print("\n" + "\n".join(table(rows)) + "\n\n" + "\n".join(summary_lines(figures) + ledger_lines(ledger, rows)))
     for note in runner.notes:
         print(f"also: {note}")
     if args.json:
-        document = {"machine": machine(), "seed": args.seed, "faults": rows, "notes": runner.notes, **figures}
+        document = {"machine": machine(), "seed": args.seed, "faults": rows, "notes": runner.notes, **figures, "ledger": ledger}
         args.json.write_text(json.dumps(document, indent=2) + "\n")
 
 

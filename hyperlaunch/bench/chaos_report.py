@@ -53,6 +53,36 @@ def fault_rows(outcomes: Sequence[Outcome], steps: Sequence[StepRecord]) -> list
     return rows
 
 
+LEDGER_SLACK_S = 2.0
+"""How far the ledger's time lost to a fault may be from what the benchmark measured."""
+
+
+def with_ledger(rows: Sequence[dict[str, Any]], outcomes: Sequence[Outcome], ledger: dict[str, Any]) -> None:
+    """Each fault row that restarted the training gets the ledger's row for that restart
+    (`hyperlaunch goodput J --json`): the restart whose failed round last progressed before
+    the fault, its seconds lost and steps recomputed."""
+    restarts = sorted(ledger.get("restarts") or [], key=lambda r: r["at"])
+    used: set[int] = set()
+    for row, outcome in zip(rows, outcomes, strict=True):
+        if outcome.at is None or row["cause"] == ["none"]:
+            continue
+        before = [i for i, r in enumerate(restarts) if r["at"] <= outcome.at + 0.5 and i not in used]
+        if before:
+            used.add(before[-1])
+            row["ledger_lost_s"] = restarts[before[-1]]["lost_s"]
+            row["ledger_recomputed"] = restarts[before[-1]]["steps_recomputed"]
+
+
+def ledger_agrees(rows: Sequence[dict[str, Any]]) -> bool:
+    """Every fault that restarted the training has a ledger row within LEDGER_SLACK_S of the
+    measured time to the next step and with the same steps recomputed."""
+    restarted = [row for row in rows if row["cause"] != ["none"] and "recovery_s" in row]
+    return all(
+        "ledger_lost_s" in row and abs(row["ledger_lost_s"] - row["recovery_s"]) <= LEDGER_SLACK_S and row["ledger_recomputed"] == row.get("recomputed")
+        for row in restarted
+    )
+
+
 def summary(reference: Run, chaos: Run, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     counted = totals(chaos.steps)
     differ = loss_mismatches(final_losses(chaos.steps), final_losses(reference.steps))
@@ -79,17 +109,30 @@ def _seconds(value: float | None) -> str:
 def table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The faults as a Markdown table."""
     lines = [
-        "| # | fault | step | hit | cause (`status --json`) | fault -> next step, s | steps recomputed | notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | fault | step | hit | cause (`status --json`) | fault -> next step, s | steps recomputed | ledger: lost s, steps | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         step = "not injected" if "last_step" not in row else str(row["last_step"])
         cells = [
             str(row["index"]), row["kind"], step, row["hit"] or "-", "; ".join(cut(cause, CAUSE_CHARS) for cause in row["cause"]),
-            _seconds(row.get("recovery_s")), str(row.get("recomputed", "-")), "; ".join(row["notes"]),
+            _seconds(row.get("recovery_s")), str(row.get("recomputed", "-")),
+            f"{row['ledger_lost_s']:.1f}, {row['ledger_recomputed']}" if "ledger_lost_s" in row else "-", "; ".join(row["notes"]),
         ]
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
     return lines
+
+
+def ledger_lines(ledger: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What `hyperlaunch goodput` says of the same training, beside the benchmark's figures."""
+    parts = ledger["parts"]
+    lost = sorted(((part, p["seconds"]) for part, p in parts.items() if part != "productive" and p["seconds"] >= 0.5), key=lambda item: -item[1])
+    agrees = "yes" if ledger_agrees(rows) else f"NO (more than {LEDGER_SLACK_S:.0f} s apart, or other steps)"
+    return [
+        f"ledger (hyperlaunch goodput {ledger['jobs'][-1]}): goodput {ledger['goodput']:.3f} of {ledger['wall_s']:.1f} s wall time "
+        f"(from the first submission); lost: " + ", ".join(f"{part} {seconds:.1f} s" for part, seconds in lost),
+        f"ledger rows agree with the faults measured (within {LEDGER_SLACK_S:.0f} s, steps exactly): {agrees}",
+    ]
 
 
 def summary_lines(figures: dict[str, Any]) -> list[str]:

@@ -14,7 +14,16 @@ from hyperlaunch.bench.chaos_faults import ChaosError
 from hyperlaunch.bench.chaos_figures import fault_figures, final_losses, loss_mismatches, totals
 from hyperlaunch.bench.chaos_jobs import StepLog, cause_text, restarts_of
 from hyperlaunch.bench.chaos_plan import ALL_KINDS, MARGIN_STEPS, Kind, plan, spare_left, total_steps
-from hyperlaunch.bench.chaos_report import Outcome, Run, fault_rows, summary, table
+from hyperlaunch.bench.chaos_report import (
+    Outcome,
+    Run,
+    fault_rows,
+    ledger_agrees,
+    ledger_lines,
+    summary,
+    table,
+    with_ledger,
+)
 from hyperlaunch.core.metrics_records import StepRecord, metrics_line
 
 
@@ -135,6 +144,31 @@ def test_the_rows_summary_and_table() -> None:
     assert lines[2].startswith("| 1 | crash | 45 | rank 1 on node2 | crash in allocation (killed by SIGKILL) | 15.5 | 15 |")
     assert lines[3].startswith("| 2 | crash | not injected |")
 
+
+
+def test_each_restarting_fault_is_matched_with_the_ledgers_row_for_it() -> None:
+    from hyperlaunch.bench.chaos_plan import Fault
+
+    faults = [Fault(index=i, kind=k, target_step=s, rank=0) for i, (k, s) in enumerate(((Kind.CRASH, 115), (Kind.CONTROLLER_RESTART, 287), (Kind.NODE_KILL, 428)))]
+    outcomes = [Outcome(faults[0], at=100.0, causes=["crash in allocation"]), Outcome(faults[1], at=150.0),
+                Outcome(faults[2], at=200.0, causes=["node failure (node3)"])]
+    rows = [{"cause": o.causes or ["none"], "recovery_s": r, "recomputed": n} for o, r, n in zip(outcomes, (5.4, 0.1, 14.3), (35, 0, 28), strict=True)]
+    ledger = {
+        "jobs": ["5", "6"], "goodput": 0.5, "wall_s": 339.0,
+        "parts": {"productive": {"seconds": 170.0}, "recomputed": {"seconds": 85.0}, "hang": {"seconds": 0.2}},
+        # The failed round's last step ended just before the fault: 99.8 and 199.9.
+        "restarts": [{"at": 199.9, "lost_s": 14.6, "steps_recomputed": 28}, {"at": 99.8, "lost_s": 5.3, "steps_recomputed": 35}],
+    }
+    with_ledger(rows, outcomes, ledger)
+    assert (rows[0]["ledger_lost_s"], rows[0]["ledger_recomputed"]) == (5.3, 35)
+    assert "ledger_lost_s" not in rows[1], "the job rode through the controller's restart"
+    assert (rows[2]["ledger_lost_s"], rows[2]["ledger_recomputed"]) == (14.6, 28)
+    assert ledger_agrees(rows)
+    lines = ledger_lines(ledger, rows)
+    assert lines[0].startswith("ledger (hyperlaunch goodput 6): goodput 0.500 of 339.0 s wall time") and "recomputed 85.0 s" in lines[0]
+    assert "hang" not in lines[0], "under half a second is left out"
+    rows[2]["ledger_recomputed"] = 27
+    assert not ledger_agrees(rows)
 
 def test_status_restarts_in_status_words_with_keys_that_stay() -> None:
     status = {
