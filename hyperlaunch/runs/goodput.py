@@ -323,16 +323,24 @@ def _job_end(status: JobStatus) -> float | None:
     return max(found) if found and not status.active else None
 
 
-def _step_start(step: StepRecord) -> float:
-    return step.time - max(step.step_time_s, 0.0)
+def _timed(steps: Sequence[StepRecord]) -> list[tuple[float, StepRecord]]:
+    """A round's steps in time order, each with its start: its end less step_time_s, or, where
+    the writer gave none (a script's runtime.log), the end of the step before (the first one
+    then starts as it ends: its time is start-up's)."""
+    timed: list[tuple[float, StepRecord]] = []
+    for step in sorted((s for s in steps if s.time > 0), key=lambda s: s.time):
+        previous = timed[-1][1].time if timed else step.time
+        timed.append((step.time - step.step_time_s if step.step_time_s > 0 else previous, step))
+    return timed
 
 
 def _round_spans(this: _Round, kept: Mapping[int, StepRecord]) -> list[Span]:
     spans: list[Span] = []
-    steps = sorted((s for s in this.steps if s.time > 0), key=lambda s: s.time)
-    for step in steps:
-        spans.append(Span(_step_start(step), step.time, "productive" if kept.get(step.step) is step else "recomputed"))
-    first = _step_start(steps[0]) if steps else None
+    timed = _timed(this.steps)
+    for began, step in timed:
+        spans.append(Span(began, step.time, "productive" if kept.get(step.step) is step else "recomputed"))
+    steps = [step for _, step in timed]
+    first = timed[0][0] if timed else None
     last = steps[-1].time if steps else None
     if this.begin is not None:
         spans.append(Span(this.begin, first if first is not None else (this.action or this.begin), "start-up"))
@@ -406,8 +414,7 @@ def _cost(
 ) -> RestartCost:
     steps = [s for s in failed.steps if s.time > 0]
     at = max((s.time for s in steps), default=failed.begin or 0.0)
-    next_steps = [s for s in following.steps if s.time > 0] if following is not None else []
-    until = min((_step_start(s) for s in next_steps), default=math.inf)
+    until = min((began for began, _ in _timed(following.steps)), default=math.inf) if following is not None else math.inf
     lost = {part: s for part, s in seconds_by_part(timeline, at, until).items() if part in LOST_PARTS and part != "unaccounted" and s > 0}
     recomputed = sum(1 for s in steps if kept.get(s.step) is not s)
     return RestartCost(job, attempt, round_, cause, tuple(nodes), at, lost, recomputed)
