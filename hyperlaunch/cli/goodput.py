@@ -77,6 +77,11 @@ def _ledger(job_id: str) -> Ledger:
     )
 
 
+def _jobs(ledger: Ledger) -> str:
+    """`job 13`, or `jobs 12 -> 13` for a job that resumes another."""
+    return f"job {ledger.job_ids[0]}" if len(ledger.job_ids) == 1 else "jobs " + " -> ".join(ledger.job_ids)
+
+
 def _duration(seconds: float) -> str:
     whole = int(round(seconds))
     hours, rest = divmod(whole, 3600)
@@ -87,10 +92,7 @@ def _tables(ledger: Ledger) -> list[object]:
     from rich.table import Table
 
     unit = f"{ledger.device_unit}-h"
-    jobs = " -> ".join(ledger.job_ids)
-    title = (
-        f"jobs {jobs}" if len(ledger.job_ids) > 1 else f"job {jobs}"
-    ) + f": {ledger.summary()}; wall {_duration(ledger.wall_s)} on {ledger.devices} {ledger.device_unit}{'' if ledger.devices == 1 else 's'}"
+    title = f"{_jobs(ledger)}: {ledger.summary()}; wall {_duration(ledger.wall_s)} on {ledger.devices} {ledger.device_unit}{'' if ledger.devices == 1 else 's'}"
     parts = Table(box=None, header_style="bold")
     for header in ("part", "time", unit, "share"):
         parts.add_column(header, justify="left" if header == "part" else "right")
@@ -129,7 +131,7 @@ def _write_image(ledger: Ledger, path: Path, image_format: str) -> None:
         raise _missing("matplotlib") from None
     figure = Figure(figsize=(14, 6), layout="constrained")
     FigureCanvasAgg(figure)
-    figure.suptitle(f"{' -> '.join(ledger.job_ids)}: {ledger.summary()}")
+    figure.suptitle(f"{_jobs(ledger)}: {ledger.summary()}")
     timeline, causes = figure.subplots(2, 1, height_ratios=(1, 2))
     for span in ledger.timeline:
         timeline.barh(0, span.end - span.start, left=span.start - ledger.start, color=_COLOURS[span.part], height=0.8)
