@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from hyperlaunch.cli._image import image_format, lineage_title, new_figure, save
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from hyperlaunch.runs.goodput import Ledger
 
-_IMAGE_FORMATS = ("png", "svg", "pdf")
 _COLOURS = {
     "productive": "tab:green", "recomputed": "tab:red", "checkpoint": "tab:blue", "validation": "tab:cyan",
     "export": "tab:olive", "hang": "tab:purple", "detection": "tab:orange", "start-up": "gold",
@@ -43,14 +43,10 @@ def goodput(
       hyperlaunch goodput 42 -o goodput.png
       hyperlaunch goodput 42 --json | jq '.parts.recomputed'
     """
-    from hyperlaunch.core.errors import InvalidInput
-
-    image_format = output.suffix.lower().lstrip(".") if output is not None else None
-    if output is not None and image_format not in _IMAGE_FORMATS:
-        raise InvalidInput(f"-o {output}: name an image file ending in {', '.join('.' + f for f in _IMAGE_FORMATS)}")
+    chosen = image_format(output)
     ledger = _ledger(job_id)
-    if output is not None and image_format is not None:
-        _write_image(ledger, output, image_format)
+    if output is not None and chosen is not None:
+        _write_image(ledger, output, chosen)
     if as_json:
         out.json({"job_id": job_id, **({"output": str(output)} if output else {}), **ledger.to_json()})
         return
@@ -77,11 +73,6 @@ def _ledger(job_id: str) -> Ledger:
     )
 
 
-def _jobs(ledger: Ledger) -> str:
-    """`job 13`, or `jobs 12 -> 13` for a job that resumes another."""
-    return f"job {ledger.job_ids[0]}" if len(ledger.job_ids) == 1 else "jobs " + " -> ".join(ledger.job_ids)
-
-
 def _duration(seconds: float) -> str:
     whole = int(round(seconds))
     hours, rest = divmod(whole, 3600)
@@ -92,7 +83,7 @@ def _tables(ledger: Ledger) -> list[object]:
     from rich.table import Table
 
     unit = f"{ledger.device_unit}-h"
-    title = f"{_jobs(ledger)}: {ledger.summary()}; wall {_duration(ledger.wall_s)} on {ledger.devices} {ledger.device_unit}{'' if ledger.devices == 1 else 's'}"
+    title = f"{lineage_title(ledger.job_ids)}: {ledger.summary()}; wall {_duration(ledger.wall_s)} on {ledger.devices} {ledger.device_unit}{'' if ledger.devices == 1 else 's'}"
     parts = Table(box=None, header_style="bold")
     for header in ("part", "time", unit, "share"):
         parts.add_column(header, justify="left" if header == "part" else "right")
@@ -115,23 +106,10 @@ def _tables(ledger: Ledger) -> list[object]:
     return tables
 
 
-def _write_image(ledger: Ledger, path: Path, image_format: str) -> None:
-    """A timeline with each part coloured and the restarts marked, above a bar of the lost
-    time by part; written whole or not at all."""
-    import io
-
-    from hyperlaunch.cli.plot import _missing
-    from hyperlaunch.core.atomic_file import write_atomically
-    from hyperlaunch.core.errors import InvalidInput
-
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise _missing("matplotlib") from None
-    figure = Figure(figsize=(14, 6), layout="constrained")
-    FigureCanvasAgg(figure)
-    figure.suptitle(f"{_jobs(ledger)}: {ledger.summary()}")
+def _write_image(ledger: Ledger, path: Path, chosen_format: str) -> None:
+    """A timeline with each part coloured and the restarts marked, above a bar of the
+    device-hours of each part; written whole or not at all."""
+    figure = new_figure((14, 6), f"{lineage_title(ledger.job_ids)}: {ledger.summary()}")
     timeline, causes = figure.subplots(2, 1, height_ratios=(1, 2))
     for span in ledger.timeline:
         timeline.barh(0, span.end - span.start, left=span.start - ledger.start, color=_COLOURS[span.part], height=0.8)
@@ -144,9 +122,4 @@ def _write_image(ledger: Ledger, path: Path, image_format: str) -> None:
     causes.barh([part for part, _ in shown], [ledger.device_hours(s) for _, s in shown], color=[_COLOURS[p] for p, _ in shown])
     causes.invert_yaxis()
     causes.set_xlabel(f"{ledger.device_unit}-hours")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=image_format, dpi=100)
-    try:
-        write_atomically(path, buffer.getvalue())
-    except OSError as err:
-        raise InvalidInput(f"cannot write {path}: {err.strerror or err}") from None
+    save(figure, path, chosen_format)

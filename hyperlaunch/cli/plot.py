@@ -4,7 +4,6 @@ the optional `plot` extra and are imported only by the output that needs them.""
 
 from __future__ import annotations
 
-import io
 import math
 import shutil
 import sys
@@ -15,13 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from hyperlaunch.cli._image import image_format, lineage_title, missing, new_figure, save
 from hyperlaunch.cli._output import out
 
 if TYPE_CHECKING:
     from hyperlaunch.runs.curves import Curves, Marker, Point
 
-PLOT_EXTRA_HINT = 'pip install "hyperlaunch[plot]"'
-_IMAGE_FORMATS = ("png", "svg", "pdf")
 _PIPED_SIZE = (120, 40)
 """A pipe has no size: the chart's columns and rows there."""
 _MARKER_STYLE = {"restart": ("tab:red", "--"), "restart in allocation": ("tab:orange", ":"), "resume": ("tab:green", "-")}
@@ -52,20 +50,16 @@ def plot(
       hyperlaunch plot 43_2                 # element 2 of sweep 43
       hyperlaunch plot 42 --json | jq '.markers[] | "\\(.step) \\(.cause)"'
     """
-    from hyperlaunch.core.errors import InvalidInput
-
-    image_format = output.suffix.lower().lstrip(".") if output is not None else None
-    if output is not None and image_format not in _IMAGE_FORMATS:
-        raise InvalidInput(f"-o {output}: name an image file ending in {', '.join('.' + f for f in _IMAGE_FORMATS)}")
+    chosen = image_format(output)
     found, metrics = _curves(job_id)
-    if output is not None and image_format is not None:
-        _write_image(found, output, image_format, _title(found))
+    if output is not None and chosen is not None:
+        _write_image(found, output, chosen, lineage_title(found.job_ids))
     if as_json:
         out.json({"job_id": job_id, "metrics": [str(p) for p in metrics], **({"output": str(output)} if output else {}), **found.to_json()})
     elif output is not None:
         out.text(f"wrote {output}")
     else:
-        out.text(_terminal_chart(found, _title(found)))
+        out.text(_terminal_chart(found, lineage_title(found.job_ids)))
 
 
 def _curves(job_id: str) -> tuple[Curves, tuple[Path, ...]]:
@@ -90,17 +84,6 @@ def _curves(job_id: str) -> tuple[Curves, tuple[Path, ...]]:
     return curves.training_curves(records, statuses, lost=lineage.lost), lineage.metrics_paths
 
 
-def _title(found: Curves) -> str:
-    """`job 13`, or `jobs 12 -> 13` for a job that resumes another."""
-    return f"job {found.job_ids[0]}" if len(found.job_ids) == 1 else "jobs " + " -> ".join(found.job_ids)
-
-
-def _missing(library: str) -> Exception:
-    from hyperlaunch.core.errors import InvalidInput
-
-    return InvalidInput(f"plotting needs {library}, which is not installed", hint=PLOT_EXTRA_HINT)
-
-
 def _marker_lines(markers: Sequence[Marker]) -> list[str]:
     """One line a marker, for the terminal, where a chart has no room for the causes."""
     lines = []
@@ -113,20 +96,9 @@ def _marker_lines(markers: Sequence[Marker]) -> list[str]:
 # -- image --------------------------------------------------------------------------------
 
 
-def _write_image(found: Curves, path: Path, image_format: str, title: str) -> None:
-    """The 2x2 chart into `path`, whole or not at all (rendered in memory, then written beside
-    it and renamed over it)."""
-    from hyperlaunch.core.atomic_file import write_atomically
-    from hyperlaunch.core.errors import InvalidInput
-
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise _missing("matplotlib") from None
-    figure = Figure(figsize=(14, 9), layout="constrained")
-    FigureCanvasAgg(figure)  # Agg, whatever backend the user's matplotlibrc names
-    figure.suptitle(title)
+def _write_image(found: Curves, path: Path, chosen_format: str, title: str) -> None:
+    """The 2x2 chart into `path`, whole or not at all."""
+    figure = new_figure((14, 9), title)
     (loss_step, tps_step), (loss_time, tps_time) = figure.subplots(2, 2)
     for axes, by_time in ((loss_step, False), (loss_time, True)):
         _image_series(axes, found.loss, "loss", found.markers, by_time=by_time)
@@ -152,12 +124,7 @@ def _write_image(found: Curves, path: Path, image_format: str, title: str) -> No
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(loc="upper right", fontsize=8)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=image_format, dpi=100)
-    try:
-        write_atomically(path, buffer.getvalue())
-    except OSError as err:
-        raise InvalidInput(f"cannot write {path}: {err.strerror or err}") from None
+    save(figure, path, chosen_format)
 
 
 def _image_series(
@@ -202,7 +169,7 @@ def _terminal_chart(found: Curves, title: str) -> str:
     try:
         import plotext  # type: ignore[import-untyped]
     except ImportError:
-        raise _missing("plotext") from None
+        raise missing("plotext") from None
     tty = sys.stdout.isatty()
     width, height = shutil.get_terminal_size(_PIPED_SIZE) if tty else _PIPED_SIZE
     notes = _marker_lines(found.markers)
