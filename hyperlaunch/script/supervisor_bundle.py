@@ -63,7 +63,6 @@ BUNDLED_MODULES = (
     "supervisor/script_job.py",
     "supervisor/signals.py",
     "supervisor/slurm_calls.py",
-    "supervisor/spare_hold.py",
     "supervisor/spare_watch.py",
     "supervisor/step.py",
     "supervisor/step_errors.py",

@@ -253,5 +253,4 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         return stop.status
     finally:
         attempt.signals.ending = True
-        attempt.step.spare_hold.release()
         attempt.lock.release()

@@ -130,16 +130,12 @@ def job_state(job_id: str) -> str:
     return own[0] if own else "ENDED"
 
 
-def job_steps(job_id: str, name: str | None = None) -> list[str]:
-    """The job's steps but the batch and extern ones (`12.0`, `12.1`); those named `name` only, if given."""
-    status, out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"])
+def job_steps(job_id: str) -> list[str]:
+    """The job's steps but the batch and extern ones (`12.0`, `12.1`)."""
+    status, out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
     if status != 0:
         return []
-    rows = [line.split(None, 1) for line in out.splitlines() if line.strip()]
-    return [
-        row[0] for row in rows
-        if not row[0].endswith((".batch", ".extern")) and (name is None or (len(row) > 1 and row[1].strip() == name))
-    ]
+    return [step for step in out.split() if not step.endswith((".batch", ".extern"))]
 
 
 def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
@@ -148,26 +144,6 @@ def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
     try:
         return subprocess.Popen(
             ["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=command_environment("scancel", os.environ),
-        )
-    except OSError:
-        return None
-
-
-HOLD_STEP_NAME = "hyperlaunch-spare-hold"
-"""The name of the step that waits on the idle spares (hyperlaunch.supervisor.spare_hold)."""
-
-
-def hold_nodes(nodes: list[str]) -> subprocess.Popen[bytes] | None:
-    """A step of the job that only waits, one task on each of `nodes`, not waited for: srun with
-    --overlap (it takes no CPU from a later step) and all the job's memory there (--mem=0: it
-    is never refused for memory; nothing else runs on an idle spare). No container: it needs
-    none. None where srun cannot start."""
-    count = str(len(nodes))
-    argv = ["srun", "--overlap", "--quiet", "--input=none", "--mem=0", f"--job-name={HOLD_STEP_NAME}",
-            f"--nodes={count}", f"--ntasks={count}", f"--nodelist={','.join(nodes)}", "sleep", "infinity"]
-    try:
-        return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=command_environment("srun", os.environ),
         )
     except OSError:
         return None

@@ -2,9 +2,7 @@
 are told (round, rendezvous port, failure record, NCCL check, restart cause, a script job's
 variables), watched until it ends. A step whose task failed while it still runs gets its nodes
 probed: one that is gone keeps srun waiting until Slurm notices, so the step is ended at once.
-The idle spares are probed all along (hyperlaunch.supervisor.spare_watch): a dead one is given back;
-and they wait in a step of their own (hyperlaunch.supervisor.spare_hold), so that Slurm ends the
-job at once when the batch host is lost."""
+The idle spares are probed all along (hyperlaunch.supervisor.spare_watch): a dead one is given back."""
 
 from __future__ import annotations
 
@@ -32,7 +30,6 @@ from hyperlaunch.supervisor.decisions import job_port, rendezvous_port
 from hyperlaunch.supervisor.output import err
 from hyperlaunch.supervisor.probe import NodeProber
 from hyperlaunch.supervisor.rounds import Rounds
-from hyperlaunch.supervisor.spare_hold import SpareHold
 from hyperlaunch.supervisor.spare_watch import SpareWatch
 
 POLL_S = 0.25
@@ -79,8 +76,6 @@ class TrainingStep:
         self.prober = NodeProber(self.here)
         self.spare_watch: SpareWatch | None = None
         """The idle spares, probed while a round trains (made with the first round that has any)."""
-        self.spare_hold = SpareHold(slurm_calls.hold_nodes, self._cancel_spare_hold)
-        """The step the idle spares wait in, on those the round leaves waiting."""
         self.output = step_errors.RoundOutput()
         """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
 
@@ -122,10 +117,6 @@ class TrainingStep:
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
         with contextlib.suppress(OSError):
             rounds.failure_record.unlink()
-        if allocation.fast_node_check:
-            # Before the round's srun: a spare that takes a lost node's place has left its
-            # waiting step (which would hold its memory and GPUs) by then.
-            self.spare_hold.hold(allocation.spares)
         self.output.mark()
         argv = ["srun", *allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
         try:
@@ -142,7 +133,7 @@ class TrainingStep:
         keeps srun waiting until Slurm notices (SlurmdTimeout), so the step is ended at once."""
         next_probe = 0.0
         if allocation.fast_node_check and allocation.spares and self.spare_watch is None:
-            self.spare_watch = SpareWatch(lambda: allocation.spares, self.prober.gone, lambda dead: self._drop_spares(dead, allocation))
+            self.spare_watch = SpareWatch(lambda: allocation.spares, self.prober.gone, allocation.drop_spares)
         while process.poll() is None:
             if self.spare_watch is not None:
                 self.spare_watch.poll()
@@ -157,17 +148,6 @@ class TrainingStep:
                     return self._end_step(process, lost, allocation), lost
             time.sleep(POLL_S)
         return exit_status(process.wait()), []
-
-    def _drop_spares(self, dead: Sequence[str], allocation: Allocation) -> None:
-        """Spares found dead while they waited: given back at once, then their waiting step
-        ended and a new one started on the spares left."""
-        allocation.drop_spares(dead)
-        self.spare_hold.release()
-        self.spare_hold.hold(allocation.spares)
-
-    def _cancel_spare_hold(self) -> None:
-        for step_id in slurm_calls.job_steps(self.slurm_job, slurm_calls.HOLD_STEP_NAME):
-            slurm_calls.kill_step_in_background(step_id)
 
     def _a_task_failed(self, rounds: Rounds) -> bool:
         """Whether the running round has a failed task: a rank's failure record (the bundled

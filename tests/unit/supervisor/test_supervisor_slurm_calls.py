@@ -72,12 +72,3 @@ def test_the_excluded_nodes_are_set_again_when_the_requeues_sigterm_killed_scont
     program.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nexit 1\n')  # refused every time: a bounded number of tries
     assert not slurm_calls.exclude_nodes("12", ["node2"])
     assert len(calls.read_text().splitlines()) == slurm_calls.EXCLUDE_TRIES
-
-
-def test_the_spares_step_is_found_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    squeue = tmp_path / "squeue"
-    squeue.write_text("#!/bin/sh\nprintf '12.batch batch\\n12.0 bash\\n12.1 hyperlaunch-spare-hold\\n12.extern extern\\n'\n")
-    squeue.chmod(squeue.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    assert slurm_calls.job_steps("12") == ["12.0", "12.1"]
-    assert slurm_calls.job_steps("12", slurm_calls.HOLD_STEP_NAME) == ["12.1"]
