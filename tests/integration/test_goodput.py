@@ -34,7 +34,8 @@ def test_a_crash_a_hang_and_a_node_kill_are_each_a_row_and_the_parts_add_up(dev_
     ledger = json.loads(shown.stdout)
     parts = ledger["parts"]
     assert abs(sum(p["seconds"] for p in parts.values()) - ledger["wall_s"]) < 1, parts
-    for part in ("productive", "recomputed", "checkpoint", "hang", "detection", "start-up", "requeue wait", "queue"):
+    # No `queue`: an idle dev cluster starts a job within the second sacct writes as its start.
+    for part in ("productive", "recomputed", "checkpoint", "hang", "detection", "start-up", "requeue wait"):
         assert parts[part]["seconds"] > 0, (part, parts)
     assert 0 < ledger["goodput"] < 1 and ledger["device_unit"] == "node" and ledger["devices"] == 2
 
