@@ -203,6 +203,16 @@ def trainer_failure_path(run_dir: Path, job_id: str, restart_count: int, round_:
     return Path(run_dir) / f"{TRAINER_FAILURE_PREFIX}{job_id}.{restart_count}{suffix}"
 
 
+_FAILURE_NAME = re.compile(re.escape(TRAINER_FAILURE_PREFIX) + r"(?P<job>[0-9_]{1,40})\.(?P<restart>[0-9]{1,6})(?:\.(?P<round>[0-9]{1,6}))?")
+
+
+def trainer_failure_round(name: str) -> tuple[str, int, int] | None:
+    """(job, restart count, round) of a record's file name as trainer_failure_path makes it;
+    None for any other name (a rank's temporary file, another file of the run dir)."""
+    found = _FAILURE_NAME.fullmatch(name)
+    return (found["job"], int(found["restart"]), int(found["round"] or 0)) if found else None
+
+
 def format_trainer_failure(kind: FailureKind, message: str, rank: int | None, checkpoint: str = "", step: int | None = None) -> str:
     """The record's text; `rank` None where no rank wrote it (the supervisor); `checkpoint` the
     torn checkpoint's folder name, for CHECKPOINT_TORN; `step` the step the trainer was on."""

@@ -5,19 +5,16 @@ markers) and the times its rounds' failure records were written."""
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_PREFIX
+from hyperlaunch.core.trainer_failures import trainer_failure_round
 from hyperlaunch.runs import curves
 from hyperlaunch.runs.attempts import read_lines
 from hyperlaunch.runs.goodput import Ledger, RoundKey, build
 from hyperlaunch.runs.job_status import JobStatus
 from hyperlaunch.runs.jobs import JobRecord
-
-_RECORD_NAME = re.compile(re.escape(TRAINER_FAILURE_PREFIX) + r"(?P<job>[0-9_]{1,40})\.(?P<attempt>[0-9]{1,6})(?:\.(?P<round>[0-9]{1,6}))?")
 
 
 def failure_times(run_dirs: Sequence[Path], job_ids: Sequence[str]) -> dict[RoundKey, float]:
@@ -30,10 +27,10 @@ def failure_times(run_dirs: Sequence[Path], job_ids: Sequence[str]) -> dict[Roun
         except OSError:
             continue
         for entry in entries:
-            match = _RECORD_NAME.fullmatch(entry.name)
-            if match and match["job"] in wanted:
+            key = trainer_failure_round(entry.name)
+            if key is not None and key[0] in wanted:
                 try:
-                    found[(match["job"], int(match["attempt"]), int(match["round"] or 0))] = entry.stat().st_mtime
+                    found[key] = entry.stat().st_mtime
                 except OSError:
                     continue
     return found

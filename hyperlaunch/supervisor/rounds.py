@@ -4,11 +4,10 @@ failure. What to do after a round is hyperlaunch.supervisor.decisions'."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from hyperlaunch.core.protocol import RestartCause
-from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_PREFIX, trainer_failure_path
+from hyperlaunch.core.trainer_failures import trainer_failure_path, trainer_failure_round
 
 
 class Rounds:
@@ -56,8 +55,8 @@ class Rounds:
             return trainer_failure_path(self.run_dir, self.job, self.restart, self.number - 1)
         if not self.restart:
             return None
-        earlier = re.compile(re.escape(f"{TRAINER_FAILURE_PREFIX}{self.job}.{self.restart - 1}") + r"(?:\.([0-9]{1,6}))?")
-        rounds = [int(found.group(1) or 0) for found in map(earlier.fullmatch, _names(self.run_dir)) if found]
+        earlier = (self.job, self.restart - 1)
+        rounds = [key[2] for key in map(trainer_failure_round, _names(self.run_dir)) if key is not None and key[:2] == earlier]
         return trainer_failure_path(self.run_dir, self.job, self.restart - 1, max(rounds)) if rounds else None
 
 

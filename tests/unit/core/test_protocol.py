@@ -206,6 +206,13 @@ def test_a_record_carries_the_step_and_knows_a_repeat_of_the_round_before() -> N
         assert not bad_node.repeats(bad_node), f"maybe the machine's, retried within the budget: {machine}"
     assert tf.parse_trainer_failure("retry unexpected rank=1 step=x\nm\n").step is None
 
+
+def test_a_records_file_name_reads_back_as_its_round(tmp_path: Path) -> None:
+    for job, restart, round_ in (("12", 0, 0), ("12", 3, 2), ("45_1", 1, 0)):
+        assert tf.trainer_failure_round(tf.trainer_failure_path(tmp_path, job, restart, round_).name) == (job, restart, round_)
+    for other in ("trainer-failure-12.0.node1.77.tmp", "trainer-failure-12", "metrics.jsonl", "trainer-failure-x.0"):
+        assert tf.trainer_failure_round(other) is None
+
 def test_without_hard_links_the_first_writer_still_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_links(src: str, dst: str) -> None:
         raise PermissionError(1, "Operation not permitted")
