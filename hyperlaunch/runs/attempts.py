@@ -35,23 +35,23 @@ def failed_nodes(
     """Nodes of the attempt that went down between its start and shortly after its end, but
     not once the next attempt has started (a node both attempts ran on that fails then is the
     next attempt's failure)."""
-    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    start, end = parse_time(attempt.start), parse_time(attempt.end)
     if start is None:
         return []
     end = (end or start) + _EVENT_SLACK
-    following = _parse_time(next_start) if next_start else None
+    following = parse_time(next_start) if next_start else None
     if following is not None and following > start:
         end = min(end, following)
     nodes = set(hostlist.expand(attempt.node_list))
     hits = []
     for event in events:
-        when = _parse_time(event.start)
+        when = parse_time(event.start)
         if event.node in nodes and when is not None and start <= when <= end and event.node not in hits:
             hits.append(event.node)
     return sorted(hits)
 
 
-def _parse_time(text: str) -> datetime | None:
+def parse_time(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text)
     except (TypeError, ValueError):
@@ -88,11 +88,11 @@ def with_logged_attempts(
     piece = runs.pop()
     piece = replace(piece, node_list=starts.get(count, {}).get("nodes") or piece.node_list)
     for restart in hidden:
-        piece_start = _parse_time(piece.start)
-        began = _marker_time(starts[restart].get("time", ""))
+        piece_start = parse_time(piece.start)
+        began = marker_time(starts[restart].get("time", ""))
         if began is None or piece_start is None or began < piece_start:
             return numbered  # markers of an earlier job with this id, or unreadable
-        ended = _marker_time(ends.get(count, {}).get("time", ""))
+        ended = marker_time(ends.get(count, {}).get("time", ""))
         if ended is None or not piece_start <= ended <= began:
             ended = began
         runs.append(replace(piece, state="REQUEUED", end=_sacct_time(ended), exit_code="0:0", elapsed_s=_seconds(piece_start, ended)))
@@ -123,7 +123,7 @@ def as_the_markers_end_them(attempts: Sequence[Attempt], ends: Mapping[int, Mapp
     settled = []
     for index, attempt in enumerate(attempts):
         marker = ends.get(restart_count(attempts, index))
-        ended, start = _marker_time((marker or {}).get("time", "")), _parse_time(attempt.start)
+        ended, start = marker_time((marker or {}).get("time", "")), parse_time(attempt.start)
         if marker is None or ended is None or start is None or ended < start - _CLOCK_SLACK:
             settled.append(attempt)
             continue
@@ -143,7 +143,7 @@ def running_past_its_record(attempt: Attempt, now: datetime) -> Attempt:
     began. The dev cluster's Slurm leaves the record of a job requeued after giving a node back
     as the requeue left it (REQUEUED, ended at the requeue, 0 s) until the next run ends; the
     log's start marker split that run off it (with_logged_attempts): it runs, from its start."""
-    start, end = _parse_time(attempt.start), _parse_time(attempt.end)
+    start, end = parse_time(attempt.start), parse_time(attempt.end)
     if start is None or end is None or end >= start:
         return attempt
     return replace(attempt, state="RUNNING", end="Unknown", elapsed_s=max(_seconds(start, now), 0))
@@ -157,7 +157,7 @@ def _numbered(attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str
     a resized run's record starts when it was resized. A marker written well before the job
     first started is an earlier job's with this id. A run not started, or one that ended before
     the next marker was written (it wrote none), is one more than the run before."""
-    first = _parse_time(attempts[0].start) if attempts else None
+    first = parse_time(attempts[0].start) if attempts else None
     logged = [count for count in sorted(starts) if not _written_before(starts[count], first, _EARLIER_JOB)]
     numbered: list[Attempt] = []
     previous = -1
@@ -165,7 +165,7 @@ def _numbered(attempts: Sequence[Attempt], starts: Mapping[int, Mapping[str, str
         count = previous + 1
         # A marker written after this run ended is a later run's: this one wrote none (it died
         # before its supervisor got that far).
-        if logged and _parse_time(attempt.start) is not None and not _written_after(starts[logged[0]], _parse_time(attempt.end)):
+        if logged and parse_time(attempt.start) is not None and not _written_after(starts[logged[0]], parse_time(attempt.end)):
             count = max(logged.pop(0), count)
             attempt = _as_it_ran(attempt, starts.get(count, {}))
         numbered.append(replace(attempt, restart=count))
@@ -178,21 +178,21 @@ def _as_it_ran(attempt: Attempt, marker: Mapping[str, str]) -> Attempt:
     on the nodes left (the node list of a later run it goes on for is that one's): it started
     at its marker's time, on its marker's nodes. A run still going (no end yet) keeps sacct's
     nodes: where it is now."""
-    began, start = _marker_time(marker.get("time", "")), _parse_time(attempt.start)
+    began, start = marker_time(marker.get("time", "")), parse_time(attempt.start)
     if began is not None and start is not None and began < start - _CLOCK_SLACK:
         attempt = replace(attempt, start=_sacct_time(began), elapsed_s=attempt.elapsed_s + _seconds(began, start))
-    if marker.get("nodes") and _parse_time(attempt.end) is not None:
+    if marker.get("nodes") and parse_time(attempt.end) is not None:
         attempt = replace(attempt, node_list=marker["nodes"])
     return attempt
 
 
 def _written_before(marker: Mapping[str, str], when: datetime | None, slack: timedelta) -> bool:
-    written = _marker_time(marker.get("time", ""))
+    written = marker_time(marker.get("time", ""))
     return written is not None and when is not None and written < when - slack
 
 
 def _written_after(marker: Mapping[str, str], when: datetime | None) -> bool:
-    written = _marker_time(marker.get("time", ""))
+    written = marker_time(marker.get("time", ""))
     return written is not None and when is not None and written > when + _CLOCK_SLACK
 
 
@@ -217,7 +217,7 @@ def _sacct_time(when: datetime) -> str:
     return when.isoformat(timespec="seconds")
 
 
-def _marker_time(text: str) -> datetime | None:
+def marker_time(text: str) -> datetime | None:
     """A marker's UTC time (`date -u`) as sacct writes times: local, without a zone."""
     try:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)

@@ -24,17 +24,15 @@ on CPU nodes: what that time would have trained."""
 
 from __future__ import annotations
 
-import calendar
 import heapq
 import math
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from hyperlaunch.core.metrics_records import EventRecord, MetricsRecord, StepRecord, TrainerEvent
 from hyperlaunch.core.protocol import parse_attempt_marker
+from hyperlaunch.runs import attempts
 from hyperlaunch.runs.attempts import restart_count, started
 from hyperlaunch.runs.curves import ordered_restarts, own_records
 from hyperlaunch.runs.job_status import JobStatus
@@ -178,19 +176,15 @@ def seconds_by_part(timeline: Iterable[Span], start: float = -math.inf, end: flo
 
 
 def marker_time(text: str) -> float | None:
-    """A marker's `time=2026-11-28T02:55:02Z` (UTC) as Unix time."""
-    try:
-        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
-    except (TypeError, ValueError):
-        return None
+    """A marker's `time=2026-11-28T02:55:02Z` (UTC) as Unix time (read as `status` reads it)."""
+    when = attempts.marker_time(text)
+    return when.timestamp() if when is not None else None
 
 
 def sacct_time(text: str) -> float | None:
     """sacct's `2026-11-28T03:05:37` (the cluster's local time) as Unix time."""
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
-    except (TypeError, ValueError):
-        return None
+    when = attempts.parse_time(text)
+    return when.timestamp() if when is not None else None
 
 
 @dataclass
