@@ -49,12 +49,32 @@ def _loss_line(loss: Sequence[Point]) -> str | None:
     return f"  loss:       {sparkline([p.value for p in shown])} {first.value:.2f} → {last.value:.2f} (steps {first.step}-{last.step})"
 
 
-def kept_loss(record: JobRecord) -> tuple[Point, ...]:
-    """The loss the training kept, across this job and the jobs it resumes (as `plot` draws it)."""
+def kept_loss_and_goodput(
+    status: JobStatus, statuses_of: Callable[[Sequence[JobRecord]], Sequence[JobStatus]]
+) -> tuple[tuple[Point, ...], str | None]:
+    """The loss the training kept, across this job and the jobs it resumes (as `plot` draws it),
+    and its goodput line (`  goodput:    91.2 % (lost 0.31 GPU-h: 3 restarts); ...`), from one
+    read of the lineage's metrics. No goodput line before a step is logged, nor where the
+    lineage's files or Slurm cannot be read."""
+    from hyperlaunch.core.errors import HyperlaunchError
     from hyperlaunch.runs import curves, jobs
+    from hyperlaunch.runs.goodput_sources import lineage_ledger
 
-    lineage = curves.lineage(record, jobs.load)
-    return curves.kept_curves(curves.read_records(lineage.metrics_paths), lineage.job_ids).loss
+    lineage = curves.lineage(status.record, jobs.load)
+    records = curves.read_records(lineage.metrics_paths)
+    loss = curves.kept_curves(records, lineage.job_ids).loss
+
+    def lineage_statuses(lineage_records: Sequence[JobRecord]) -> Sequence[JobStatus]:
+        alone = [r.job_id for r in lineage_records] == [status.record.job_id]
+        return [status] if alone else statuses_of(lineage_records)  # the job alone: asked of Slurm already
+
+    try:
+        ledger = lineage_ledger(status.record, lineage, records, lineage_statuses)
+    except (HyperlaunchError, OSError):
+        return loss, None
+    if not ledger.seconds.get("productive"):
+        return loss, None
+    return loss, f"  goodput:    {ledger.summary().partition(': ')[2]}; where the rest went: hyperlaunch goodput {status.record.job_id}"
 
 
 def tracker_locations(spec: JobSpec) -> dict[str, dict[str, str | None]]:
@@ -98,26 +118,6 @@ def _tracker_lines(locations: dict[str, dict[str, str | None]], *, trained: bool
             shown += f" ({run['command']})"
         lines.append(f"  {(name + ':').ljust(11)} {shown}")
     return lines
-
-
-def goodput_line(status: JobStatus, statuses_of: Callable[[Sequence[JobRecord]], Sequence[JobStatus]]) -> str | None:
-    """`  goodput:    91.2 % (lost 0.31 GPU-h: 3 restarts); ...` over the job's lineage, once it has
-    logged a step; None before, or where its files cannot be read."""
-    from hyperlaunch.core.errors import HyperlaunchError
-    from hyperlaunch.runs import jobs
-    from hyperlaunch.runs.goodput_sources import ledger_of
-
-    def lineage_statuses(records: Sequence[JobRecord]) -> Sequence[JobStatus]:
-        alone = [r.job_id for r in records] == [status.record.job_id]
-        return [status] if alone else statuses_of(records)  # the job alone: asked of Slurm already
-
-    try:
-        ledger = ledger_of(status.record, jobs.load, lineage_statuses)
-    except (HyperlaunchError, OSError):
-        return None
-    if not ledger.seconds.get("productive"):
-        return None
-    return f"  goodput:    {ledger.summary().partition(': ')[2]}; where the rest went: hyperlaunch goodput {status.record.job_id}"
 
 
 def detail(status: JobStatus, loss: Sequence[Point] = (), goodput: str | None = None) -> list[Any]:

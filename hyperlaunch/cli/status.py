@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hyperlaunch.cli._output import out
-from hyperlaunch.cli._status_detail import detail, goodput_line, kept_loss, tracker_locations
+from hyperlaunch.cli._status_detail import detail, kept_loss_and_goodput, tracker_locations
 from hyperlaunch.cli._status_table import table
 from hyperlaunch.cli._sweep_view import SweepView
 
@@ -121,8 +121,8 @@ def status(
             out.text("\n".join(first.detail()))
         elif job_id is not None:
             assert first is not None and not isinstance(first, SweepView)
-            shown = goodput_line(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))
-            out.table(*detail(first, kept_loss(first.record), shown))
+            loss, goodput = kept_loss_and_goodput(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))
+            out.table(*detail(first, loss, goodput))
         else:
             from hyperlaunch.cli import _tool_jobs
 

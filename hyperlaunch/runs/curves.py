@@ -154,15 +154,19 @@ def ordered_restarts(status: JobStatus) -> list[Restart]:
     return sorted([*status.in_allocation, *status.restarts], key=lambda r: (r.attempt, r.round == 0, r.round))
 
 
+def kept_steps(records: Iterable[MetricsRecord]) -> dict[int, StepRecord]:
+    """For each step, the record written last: the one the training kept (an attempt that
+    restored an earlier checkpoint logs the steps after it again)."""
+    return {item.step: item for item in records if isinstance(item, StepRecord)}
+
+
 def kept_curves(records: Sequence[MetricsRecord], job_ids: Sequence[str]) -> Curves:
     """Loss, validation loss and tokens/s by step, the value written last for each step."""
     own = own_records(records, job_ids)
-    steps: dict[int, StepRecord] = {}
+    steps = kept_steps(own)
     validations: dict[int, Point] = {}
     for item in own:
-        if isinstance(item, StepRecord):
-            steps[item.step] = item
-        elif item.event == TrainerEvent.VALIDATION.value and item.step is not None:
+        if not isinstance(item, StepRecord) and item.event == TrainerEvent.VALIDATION.value and item.step is not None:
             value = item.get("val_loss")
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 validations[item.step] = Point(item.step, item.time, float(value))

@@ -34,7 +34,7 @@ from hyperlaunch.core.metrics_records import EventRecord, MetricsRecord, StepRec
 from hyperlaunch.core.protocol import parse_attempt_marker
 from hyperlaunch.runs import attempts
 from hyperlaunch.runs.attempts import restart_count, started
-from hyperlaunch.runs.curves import ordered_restarts, own_records
+from hyperlaunch.runs.curves import kept_steps, ordered_restarts, own_records
 from hyperlaunch.runs.job_status import JobStatus
 
 PARTS = (
@@ -216,10 +216,7 @@ def build(
     job_ids = tuple(s.record.job_id for s in statuses)
     own = own_records(records, job_ids)
     rounds = _rounds(own, statuses, logs, failure_times)
-    kept: dict[int, StepRecord] = {}
-    for item in own:
-        if isinstance(item, StepRecord):
-            kept[item.step] = item
+    kept = kept_steps(own)
     spans: list[Span] = []
     ended = {(r.key[0], r.key[1]): r.action for r in rounds.values() if r.action is not None}
     for status in statuses:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from hyperlaunch.core.metrics_records import MetricsRecord
 from hyperlaunch.core.trainer_failures import trainer_failure_round
 from hyperlaunch.runs import curves
 from hyperlaunch.runs.attempts import read_lines
@@ -49,7 +50,15 @@ def ledger_of(
     """The ledger of `record`'s lineage (`load` reads an earlier job's record, `statuses_of`
     asks Slurm about the lineage's jobs, as `status` does)."""
     lineage = curves.lineage(record, load)
-    records = curves.read_records(lineage.metrics_paths)
+    return lineage_ledger(record, lineage, curves.read_records(lineage.metrics_paths), statuses_of, now)
+
+
+def lineage_ledger(
+    record: JobRecord, lineage: curves.Lineage, records: Sequence[MetricsRecord],
+    statuses_of: Callable[[Sequence[JobRecord]], Sequence[JobStatus]], now: float | None = None,
+) -> Ledger:
+    """The ledger of a lineage whose metrics `records` are read already (`status J` reads them
+    once for its loss line and this)."""
     statuses = list(statuses_of(list(lineage.records)))
     logs: Mapping[str, Sequence[str]] = {r.job_id: read_lines(r.log_paths[0]) for r in lineage.records}
     run_dirs = [Path(r.spec.output.run_dir) for r in lineage.records]
