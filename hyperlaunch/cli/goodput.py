@@ -82,6 +82,8 @@ def _duration(seconds: float) -> str:
 def _tables(ledger: Ledger) -> list[object]:
     from rich.table import Table
 
+    from hyperlaunch.runs.restart_causes import cut
+
     unit = f"{ledger.device_unit}-h"
     title = f"{lineage_title(ledger.job_ids)}: {ledger.summary()}; wall {_duration(ledger.wall_s)} on {ledger.devices} {ledger.device_unit}{'' if ledger.devices == 1 else 's'}"
     parts = Table(box=None, header_style="bold")
@@ -99,7 +101,7 @@ def _tables(ledger: Ledger) -> list[object]:
         for r in ledger.restarts:
             where = ", ".join(f"{part} {s:.1f} s" for part, s in sorted(r.seconds.items(), key=lambda item: -item[1]))
             restarts.add_row(
-                r.job_id, str(r.attempt), str(r.round), r.cause if len(r.cause) <= 90 else r.cause[:89] + "…", f"{r.lost_s:.1f} s", f"{ledger.device_hours(r.lost_s):.3f}",
+                r.job_id, str(r.attempt), str(r.round), cut(r.cause, 90), f"{r.lost_s:.1f} s", f"{ledger.device_hours(r.lost_s):.3f}",
                 str(r.steps_recomputed), where,
             )
         tables.append(restarts)
