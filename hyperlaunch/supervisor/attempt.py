@@ -128,8 +128,7 @@ class Attempt:
                     record = from_output = self._unfixable_error(status, lost)
                 if record is not None:
                     kind, final = record.kind, record.final
-            earlier = self.rounds.record_before()
-            repeated = record is not None and earlier is not None and record.repeats(read_trainer_failure(earlier))
+            repeated = record is not None and self._repeats_the_round_before(record)
             end = RoundEnd(
                 status=status,
                 lost=tuple(lost),
@@ -182,6 +181,12 @@ class Attempt:
                     continue
                 return self._requeue_within_budget(decision.cause, status, decision.fields, decision.nodes)
             self._next_round(decision.cause, status, decision.fields, in_row=True)
+
+    def _repeats_the_round_before(self, record: TrainerFailure) -> bool:
+        """Whether the round's failure is the round before's again (TrainerFailure.repeats);
+        that record is looked for only after a round that failed with one."""
+        earlier = self.rounds.record_before()
+        return earlier is not None and record.repeats(read_trainer_failure(earlier))
 
     def _unfixable_error(self, status: int, lost: Sequence[str]) -> TrainerFailure | None:
         """A failure record for the round from its output (not written yet), where no rank wrote
