@@ -1,12 +1,10 @@
 """What the records of a job's attempts say: sacct's rows (with the runs only the log's
 attempt markers know), the log split at those markers, the nodes that went down during an
-attempt (slurmdbd's node events), and the line that names a crash's root cause. Read by
+attempt (slurmdbd's node events). Read by
 hyperlaunch.runs.restart_causes and runs.job_status, which sums them up."""
 
 from __future__ import annotations
 
-import re
-import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -14,8 +12,6 @@ from pathlib import Path
 
 from hyperlaunch.core.protocol import AttemptAction, RestartCause, parse_attempt_marker, read_regular_file
 from hyperlaunch.core.slurm_states import ENDED_STATES
-from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_EXIT, without_label
-from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
 from hyperlaunch.slurm import hostlist
 from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 
@@ -26,7 +22,6 @@ _CLOCK_SLACK = timedelta(seconds=5)
 # A start marker this long before the job first started is an earlier job's with its id (a
 # cluster whose job ids began again); the run's own is written after it started.
 _EARLIER_JOB = timedelta(minutes=1)
-_ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault|No module named)\b[: ]")
 
 
 def failed_nodes(
@@ -246,58 +241,3 @@ def _split_at_markers(lines: Sequence[str], event: str, number: str) -> dict[int
             continue
         parts.setdefault(current, []).append(line)
     return parts
-
-
-# Consequences of a failure elsewhere, never its cause.
-_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
-_RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
-_EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
-
-
-def root_error_line(lines: Sequence[str]) -> str:
-    """The line that names the root cause of a crash: the trainer's own one-line error, else
-    the first exception a rank reported (torch prefixes them with [rankN]), else the first
-    exception that is not a consequence of another rank's failure, else the last line that
-    says error (often srun's, which only tells that a task ended)."""
-    def usable(line: str) -> bool:
-        return not any(word in line for word in _SECONDARY) and not line.startswith("###")
-
-    for line in lines:
-        if TRAINER_ERROR_PREFIX in line:
-            return without_label(line.strip())[:200]
-    for pattern in (_RANK_EXCEPTION, _EXCEPTION):
-        for line in lines:
-            if pattern.search(line) and usable(line):
-                return without_label(line.strip())[:200]
-    fallback = [line.strip() for line in lines if _ERROR_LINE.search(line) and usable(line)]
-    # srun's "task 0: Exited with exit code 1" only tells that a task ended: the program's own
-    # last error (argparse's `train.py: error: unrecognized arguments`) says why.
-    own = [line for line in fallback if not line.startswith(SLURM_TOOLS)]
-    chosen = own or fallback
-    return without_label(chosen[-1])[:200] if chosen else ""
-
-
-def task_exit_code(lines: Sequence[str]) -> str | None:
-    """The exit code of the first task that failed: the worker's own, as torchrun's summary gives
-    it (`exitcode  : 3`; torchrun itself exits 1 whatever its worker's was, and srun reports
-    that), else srun's. A worker a signal ended: `SIGKILL`, unless another exited with a code of
-    its own (the others are then stopped by signal: a consequence, not the cause)."""
-    codes = [int(match.group(1)) for match in map(_WORKER_EXIT.search, lines) if match and match.group(1) != "0"]
-    own = [code for code in codes if code > 0]
-    if own or codes:
-        return str(own[0]) if own else _signal_name(-codes[0])
-    for line in lines:
-        match = TASK_EXIT.search(line)
-        if match and match.group(1) != "0":
-            return match.group(1)
-    return None
-
-
-_WORKER_EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d{1,3})\b")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

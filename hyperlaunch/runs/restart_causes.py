@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch.core.error_lines import root_error_line, task_exit_code
 from hyperlaunch.core.protocol import (
     RESTART_CEILING,
     AttemptAction,
@@ -28,7 +29,7 @@ from hyperlaunch.core.trainer_failures import (
     read_trainer_failure,
     trainer_failure_path,
 )
-from hyperlaunch.runs.attempts import failed_nodes, root_error_line, split_rounds, task_exit_code
+from hyperlaunch.runs.attempts import failed_nodes, split_rounds
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.slurm.accounting import Attempt, NodeEvent
 

@@ -707,7 +707,7 @@ def test_a_job_ended_by_a_failure_no_restart_fixes_shows_no_budget(record: JobRe
 
 
 def test_a_script_that_stops_at_its_own_error_shows_that_line_not_sruns(record: JobRecord) -> None:
-    from hyperlaunch.runs.attempts import root_error_line
+    from hyperlaunch.core.error_lines import root_error_line
 
     srun = "srun: error: node1: task 0: Exited with exit code 2"
     usage = ["usage: train.py [-h] [--steps STEPS]", "train.py: error: unrecognized arguments: --stepz 10", srun]
