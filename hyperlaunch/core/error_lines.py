@@ -13,8 +13,23 @@ from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_EXIT, without_label
 from hyperlaunch.core.trainer_failures import TRAINER_ERROR_PREFIX
 
 _ERROR_LINE = re.compile(r"(?:^|\s|\]:\s*)([A-Za-z_][\w.]*(?:Error|Exception)|error|Killed|Segmentation fault|No module named)\b[: ]")
-# Consequences of a failure elsewhere, never its cause.
-_SECONDARY = ("ChildFailedError", "SignalException", "RendezvousConnectionError", "DistNetworkError", "Connection closed by peer", "CANCELLED AT")
+CONSEQUENCE_ERRORS = (
+    "ChildFailedError", "SignalException", "RendezvousConnectionError", "RendezvousClosedError",
+    "DistNetworkError", "DistBackendError", "DistStoreError",
+)
+"""Exceptions that are a consequence of a failure elsewhere, never its cause: torchrun's summary
+of a failed worker, a rank's reaction to another's end (its store, its rendezvous, its
+process group gone)."""
+CONSEQUENCE_WORDS = ("Connection closed by peer", "CANCELLED AT")
+"""Lines that follow a failure elsewhere: gloo's word for a peer that went away, srun's for the
+step it ended."""
+
+
+def is_consequence(line: str) -> bool:
+    """Whether the line only reports another task's failure (CONSEQUENCE_ERRORS, CONSEQUENCE_WORDS)."""
+    return any(word in line for word in CONSEQUENCE_ERRORS) or any(word in line for word in CONSEQUENCE_WORDS)
+
+
 _RANK_EXCEPTION = re.compile(r"\[rank\d+\]:\s*[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b")
 _EXCEPTION = re.compile(r"(?:^|[\s:])[A-Za-z_][\w.]*(?:Error|Exception)\b: ")
 
@@ -25,7 +40,7 @@ def root_error_line(lines: Sequence[str]) -> str:
     exception that is not a consequence of another rank's failure, else the last line that
     says error (often srun's, which only tells that a task ended)."""
     def usable(line: str) -> bool:
-        return not any(word in line for word in _SECONDARY) and not line.startswith("###")
+        return not is_consequence(line) and not line.startswith("###")
 
     for line in lines:
         if TRAINER_ERROR_PREFIX in line:

@@ -22,6 +22,7 @@ import re
 import stat
 from collections.abc import Sequence
 
+from hyperlaunch.core.error_lines import is_consequence
 from hyperlaunch.core.srun_lines import SLURM_TOOLS, TASK_ENDED, TASK_EXIT, TASK_LABEL
 from hyperlaunch.core.trainer_failures import LIBRARY_IMPORT
 
@@ -31,11 +32,6 @@ UNFIXABLE_EXCEPTIONS = ("SyntaxError", "IndentationError", "TabError", "ModuleNo
 _RANK = re.compile(r"^\[[\w.-]+\]: ?")
 """torch's `[rank1]: ` on an exception's lines, torchrun --tee's `[default0]:`."""
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception))(?::\s.*)?$")
-_SECONDARY = (
-    "ChildFailedError", "SignalException", "RendezvousConnectionError", "RendezvousClosedError",
-    "DistNetworkError", "DistBackendError", "DistStoreError",
-)
-"""torchrun's summary of a failed worker, and a rank's reaction to another's end: never a cause."""
 _DEATH = re.compile(
     r"exitcode\s*:\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG|\bKilled\b|Out Of Memory|oom[_-]kill|Segmentation fault|"
     r"terminate called|Fatal Python error|core dumped|Bus error|\bAborted\b"
@@ -59,7 +55,7 @@ def unfixable_error(lines: Sequence[str]) -> tuple[str, int | None]:
     found: tuple[str, int | None] = ("", None)
     for task, stream in _streams(lines).items():
         last = _last_error(stream)
-        if not last or _is_secondary(last):
+        if not last or is_consequence(last):
             continue
         if not _is_unfixable(last):
             return "", None
@@ -98,11 +94,6 @@ def _last_error(stream: list[str]) -> str:
         elif usage and line.startswith(f"{usage}: error: ") and not line.startswith(SLURM_TOOLS):
             last = line
     return last
-
-
-def _is_secondary(line: str) -> bool:
-    match = _EXCEPTION.match(line)
-    return bool(match) and match.group(1).rpartition(".")[2] in _SECONDARY  # type: ignore[union-attr]
 
 
 def _is_unfixable(line: str) -> bool:
