@@ -127,6 +127,11 @@ def format_attempt_marker(event: str, restart: int, job: str, fields_text: str, 
     return ATTEMPT_MARKER_PRINTF % (event, restart, job, fields_text, time)
 
 
+def parse_marker_fields(text: str) -> dict[str, str]:
+    """A marker's `key=value ...` words."""
+    return dict(_MARKER_FIELD.findall(text))
+
+
 def parse_attempt_marker(line: str) -> dict[str, str] | None:
     """The fields of an attempt marker line ({'event': 'start'|'end', 'restart': ..., ...}),
     or None for any other line."""
@@ -134,7 +139,7 @@ def parse_attempt_marker(line: str) -> dict[str, str] | None:
     if not stripped.startswith(ATTEMPT_MARKER):
         return None
     event, _, rest = stripped[len(ATTEMPT_MARKER) :].partition(" ")
-    marker = {"event": event, **dict(_MARKER_FIELD.findall(rest))}
+    marker = {"event": event, **parse_marker_fields(rest)}
     # Readers do arithmetic on the restart count: a line whose count is not one (`restart=abc`,
     # another script's digits) is not a marker, and is shown as any other line.
     if "restart" in marker and not _COUNT.fullmatch(marker["restart"]):

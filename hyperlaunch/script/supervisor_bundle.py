@@ -34,6 +34,7 @@ BUNDLED_MODULES = (
     "core/checkpoint_integrity.py",
     "core/checkpoint_pruning.py",
     "core/checkpoints.py",
+    "core/decision_records.py",
     "core/error_lines.py",
     "core/errors.py",
     "core/metrics_records.py",

@@ -13,13 +13,17 @@ import os
 import pkgutil
 import signal
 import socket
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hyperlaunch.core.decision_records import END, RESTART, DecisionRecord, append_decision, decisions_path
+from hyperlaunch.core.error_lines import root_error_line, task_exit_code
 from hyperlaunch.core.protocol import (
     REQUEUE_EXIT_CODE,
     AttemptAction,
     RestartCause,
+    parse_marker_fields,
     previous_attempt_cause,
     requeue_request_path,
     write_attempt_end,
@@ -36,7 +40,7 @@ from hyperlaunch.supervisor import slurm_calls, sweep_element
 from hyperlaunch.supervisor.allocation import Allocation
 from hyperlaunch.supervisor.budget import RestartBudget
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, slurm_job
-from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock
+from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock, utc_now
 from hyperlaunch.supervisor.output import Markers, err
 from hyperlaunch.supervisor.rounds import Rounds
 from hyperlaunch.supervisor.signals import Signals, Terminated
@@ -68,6 +72,8 @@ class Attempt:
         self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host)
         self.signals = Signals(self.step)
         self.torn = TornCheckpoints(options.checkpoint_dir, options.checkpoint_name, self.slurm_job, err)
+        self.ended: RoundSeen | None = None
+        """What the supervisor saw of the round that ended last, for its decision record."""
 
     def run(self) -> int:
         """The attempt, start to end: its exit status."""
@@ -76,6 +82,8 @@ class Attempt:
         # numbers its jobs from the start again, into the same run dir).
         with contextlib.suppress(OSError):
             self.rounds.failure_record.unlink()
+            if self.restart == 0:
+                decisions_path(self.run_dir, self.job_id or "0").unlink()
         refusal = self.budget.start()
         if refusal is not None:
             self._start_marker()
@@ -117,6 +125,7 @@ class Attempt:
             self.torn.before_round()
             before = self.budget.checkpoint_step()
             status, lost = self.step.run(self.rounds, self.allocation)
+            self.ended = self._seen(status, lost)
             if self.budget.checkpoint_step() > before:
                 self.rounds.progressed()
             kind, final = "", False
@@ -200,6 +209,7 @@ class Attempt:
         number = self.rounds.next(cause, in_row=in_row)
         more = f"{fields} " if fields else ""
         self.marker("restart", f"round={number} cause={cause.value} exit={status} {more}action={AttemptAction.RESTART_IN_ALLOCATION.value}")
+        self._record(RESTART, status, cause, fields, AttemptAction.RESTART_IN_ALLOCATION, next_round=number, next_round_started=time.time())
 
     def _requeue_within_budget(self, cause: RestartCause, status: int, fields: str = "", lost: Sequence[str] = ()) -> int:
         """Requeue the job while the restart budget lasts, else end it with `status`. An attempt
@@ -209,8 +219,9 @@ class Attempt:
         text = f"{fields} " if fields else ""
         text += f"failures={self.budget.failures}" + (f" round={self.rounds.number}" if self.rounds.number is not None else "")
         if allowed:
-            self._end_marker(status, cause, text, AttemptAction.REQUEUE)
+            self._end_marker(status, cause, text, AttemptAction.REQUEUE, record=False)
             excluded = self.allocation.leave(lost)
+            self._record(END, status, cause, text, AttemptAction.REQUEUE, requeue_asked=time.time())
             self.signals.ending = True
             if slurm_calls.requeue(self.slurm_job):
                 self.lock.keep = True
@@ -226,12 +237,66 @@ class Attempt:
     def _start_marker(self, more: str = "") -> None:
         self.marker("start", f"nodes={self.environ.get('SLURM_JOB_NODELIST', '')} host={self.host}{more}")
 
-    def _end_marker(self, status: int, cause: RestartCause, fields: str, action: AttemptAction) -> None:
+    def _end_marker(self, status: int, cause: RestartCause, fields: str, action: AttemptAction, *, record: bool = True) -> None:
         self.marker("end", f"exit={status} cause={cause.value} {fields} action={action.value}")
         try:
             write_attempt_end(self.run_dir, self.job_id or "0", self.restart, cause.value)
         except OSError:
             pass  # only the next attempt's trackers read it: they say "requeued" instead
+        if record:
+            self._record(END, status, cause, fields, action)
+
+    def _seen(self, status: int, lost: Sequence[str]) -> RoundSeen:
+        """What the round that just ended leaves for its decision record: its nodes, its times,
+        and for a failed one the root error line and the first failed task's code in its output."""
+        lines = self.step.output.lines() if status != 0 else []
+        stopped = self.step.stopped or time.time()
+        return RoundSeen(
+            round=self.rounds.number,
+            nodes=tuple(self.allocation.round_nodes),
+            lost=tuple(lost),
+            error_line=root_error_line(lines),
+            task_exit=task_exit_code(lines) or "",
+            failure_seen=(self.step.failure_seen or stopped) if status != 0 else None,
+            stopped=stopped,
+        )
+
+    def _record(
+        self, event: str, status: int, cause: RestartCause, fields: str, action: AttemptAction, *,
+        next_round: int | None = None, next_round_started: float | None = None, requeue_asked: float | None = None,
+    ) -> None:
+        """Append the decision's record (hyperlaunch.core.decision_records): the marker's words and
+        what the supervisor saw of the round that ended, where this attempt ran one."""
+        words = parse_marker_fields(fields)
+        seen = self.ended
+        nodes_out = tuple(filter(None, words.pop("nodes", "").split(","))) or (seen.lost if seen else ())
+        spare = tuple(filter(None, words.pop("spare", "").split(",")))
+        words.pop("round", None)
+        record = DecisionRecord(
+            event=event, restart=self.restart, cause=cause.value, action=action.value, time=utc_now(), exit=status,
+            round=seen.round if seen else None, next_round=next_round,
+            task_exit=seen.task_exit if seen else "", error_line=seen.error_line if seen else "",
+            nodes_in=seen.nodes if seen else (), nodes_out=nodes_out, spare=spare, fields=words,
+            failure_seen=seen.failure_seen if seen else None, step_stopped=seen.stopped if seen else None,
+            requeue_asked=requeue_asked, next_round_started=next_round_started,
+        )
+        try:
+            append_decision(self.run_dir, self.job_id or "0", record)
+        except OSError as error:
+            err(f"hyperlaunch: cannot write the decision record in {self.run_dir}: {error.strerror or error}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundSeen:
+    """What the supervisor saw of a round as it ended."""
+
+    round: int | None
+    nodes: tuple[str, ...]
+    lost: tuple[str, ...]
+    error_line: str
+    task_exit: str
+    failure_seen: float | None
+    stopped: float
 
 
 def step_script() -> str:

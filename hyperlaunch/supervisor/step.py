@@ -78,6 +78,10 @@ class TrainingStep:
         """The idle spares, probed while a round trains (made with the first round that has any)."""
         self.output = step_errors.RoundOutput()
         """The round's part of this attempt's stderr file, where srun writes the tasks' stderr."""
+        self.failure_seen: float | None = None
+        """Unix time a task of the round was first seen failed while the step still ran."""
+        self.stopped: float | None = None
+        """Unix time the round's step had ended."""
 
     def run(self, rounds: Rounds, allocation: Allocation) -> tuple[int, list[str]]:
         """One round of trainers on the round's nodes, watched until it ends; the rendezvous
@@ -118,14 +122,19 @@ class TrainingStep:
         with contextlib.suppress(OSError):
             rounds.failure_record.unlink()
         self.output.mark()
+        self.failure_seen = self.stopped = None
         argv = ["srun", *allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
         try:
             # Its own process group: a stopped supervisor stops whatever srun started here too.
             self.process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as error:
             err(f"hyperlaunch: cannot start srun: {error.strerror or error}")
+            self.stopped = time.time()
             return 127, []
-        return self._watch(self.process, rounds, allocation)
+        try:
+            return self._watch(self.process, rounds, allocation)
+        finally:
+            self.stopped = time.time()
 
     def _watch(self, process: subprocess.Popen[bytes], rounds: Rounds, allocation: Allocation) -> tuple[int, list[str]]:
         """The step until it ends. When a task fails while it still runs (a rank's record, or
@@ -137,7 +146,9 @@ class TrainingStep:
         while process.poll() is None:
             if self.spare_watch is not None:
                 self.spare_watch.poll()
-            if allocation.fast_node_check and time.monotonic() >= next_probe and self._a_task_failed(rounds):
+            if self.failure_seen is None and self._a_task_failed(rounds):
+                self.failure_seen = time.time()
+            if allocation.fast_node_check and time.monotonic() >= next_probe and self.failure_seen is not None:
                 lost = self.prober.gone(allocation.round_nodes)
                 next_probe = time.monotonic() + PROBE_INTERVAL_S
                 if lost:

@@ -235,3 +235,30 @@ def test_a_trainers_own_record_comes_first(tmp_path: Path) -> None:
     env = {"HL_TEST_EXIT": "1", "HL_TEST_STDERR": "ImportError: flaky", "HL_TEST_FAILURE_RECORD": record}
     run = run_script(render_sbatch(_spec(tmp_path)), tmp_path, env=env, stderr_file=True)
     assert (tmp_path / "rounds").read_text().split() == ["0", "1", "2"] and run.requeued
+
+
+@pytest.mark.slow
+def test_each_decision_is_recorded_with_the_rounds_error_and_its_times(tmp_path: Path) -> None:
+    """Two restarts inside the allocation, then the requeue: three decision records, each as its
+    marker says, with the error line of its round's output and the times of its phases."""
+    from hyperlaunch.core.decision_records import END, RESTART, read_decisions
+
+    traceback = "\n".join([*_traceback("RuntimeError: NCCL error: unhandled system error"), "  exitcode  : 3 (pid: 11)"])
+    run = run_script(render_sbatch(_spec(tmp_path)), tmp_path, env={"HL_TEST_EXIT": "1", "HL_TEST_STDERR": traceback}, stderr_file=True)
+    assert run.requeued
+    records = read_decisions(tmp_path / "run", JOB_ID)
+    assert [(r.event, r.round, r.next_round, r.action) for r in records] == [
+        (RESTART, 0, 1, "restart-in-allocation"), (RESTART, 1, 2, "restart-in-allocation"), (END, 2, None, "requeue"),
+    ]
+    logged = [m for m in map(parse_attempt_marker, run.stdout.splitlines()) if m and m["event"] in ("restart", "end")]
+    for record, marker in zip(records, logged, strict=True):
+        assert record.as_marker() == {k: v for k, v in marker.items() if k not in ("job", "time")} | {"time": record.time}
+    for record in records:
+        assert (record.error_line, record.task_exit, record.exit) == ("RuntimeError: NCCL error: unhandled system error", "3", 1)
+        assert record.nodes_in == ("node7", "node8") and record.nodes_out == (), "the allocation as scontrol tells it"
+        assert record.failure_seen is not None and record.step_stopped is not None
+        assert record.failure_seen <= record.step_stopped
+    first, second, end = records
+    assert first.next_round_started is not None and first.step_stopped <= first.next_round_started  # type: ignore[operator]
+    assert second.failure_seen >= first.next_round_started  # type: ignore[operator]
+    assert end.requeue_asked is not None and end.requeue_asked >= end.step_stopped and end.fields == {"failures": "1"}  # type: ignore[operator]
