@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.checkpoint_integrity import SetAside, set_aside_checkpoints
+from hyperlaunch.core.decision_records import RESTART, DecisionRecord, ends_by_attempt, read_decisions, written_at
 from hyperlaunch.core.metrics_records import StepRecord
 from hyperlaunch.core.protocol import RestartCause, failures_in_a_row, made_progress
 from hyperlaunch.core.slurm_states import ACTIVE_STATES
@@ -35,10 +36,12 @@ from hyperlaunch.runs.dependency_states import Dependency, WaitsFor
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.runs.restart_causes import (
     Restart,
+    RoundError,
     as_restart_limit,
     attempt_cause,
     in_allocation_restarts,
     marker_cause,
+    restart_markers,
 )
 from hyperlaunch.runs.training_progress import Progress, read_progress
 from hyperlaunch.slurm.accounting import Attempt, NodeEvent
@@ -194,7 +197,10 @@ def summarize(
     and metrics, at `now` (local time, as sacct's; the clock's unless given)."""
     out_log, err_log = record.log_paths
     out_lines = read_lines(out_log)
-    markers = markers_by_restart(out_lines, "end")
+    decisions = job_decisions(record)
+    ended = ends_by_attempt(decisions)
+    # Each attempt's end as its supervisor's decision record tells it, else its end marker.
+    markers = {**markers_by_restart(out_lines, "end"), **{count: d.as_marker() for count, d in ended.items()}}
     attempts = with_logged_attempts(attempts, markers_by_restart(out_lines, "start"), markers)
     if attempts and queue_state == "RUNNING":
         attempts[-1] = running_past_its_record(attempts[-1], now or datetime.now())
@@ -206,8 +212,9 @@ def summarize(
         following = attempts[index + 1].start if index + 1 < len(attempts) else None
         count = restart_count(attempts, index)
         marker = markers.get(count)
-        ended = attempt_cause(count, attempts[index], marker, events, err_by_attempt.get(count, []), record, following)
-        return as_restart_limit(ended, marker, record)
+        error = RoundError.recorded(ended.get(count), lambda: err_by_attempt.get(count, []))
+        cause = attempt_cause(count, attempts[index], marker, events, error, record, following)
+        return as_restart_limit(cause, marker, record)
 
     restarts = [cause_of(index) for index in range(len(attempts) - 1)]
     last = attempts[-1] if attempts else None
@@ -225,10 +232,11 @@ def summarize(
             if marker_cause(markers.get(restart_count(attempts, len(attempts) - 1))) is RestartCause.RESTART_LIMIT and restarts:
                 failure = Restart(failure.attempt, failure.cause, f"{failure.detail}; last: {restarts[-1].describe()}")
     progress, steps = read_progress(record)
+    by_round = {(d.restart, d.round): d for d in decisions if d.event == RESTART and d.round is not None}
     state = current_state(last, queue_state)
     budget = restart_budget(record, attempts, last_running=last is not None and last.state in ACTIVE_STATES)
     return JobStatus(
-        in_allocation=tuple(in_allocation_restarts(out_lines, err_by_attempt, record)),
+        in_allocation=tuple(in_allocation_restarts(restart_markers(out_lines, decisions), by_round, err_by_attempt, record)),
         record=record,
         state=state,
         attempts=tuple(attempts),
@@ -240,3 +248,14 @@ def summarize(
         steps=tuple(steps),
         budget=budget,
     )
+
+
+_EARLIER_JOB_S = 60
+"""A decision record written this long before the job was submitted is an earlier job's with its
+id (a rebuilt cluster numbers its jobs from the start again, into the same run dir)."""
+
+
+def job_decisions(record: JobRecord) -> list[DecisionRecord]:
+    """The supervisor's decision records of the job (hyperlaunch.core.decision_records)."""
+    found = read_decisions(Path(record.spec.output.run_dir), record.job_id)
+    return [d for d in found if (written_at(d) or 0) >= record.submitted_at - _EARLIER_JOB_S]

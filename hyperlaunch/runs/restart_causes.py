@@ -1,15 +1,17 @@
 """Why each attempt of a job ended and the job ran again (or, for the last, stopped), and why
 each round of trainers inside an allocation was started again: read from Slurm's state for the
-attempt, the attempt markers in the log, slurmdbd's node events, the error log and the failure
-records the trainer wrote. hyperlaunch.runs.job_status puts them together for one job."""
+attempt, the supervisor's decision records (or, for a job whose supervisor wrote none, its
+attempt markers in the log and the error log), slurmdbd's node events and the failure records
+the trainer wrote. hyperlaunch.runs.job_status puts them together for one job."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperlaunch.core.decision_records import DecisionRecord
 from hyperlaunch.core.error_lines import root_error_line, task_exit_code
 from hyperlaunch.core.protocol import (
     RESTART_CEILING,
@@ -75,6 +77,29 @@ class Restart:
 _FINAL_KINDS = frozenset(kind.value for kind in FINAL_FAILURE_KINDS)
 
 
+@dataclass(frozen=True)
+class RoundError:
+    """What a failed round's output says: the line that names its root error and the first
+    failed task's own exit code (core.error_lines)."""
+
+    line: str = ""
+    task_exit: str | None = None
+
+    @classmethod
+    def read(cls, lines: Sequence[str]) -> RoundError:
+        """From the round's part of the error log (a job whose supervisor wrote no record)."""
+        return cls(root_error_line(lines), task_exit_code(lines))
+
+    @classmethod
+    def recorded(cls, decision: DecisionRecord | None, lines: Callable[[], Sequence[str]]) -> RoundError:
+        """From the supervisor's decision record, as it read the round's output when it ended;
+        from the log where there is no record, or where the record has nothing of the output
+        (a stderr that was no file the supervisor could read back)."""
+        if decision is not None and (decision.error_line or decision.task_exit):
+            return cls(decision.error_line, decision.task_exit or None)
+        return cls.read(lines())
+
+
 def cut(text: str, limit: int | None) -> str:
     """`text` for a table's cell: longer than `limit`, cut there with `…` (None: whole)."""
     return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -85,7 +110,7 @@ def attempt_cause(
     attempt: Attempt,
     marker: Mapping[str, str] | None,
     events: Sequence[NodeEvent],
-    err_lines: Sequence[str],
+    error: RoundError,
     record: JobRecord,
     next_start: str | None = None,
 ) -> Restart:
@@ -120,7 +145,7 @@ def attempt_cause(
     if reason in (RestartCause.TRAINER_ERROR, RestartCause.CRASH, RestartCause.HANG) or state == "FAILED":
         round_text = (marker or {}).get("round", "")
         trainer = _trainer_failure(record, index, int(round_text) if round_text.isdigit() else 0)
-        return _failed(index, reason, exit_code, err_lines, trainer, repeated=(marker or {}).get("repeated") == "1")
+        return _failed(index, reason, exit_code, error, trainer, repeated=(marker or {}).get("repeated") == "1")
     if state == "REQUEUED":
         return Restart(index, cause_text("requeued"), "scontrol requeue")
     return Restart(index, state.lower() or "unknown")
@@ -147,19 +172,19 @@ def _limit_detail(failures: str | None, restart: int, record: JobRecord) -> str:
 
 
 def _failed(
-    index: int, reason: RestartCause | None, exit_code: str, err_lines: Sequence[str], trainer: TrainerFailure | None,
+    index: int, reason: RestartCause | None, exit_code: str, error: RoundError, trainer: TrainerFailure | None,
     *, repeated: bool = False,
 ) -> Restart:
     """A step that failed: in the trainer's own words where it recorded them, since srun's
     lines ("task 0: Terminated") only tell that it ended. `repeated`: the supervisor ended the
     job because the round before had failed the same way at the same step."""
     if reason is RestartCause.TRAINER_ERROR:
-        detail = trainer.message if trainer else root_error_line(err_lines)
+        detail = trainer.message if trainer else error.line
         if repeated and trainer is not None and trainer.step is not None:
             detail += f"; the same error at step {trainer.step} in the round before, so not retried"
         return Restart(index, cause_text(reason.value), detail, kind=trainer.kind if trainer else "")
-    code = task_exit_code(err_lines) or exit_code
-    error_line = trainer.message if trainer and trainer.message else root_error_line(err_lines)
+    code = error.task_exit or exit_code
+    error_line = trainer.message if trainer and trainer.message else error.line
     if TASK_ENDED.search(error_line):
         error_line = ""  # srun's "task 0: Exited with exit code 1" says only what the code says
     ended = f"killed by {code}" if code.startswith("SIG") else f"exit {code}"
@@ -172,16 +197,20 @@ def _trainer_failure(record: JobRecord, index: int, round_: int = 0) -> TrainerF
     return read_trainer_failure(trainer_failure_path(Path(record.spec.output.run_dir), record.job_id, index, round_))
 
 
-def in_allocation_restarts(lines: Iterable[str], err_by_attempt: Mapping[int, Sequence[str]], record: JobRecord) -> list[Restart]:
-    """The supervisor's `restart` markers: each names the round it starts and why the one before
-    it ended (a lost node and the spare in its place, or a crash or hang in the trainer's words,
-    else the first failed task's code and error from that round's part of the error log: srun's
-    exit status is the highest of its tasks', 143 for the peers stopped after the first failed)."""
+def in_allocation_restarts(
+    markers: Iterable[Mapping[str, str]], decisions: Mapping[tuple[int, int], DecisionRecord],
+    err_by_attempt: Mapping[int, Sequence[str]], record: JobRecord,
+) -> list[Restart]:
+    """The supervisor's restarts inside the allocation (its `restart` markers, or the records of
+    those decisions as markers: restart_markers): each names the round it starts and why the one
+    before it ended (a lost node and the spare in its place, or a crash or hang in the trainer's
+    words, else the first failed task's code and error: from the decision record of that round
+    (`decisions`, by attempt and round), else from that round's part of the error log: srun's exit
+    status is the highest of its tasks', 143 for the peers stopped after the first failed)."""
     found = []
     rounds_by_attempt: dict[int, dict[int, list[str]]] = {}
-    for line in lines:
-        marker = parse_attempt_marker(line)
-        if not marker or marker.get("event") != "restart" or not marker.get("round", "").isdigit():
+    for marker in markers:
+        if marker.get("event") != "restart" or not marker.get("restart", "").isdigit() or not marker.get("round", "").isdigit():
             continue
         attempt, round_ = int(marker["restart"]), int(marker["round"])
         reason = marker_cause(marker)
@@ -192,15 +221,30 @@ def in_allocation_restarts(lines: Iterable[str], err_by_attempt: Mapping[int, Se
             continue
         trainer = _trainer_failure(record, attempt, round_ - 1)
         if reason in (RestartCause.CRASH, RestartCause.HANG):
-            if attempt not in rounds_by_attempt:
-                rounds_by_attempt[attempt] = split_rounds(err_by_attempt.get(attempt, []))
-            ended = rounds_by_attempt[attempt].get(round_ - 1, [])
-            found.append(dataclasses.replace(_failed(attempt, reason, marker.get("exit", "?"), ended, trainer), round=round_))
+
+            def logged(attempt: int = attempt, round_: int = round_) -> list[str]:
+                if attempt not in rounds_by_attempt:
+                    rounds_by_attempt[attempt] = split_rounds(err_by_attempt.get(attempt, []))
+                return rounds_by_attempt[attempt].get(round_ - 1, [])
+
+            error = RoundError.recorded(decisions.get((attempt, round_ - 1)), logged)
+            found.append(dataclasses.replace(_failed(attempt, reason, marker.get("exit", "?"), error, trainer), round=round_))
             continue
         detail = f"exit {marker.get('exit', '?')}" + (f": {trainer.message}" if trainer and trainer.message else "")
         cause = cause_text(reason.value) if reason else marker.get("cause", "unknown")
         found.append(Restart(attempt, cause, detail, kind=trainer.kind if trainer else "", round=round_))
     return found
+
+
+def restart_markers(lines: Iterable[str], decisions: Sequence[DecisionRecord]) -> list[dict[str, str]]:
+    """The `restart` markers of a job in the order they happened: the decision records' (as
+    markers) for each attempt whose supervisor wrote any, the log's for the others (a job from
+    before the records)."""
+    recorded = {d.restart for d in decisions}
+    logged = [m for m in map(parse_attempt_marker, lines) if m and m.get("event") == "restart" and m.get("restart", "").isdigit()]
+    found = [m for m in logged if int(m["restart"]) not in recorded]
+    found += [d.as_marker() for d in decisions if d.event == "restart"]
+    return sorted(found, key=lambda m: (int(m["restart"]), int(m["round"]) if m.get("round", "").isdigit() else 0))
 
 
 def marker_cause(marker: Mapping[str, str] | None) -> RestartCause | None:

@@ -1,9 +1,11 @@
 """Why a job restarted, from sacct attempts, node events, the script's markers and the
-trainer's metrics - all pure, no Slurm."""
+trainer's metrics - all pure, no Slurm. Each test runs twice: with the supervisor's decisions
+in the log's markers (a job from before the decision records), and in its decision records."""
 
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from hyperlaunch.core.trainer_failures import (
     write_trainer_failure,
 )
 from hyperlaunch.job.defaults import job_spec
+from hyperlaunch.runs import job_status
 from hyperlaunch.runs.job_status import summarize
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.runs.restart_causes import Restart
@@ -24,6 +27,20 @@ from hyperlaunch.slurm import accounting as slurm_accounting
 from hyperlaunch.slurm import queue as slurm_queue
 from hyperlaunch.slurm import runner as slurm_runner
 from hyperlaunch.slurm.accounting import Attempt, NodeEvent
+from tests.support.decision_logs import told_by_decision_records
+
+
+@pytest.fixture(autouse=True, params=["markers", "decision records"])
+def told_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where `summarize` reads the supervisor's decisions: the log's markers, or its records."""
+    if request.param == "decision records":
+
+        def from_records(record: JobRecord, *args: object, **kwargs: object) -> job_status.JobStatus:
+            with told_by_decision_records(record):
+                return job_status.summarize(record, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sys.modules[__name__], "summarize", from_records)
+    return str(request.param)
 
 
 @pytest.fixture()
