@@ -12,7 +12,9 @@ training left behind:
   (the time between two steps, or after the last, in which the event was written);
 - `hang`: from the last step to the watchdog's verdict (the hang event);
 - `detection`: from the failure (the failure record, the verdict, else the last step) to the
-  supervisor's action (the marker of the next round or of the attempt's end);
+  supervisor's action: the next round's start or the requeue it asked for, as its decision
+  record times them (hyperlaunch.core.decision_records), else the marker of the next round or of
+  the attempt's end (to the second);
 - `start-up`: from the round's start (the attempt's start in Slurm, the marker of a round
   inside the allocation) to its first step: imports, the model's build, the checkpoint's load;
 - `requeue wait`: from an attempt's end to the next one's start (Slurm's: the job ending,
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperlaunch.core.decision_records import END, RESTART, DecisionRecord, written_at
 from hyperlaunch.core.metrics_records import EventRecord, MetricsRecord, StepRecord, TrainerEvent
 from hyperlaunch.core.protocol import parse_attempt_marker
 from hyperlaunch.runs import attempts
@@ -209,13 +212,15 @@ def build(
     devices: int,
     device_unit: str,
     now: float,
+    decisions: Mapping[str, Sequence[DecisionRecord]] | None = None,
 ) -> Ledger:
     """The ledger of a lineage (`statuses`, oldest first): its metrics `records`, each job's
-    stdout log lines (`logs`, by job id: the supervisor's markers) and the times its rounds'
-    failure records were written."""
+    supervisor's decision records (`decisions`, by job id) and stdout log lines (`logs`: its
+    markers, read for the attempts with no record), and the times its rounds' failure records
+    were written."""
     job_ids = tuple(s.record.job_id for s in statuses)
     own = own_records(records, job_ids)
-    rounds = _rounds(own, statuses, logs, failure_times)
+    rounds = _rounds(own, statuses, logs, failure_times, decisions or {})
     kept = kept_steps(own)
     spans: list[Span] = []
     ended = {(r.key[0], r.key[1]): r.action for r in rounds.values() if r.action is not None}
@@ -240,7 +245,10 @@ def build(
     )
 
 
-def _rounds(own: Sequence[MetricsRecord], statuses: Sequence[JobStatus], logs: Mapping[str, Sequence[str]], failure_times: Mapping[RoundKey, float]) -> dict[RoundKey, _Round]:
+def _rounds(
+    own: Sequence[MetricsRecord], statuses: Sequence[JobStatus], logs: Mapping[str, Sequence[str]],
+    failure_times: Mapping[RoundKey, float], decisions: Mapping[str, Sequence[DecisionRecord]],
+) -> dict[RoundKey, _Round]:
     rounds: dict[RoundKey, _Round] = {}
 
     def round_of(key: RoundKey) -> _Round:
@@ -257,13 +265,16 @@ def _rounds(own: Sequence[MetricsRecord], statuses: Sequence[JobStatus], logs: M
             begin = sacct_time(attempt.start) if started(attempt) else None
             if begin is not None:
                 round_of((job, restart_count(status.attempts, index), 0)).begin = begin
+        recorded = {d.restart for d in decisions.get(job, ())}
+        for decision in decisions.get(job, ()):
+            _apply(decision, job, round_of)
         last_round: dict[int, _Round] = {}
         for line in logs.get(job, ()):
             marker = parse_attempt_marker(line)
             if marker is None or not marker.get("restart", "").isdigit():
                 continue
             restart, when = int(marker["restart"]), marker_time(marker.get("time", ""))
-            if when is None:
+            if when is None or (restart in recorded and marker["event"] != "start"):
                 continue
             if marker["event"] == "start":
                 first = round_of((job, restart, 0))
@@ -283,6 +294,19 @@ def _rounds(own: Sequence[MetricsRecord], statuses: Sequence[JobStatus], logs: M
         if key in rounds:
             rounds[key].failed = when
     return rounds
+
+
+def _apply(decision: DecisionRecord, job: str, round_of: Callable[[RoundKey], _Round]) -> None:
+    """A decision record's times on the rounds it ends and starts."""
+    written = written_at(decision)
+    if decision.event == RESTART and decision.round is not None and decision.next_round is not None:
+        started = decision.next_round_started or written
+        round_of((job, decision.restart, decision.round)).action = started
+        round_of((job, decision.restart, decision.next_round)).begin = started
+    elif decision.event == END and decision.round is not None:
+        ended = round_of((job, decision.restart, decision.round))
+        ended.action = decision.requeue_asked or written
+        ended.ended_well = decision.cause == "completed"
 
 
 def _job_spans(status: JobStatus, ended: Mapping[tuple[str, int], float]) -> list[Span]:

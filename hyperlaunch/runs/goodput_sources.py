@@ -1,6 +1,7 @@
 """What the goodput ledger (hyperlaunch.runs.goodput) reads for a job: its lineage's records,
-metrics and Slurm attempts (as `plot` reads them), each job's stdout log (the supervisor's
-markers) and the times its rounds' failure records were written."""
+metrics and Slurm attempts (as `plot` reads them), each job's supervisor's decision records and
+stdout log (its markers, for attempts with no record) and the times its rounds' failure records
+were written."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hyperlaunch.core.trainer_failures import trainer_failure_round
 from hyperlaunch.runs import curves
 from hyperlaunch.runs.attempts import read_lines
 from hyperlaunch.runs.goodput import Ledger, RoundKey, build
-from hyperlaunch.runs.job_status import JobStatus
+from hyperlaunch.runs.job_status import JobStatus, job_decisions
 from hyperlaunch.runs.jobs import JobRecord
 
 
@@ -62,7 +63,9 @@ def lineage_ledger(
     statuses = list(statuses_of(list(lineage.records)))
     logs: Mapping[str, Sequence[str]] = {r.job_id: read_lines(r.log_paths[0]) for r in lineage.records}
     run_dirs = [Path(r.spec.output.run_dir) for r in lineage.records]
+    decisions = {r.job_id: job_decisions(r) for r in lineage.records}
     devices, unit = devices_of(record)
     return build(
         records, statuses, logs, failure_times(run_dirs, lineage.job_ids), devices, unit, time.time() if now is None else now,
+        decisions,
     )

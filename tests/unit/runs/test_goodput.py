@@ -138,6 +138,45 @@ def test_a_crash_in_the_allocation_and_a_requeue_each_cost_what_the_timeline_say
     assert ledger.summary() == "goodput: 13.3 % (lost 0.03 node-h: 2 restarts)"
 
 
+def test_the_supervisors_decision_records_time_its_actions_below_the_second(tmp_path: Path) -> None:
+    """The training of the test above, where the supervisor also wrote its decision records: its
+    new round started at :27.4 and it asked for the requeue at :36.3, which the markers round
+    down to the second; the ledger takes the records' times for attempt 0."""
+    from hyperlaunch.core.decision_records import END, RESTART, DecisionRecord
+
+    out = "\n".join([
+        "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=2026-01-01T00:00:10Z",
+        "### hyperlaunch attempt-restart restart=0 job=7 round=1 cause=crash exit=1 in_row=1 action=restart-in-allocation time=2026-01-01T00:00:27Z",
+        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 round=1 action=requeue time=2026-01-01T00:00:36Z",
+        "### hyperlaunch attempt-start restart=1 job=7 nodes=node[1,3] host=h time=2026-01-01T00:00:50Z",
+        "### hyperlaunch attempt-end restart=1 job=7 exit=0 cause=completed round=0 action=exit time=2026-01-01T00:01:00Z",
+    ]) + "\n"
+    decisions = [
+        DecisionRecord(event=RESTART, restart=0, cause="crash", action="restart-in-allocation", time="2026-01-01T00:00:27Z",
+                       exit=1, round=0, next_round=1, next_round_started=_at("00:00:27") + 0.4),
+        DecisionRecord(event=END, restart=0, cause="node-failure", action="requeue", time="2026-01-01T00:00:36Z", exit=1,
+                       round=1, nodes_out=("node2",), requeue_asked=_at("00:00:36") + 0.3),
+    ]
+    attempts = [
+        Attempt("7", "REQUEUED", "node[1-2]", _local(_at("00:00:10")), _local(_at("00:00:37")), "1:0", 27, 600),
+        Attempt("7", "COMPLETED", "node[1,3]", _local(_at("00:00:50")), _local(_at("00:01:00")), "0:0", 10, 600),
+    ]
+    status = _job(tmp_path, out, attempts, submitted=_at("00:00:00"))
+    steps = [_step(n, _at("00:00:20") + n, 0, 0) for n in range(1, 5)]
+    steps += [_step(n, _at("00:00:30") + n - 2, 0, 1) for n in range(3, 7)]
+    steps += [_step(n, _at("00:00:55") + n - 4, 1, 0) for n in range(5, 9)]
+    saved = [EventRecord("checkpoint_saving", time=_at("00:00:34") + 0.2, job_id="7", restart=0, round=1),
+             EventRecord("checkpoint_completed", time=_at("00:00:34") + 0.7, job_id="7", restart=0, round=1)]
+    ledger = build(
+        [*steps, *saved], [status], {"7": out.splitlines()}, {("7", 0, 0): _at("00:00:25")}, 2, "node", now=_at("00:02:00"),
+        decisions={"7": decisions},
+    )
+    assert sum(ledger.seconds.values()) == pytest.approx(60)
+    crash, lost = ledger.restarts
+    assert crash.seconds == pytest.approx({"recomputed": 1, "detection": 2.4, "start-up": 2.6})
+    assert lost.seconds == pytest.approx({"checkpoint": 0.5, "detection": 1.8, "requeue wait": 13.7, "start-up": 5})
+
+
 def test_a_scripts_steps_without_step_times_run_from_the_step_before(tmp_path: Path) -> None:
     out = "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=2026-01-01T00:00:00Z\n"
     attempts = [Attempt("7", "COMPLETED", "node[1-2]", _local(_at("00:00:00")), _local(_at("00:00:10")), "0:0", 10, 600)]
