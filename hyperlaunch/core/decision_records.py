@@ -147,16 +147,16 @@ def parse_decision(line: str) -> DecisionRecord | None:
     words = {key: data.get(key) for key in ("event", "cause", "action", "time")}
     if not all(isinstance(value, str) and value for value in words.values()) or words["event"] not in (END, RESTART):
         return None
-    restart = data.get("restart")
-    if not _is_count(restart):
+    restart = _count(data.get("restart"))
+    if restart is None:
         return None
     fields = data.get("fields")
     return DecisionRecord(
-        event=str(words["event"]), restart=int(restart), cause=str(words["cause"]), action=str(words["action"]),
+        event=str(words["event"]), restart=restart, cause=str(words["cause"]), action=str(words["action"]),
         time=str(words["time"]),
-        exit=int(data["exit"]) if _is_count(data.get("exit")) else 0,
-        round=int(data["round"]) if _is_count(data.get("round")) else None,
-        next_round=int(data["next_round"]) if _is_count(data.get("next_round")) else None,
+        exit=_count(data.get("exit")) or 0,
+        round=_count(data.get("round")),
+        next_round=_count(data.get("next_round")),
         task_exit=_text(data.get("task_exit")),
         error_line=_text(data.get("error_line"))[:_LINE_LIMIT],
         nodes_in=_names(data.get("nodes_in")), nodes_out=_names(data.get("nodes_out")), spare=_names(data.get("spare")),
@@ -180,8 +180,9 @@ def written_at(record: DecisionRecord) -> float | None:
         return None
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**10
+def _count(value: Any) -> int | None:
+    """A whole number from 0 on, None for anything else (a bool, a string, a negative)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**10 else None
 
 
 def _text(value: Any) -> str:
