@@ -8,9 +8,7 @@ step to open the trackers, and switches off a tracker that fails (training goes 
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -19,7 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hyperlaunch.core import trackers as names
-from hyperlaunch.core.metrics_records import METRICS_FILE, TrainerEvent
+from hyperlaunch.core.metrics_reader import last_logged_step
+from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.trackers import Ending
 
 _NOT_SCALARS = frozenset(
@@ -206,38 +205,6 @@ def step_scalars(record: Mapping[str, Any]) -> dict[str, float]:
         renamed, scale = _RENAMED.get(key, (key, 1.0))
         values[f"train/{renamed}"] = float(value) * scale
     return values
-
-
-def last_logged_step(run_dir: Path, chunk: int = 1 << 16) -> int | None:
-    """The step of metrics.jsonl's last step record (the lineage's last logged step), read
-    from the end of the file; None when there is none. Parsed as plain JSON: the records'
-    own reader (hyperlaunch.core.metrics_records) needs Python 3.10, this runs on 3.8."""
-    try:
-        with (Path(run_dir) / METRICS_FILE).open("rb") as handle:
-            end = handle.seek(0, os.SEEK_END)
-            carry = b""
-            while end > 0:
-                begin = max(0, end - chunk)
-                handle.seek(begin)
-                lines = (handle.read(end - begin) + carry).split(b"\n")
-                carry = lines.pop(0) if begin > 0 else b""  # maybe cut: the next block completes it
-                for line in reversed(lines):
-                    step = _step_of(line)
-                    if step is not None:
-                        return step
-                end = begin
-    except OSError:
-        return None
-    return None
-
-
-def _step_of(line: bytes) -> int | None:
-    try:
-        data = json.loads(line)
-    except ValueError:  # a line cut by a crash
-        return None
-    step = data.get("step") if isinstance(data, dict) and data.get("type") == "step" else None
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _count(value: object) -> int:

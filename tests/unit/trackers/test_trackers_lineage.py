@@ -16,9 +16,10 @@ import pytest
 
 from hyperlaunch import trackers
 from hyperlaunch.core import trackers as names
+from hyperlaunch.core.metrics_reader import last_logged_step
 from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV
-from hyperlaunch.trackers.lineage import Start, Trackers, last_logged_step, step_scalars
+from hyperlaunch.trackers.lineage import Start, Trackers, step_scalars
 from tests.support.tracker_attempts import job_env
 
 ROOT = Path(__file__).resolve().parents[3]
