@@ -1,13 +1,45 @@
 """Reading rank 0's metrics file (`<run_dir>/metrics.jsonl`, hyperlaunch.core.metrics_records):
-the one reader `status`, `plot`, `goodput` and the trackers use."""
+the one reader `status`, `plot`, `goodput` and the trackers use. A file is parsed once for as
+long as it stays as it is: a run folder is shared by a job and those that resume it, and `status`
+of many jobs, or `status J` (its loss line and its goodput line), reads it for each."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 
-from hyperlaunch.core.metrics_records import METRICS_FILE
+from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, MetricsRecord, StepRecord, parse_metrics_line
+from hyperlaunch.core.protocol import read_regular_file
+
+
+def read_metrics(path: Path) -> tuple[MetricsRecord, ...]:
+    """Every record of a metrics file in file order; a line that is none (cut by a crash
+    mid-write) is skipped, and no file, or something else in its place, has none."""
+    try:
+        info = Path(path).stat()
+    except (OSError, ValueError):
+        return ()
+    return _parsed(str(path), info.st_mtime_ns, info.st_size)
+
+
+def steps_and_events(path: Path) -> tuple[tuple[StepRecord, ...], tuple[EventRecord, ...]]:
+    """The file's step records and its event records, each in file order."""
+    records = read_metrics(path)
+    return (
+        tuple(item for item in records if isinstance(item, StepRecord)),
+        tuple(item for item in records if isinstance(item, EventRecord)),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, mtime_ns: int, size: int) -> tuple[MetricsRecord, ...]:
+    raw = read_regular_file(Path(path))
+    if not raw:
+        return ()
+    found = (parse_metrics_line(line) for line in raw.decode("utf-8", errors="replace").splitlines())
+    return tuple(item for item in found if item is not None)
 
 
 def last_logged_step(run_dir: Path, chunk: int = 1 << 16) -> int | None:

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.errors import HyperlaunchError
+from hyperlaunch.core.metrics_reader import read_metrics
 from hyperlaunch.core.metrics_records import (
     METRICS_FILE,
     MetricsRecord,
     StepRecord,
     TrainerEvent,
-    parse_metrics_line,
 )
-from hyperlaunch.runs.attempts import read_lines
 from hyperlaunch.runs.job_status import JobStatus
 from hyperlaunch.runs.jobs import JobRecord
 from hyperlaunch.runs.restart_causes import Restart
@@ -130,13 +129,7 @@ def lineage(record: JobRecord, load: Callable[[str], JobRecord]) -> Lineage:
 
 def read_records(paths: Iterable[Path]) -> list[MetricsRecord]:
     """Every record in the files, in file order (lines that are not records skipped)."""
-    found: list[MetricsRecord] = []
-    for path in paths:
-        for line in read_lines(path):
-            item = parse_metrics_line(line)
-            if item is not None:
-                found.append(item)
-    return found
+    return [item for path in paths for item in read_metrics(path)]
 
 
 def own_records(records: Sequence[MetricsRecord], job_ids: Sequence[str]) -> list[MetricsRecord]:

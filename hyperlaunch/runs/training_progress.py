@@ -5,20 +5,12 @@ final export was not written where it was not."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hyperlaunch.core import checkpoints
-from hyperlaunch.core.metrics_records import (
-    METRICS_FILE,
-    EventRecord,
-    StepRecord,
-    TrainerEvent,
-    parse_metrics_line,
-)
-from hyperlaunch.runs.attempts import read_lines
+from hyperlaunch.core.metrics_reader import steps_and_events
+from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, StepRecord, TrainerEvent
 from hyperlaunch.runs.jobs import JobRecord
 
 
@@ -42,31 +34,8 @@ class Progress:
         return ends[-1].message if ends and ends[-1].event == TrainerEvent.EXPORT_FAILED.value else None
 
 
-def _metrics_records(path: Path) -> tuple[Sequence[StepRecord], Sequence[EventRecord]]:
-    """The steps and events of a metrics file, parsed once for as long as it stays as it is: a
-    run folder is shared by a job and those that resume it, and `status` reads it for each."""
-    try:
-        info = path.stat()
-    except OSError:
-        return (), ()
-    return _parsed_metrics(str(path), info.st_mtime_ns, info.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _parsed_metrics(path: str, mtime_ns: int, size: int) -> tuple[tuple[StepRecord, ...], tuple[EventRecord, ...]]:
-    steps: list[StepRecord] = []
-    events: list[EventRecord] = []
-    for line in read_lines(Path(path)):
-        item = parse_metrics_line(line)  # None for a line cut by a crash mid-write
-        if isinstance(item, StepRecord):
-            steps.append(item)
-        elif isinstance(item, EventRecord):
-            events.append(item)
-    return tuple(steps), tuple(events)
-
-
 def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
-    all_steps, all_events = _metrics_records(Path(record.spec.output.run_dir) / METRICS_FILE)
+    all_steps, all_events = steps_and_events(Path(record.spec.output.run_dir) / METRICS_FILE)
     steps, events = list(all_steps), list(all_events)
     # A run dir is shared by a job and the jobs that resume it; the trainer tags each record
     # with its Slurm job id, so each job shows its own part (untagged files: all of it).

@@ -169,15 +169,15 @@ def test_a_shared_metrics_file_is_parsed_once_for_all_its_jobs_and_again_once_it
     record: JobRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `status` of 24 jobs resuming one training parsed the whole file 24 times (8 s here).
-    from hyperlaunch.runs import training_progress
+    from hyperlaunch.core import metrics_reader
 
     run = Path(record.spec.output.run_dir)
     run.mkdir()
     lines = [{"type": "step", "step": step, "loss": 1.0, "job_id": str(6 + step % 3)} for step in range(1, 31)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     parsed: list[str] = []
-    real = training_progress.parse_metrics_line
-    monkeypatch.setattr(training_progress, "parse_metrics_line", lambda line: parsed.append(line) or real(line))
+    real = metrics_reader.parse_metrics_line
+    monkeypatch.setattr(metrics_reader, "parse_metrics_line", lambda line: parsed.append(line) or real(line))
     jobs = [JobRecord(job_id=str(job), spec=record.spec, submitted_at=0.0) for job in (6, 7, 8)]
     assert [len(summarize(job, [_attempt("COMPLETED")], []).steps) for job in jobs] == [10, 10, 10]
     assert len(parsed) == 30
