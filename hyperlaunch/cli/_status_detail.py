@@ -17,6 +17,7 @@ from hyperlaunch.cli._waiting import waiting_lines
 if TYPE_CHECKING:
     from hyperlaunch.job.spec import JobSpec
     from hyperlaunch.runs.curves import Point
+    from hyperlaunch.runs.goodput import Ledger
     from hyperlaunch.runs.job_status import JobStatus
     from hyperlaunch.runs.jobs import JobRecord
 
@@ -51,11 +52,10 @@ def _loss_line(loss: Sequence[Point]) -> str | None:
 
 def kept_loss_and_goodput(
     status: JobStatus, statuses_of: Callable[[Sequence[JobRecord]], Sequence[JobStatus]]
-) -> tuple[tuple[Point, ...], str | None]:
+) -> tuple[tuple[Point, ...], Ledger | None]:
     """The loss the training kept, across this job and the jobs it resumes (as `plot` draws it),
-    and its goodput line (`  goodput:    91.2 % (lost 0.31 GPU-h: 3 restarts); ...`), from one
-    read of the lineage's metrics. No goodput line before a step is logged, nor where the
-    lineage's files or Slurm cannot be read."""
+    and its goodput ledger, from one read of the lineage's metrics. No ledger before a step is
+    logged, nor where the lineage's files or Slurm cannot be read."""
     from hyperlaunch.core.errors import HyperlaunchError
     from hyperlaunch.runs import curves, jobs
     from hyperlaunch.runs.goodput_sources import lineage_ledger
@@ -72,9 +72,14 @@ def kept_loss_and_goodput(
         ledger = lineage_ledger(status.record, lineage, records, lineage_statuses)
     except (HyperlaunchError, OSError):
         return loss, None
-    if not ledger.seconds.get("productive"):
-        return loss, None
-    return loss, f"  goodput:    {ledger.summary().partition(': ')[2]}; where the rest went: hyperlaunch goodput {status.record.job_id}"
+    return loss, ledger if ledger.seconds.get("productive") else None
+
+
+def goodput_line(ledger: Ledger | None, job_id: str) -> str | None:
+    """`  goodput:    91.2 % (lost 0.31 GPU-h: 3 restarts); where the rest went: ...`."""
+    if ledger is None:
+        return None
+    return f"  goodput:    {ledger.summary().partition(': ')[2]}; where the rest went: hyperlaunch goodput {job_id}"
 
 
 def tracker_locations(spec: JobSpec) -> dict[str, dict[str, str | None]]:

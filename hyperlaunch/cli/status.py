@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from hyperlaunch.cli._output import out
-from hyperlaunch.cli._status_detail import detail, kept_loss_and_goodput, tracker_locations
+from hyperlaunch.cli._status_detail import detail, goodput_line, kept_loss_and_goodput, tracker_locations
 from hyperlaunch.cli._status_table import table
 from hyperlaunch.cli._sweep_view import SweepView
 
@@ -112,7 +112,10 @@ def status(
         if as_json and isinstance(first, SweepView) and job_id is not None:
             out.json(first.to_json())
         elif as_json and first is not None and job_id is not None:
-            out.json({**first.to_json(), "trackers": tracker_locations(first.record.spec)})
+            assert not isinstance(first, SweepView)
+            ledger = kept_loss_and_goodput(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))[1]
+            goodput = ledger.to_json() if ledger is not None else None
+            out.json({**first.to_json(), "trackers": tracker_locations(first.record.spec), "goodput": goodput})
         elif as_json:
             out.json({"jobs": [s.to_json() for s in statuses], "tool_jobs": [t.to_json() for t in tools]})
         elif first is None and not tools:
@@ -121,8 +124,8 @@ def status(
             out.text("\n".join(first.detail()))
         elif job_id is not None:
             assert first is not None and not isinstance(first, SweepView)
-            loss, goodput = kept_loss_and_goodput(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))
-            out.table(*detail(first, loss, goodput))
+            loss, ledger = kept_loss_and_goodput(first, functools.partial(collect, env=slurm_env(first.record.slurm_conf)))
+            out.table(*detail(first, loss, goodput_line(ledger, first.record.job_id)))
         else:
             from hyperlaunch.cli import _tool_jobs
 

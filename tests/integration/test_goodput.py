@@ -1,6 +1,7 @@
 """`hyperlaunch goodput` on a real training: a crashed rank, a hung rank and a killed node in one
 job; every part of the ledger is there, the parts add up to the wall time, and the steps it
-counts as recomputed are the steps the metrics hold twice."""
+counts as recomputed are the steps the metrics hold twice. The supervisor's decision records
+name each restart with the times of its phases, and `status --json` carries the ledger."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperlaunch.core.decision_records import read_decisions
 from tests.support.devcluster_helpers import DevCluster
 from tests.support.fault_helpers import kill_a_node_of, revive, submit
 
@@ -49,3 +51,17 @@ def test_a_crash_a_hang_and_a_node_kill_are_each_a_row_and_the_parts_add_up(dev_
 
     status = dev_cluster.hyperlaunch("status", job.job_id, cwd=tmp_path)
     assert status.returncode == 0 and f"  goodput:    {ledger['goodput'] * 100:.1f} % (lost " in status.stdout, status.stdout
+    as_json = dev_cluster.hyperlaunch("status", job.job_id, "--json", cwd=tmp_path)
+    assert as_json.returncode == 0 and abs(json.loads(as_json.stdout)["goodput"]["goodput"] - ledger["goodput"]) < 0.01
+
+    decisions = read_decisions(job.run_dir, job.job_id)
+    assert [(d.event, d.cause) for d in decisions] == [
+        ("restart", "crash"), ("restart", "hang"), ("end", "node-failure"), ("end", "completed"),
+    ], decisions
+    crash, hang, lost, _ = decisions
+    for decision in (crash, hang, lost):
+        assert decision.failure_seen and decision.step_stopped and decision.failure_seen <= decision.step_stopped, decision
+        assert decision.nodes_in and decision.exit != 0, decision
+    assert crash.next_round_started and hang.next_round_started and lost.requeue_asked, decisions
+    assert crash.error_line, "the crashed rank's error, read from the round's output"
+    assert lost.nodes_out == (victim,) and lost.action == "requeue", lost
