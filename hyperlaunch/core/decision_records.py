@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hyperlaunch.core.protocol import read_regular_file
+from hyperlaunch.core.protocol import json_object, read_regular_file
 
 DECISIONS_PREFIX = "decisions-"
 DECISIONS_SUFFIX = ".jsonl"
@@ -138,11 +138,8 @@ def read_decisions(run_dir: Path, job_id: str) -> list[DecisionRecord]:
 
 
 def parse_decision(line: str) -> DecisionRecord | None:
-    try:
-        data = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(line)
+    if data is None:
         return None
     words = {key: data.get(key) for key in ("event", "cause", "action", "time")}
     if not all(isinstance(value, str) and value for value in words.values()) or words["event"] not in (END, RESTART):

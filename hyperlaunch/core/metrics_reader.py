@@ -6,12 +6,11 @@ of many jobs, or `status J` (its loss line and its goodput line), reads it for e
 from __future__ import annotations
 
 import functools
-import json
 import os
 from pathlib import Path
 
 from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, MetricsRecord, StepRecord, parse_metrics_line
-from hyperlaunch.core.protocol import read_regular_file
+from hyperlaunch.core.protocol import json_object, read_regular_file
 
 
 def read_metrics(path: Path) -> tuple[MetricsRecord, ...]:
@@ -66,9 +65,6 @@ def last_logged_step(run_dir: Path, chunk: int = 1 << 16) -> int | None:
 
 
 def _step_of(line: bytes) -> int | None:
-    try:
-        data = json.loads(line)
-    except ValueError:  # a line cut by a crash
-        return None
-    step = data.get("step") if isinstance(data, dict) and data.get("type") == "step" else None
+    data = json_object(line)  # None for a line cut by a crash
+    step = data.get("step") if data is not None and data.get("type") == "step" else None
     return step if isinstance(step, int) and not isinstance(step, bool) else None

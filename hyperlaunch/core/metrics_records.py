@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from hyperlaunch.core.protocol import json_object
+
 METRICS_FILE = "metrics.jsonl"
 """Rank 0's step records and events in the run dir, one JSON object a line."""
 
@@ -122,11 +124,8 @@ def metrics_line(record: MetricsRecord) -> str:
 def parse_metrics_line(line: str) -> MetricsRecord | None:
     """The record on one metrics.jsonl line; None for a line cut mid-write by a crash, or any
     other line (readers skip those)."""
-    try:
-        data = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(line)
+    if data is None:
         return None
     if data.get("type") == "step":
         return StepRecord.from_json(data)

@@ -20,6 +20,7 @@ time: the job's supervisor (hyperlaunch.supervisor) applies these rules on the b
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 from pathlib import Path
@@ -120,6 +121,16 @@ def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
         return read_regular(Path(path), limit)
     except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
+
+
+def json_object(line: str | bytes) -> dict | None:
+    """The JSON object on a records file's line; None for a line cut mid-write by a crash, or
+    anything else (readers skip those)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def format_attempt_marker(event: str, restart: int, job: str, fields_text: str, time: str) -> str:

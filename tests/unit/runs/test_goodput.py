@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperlaunch.core.metrics_records import EventRecord, StepRecord
+from hyperlaunch.core.metrics_records import EventRecord, MetricsRecord, StepRecord
 from hyperlaunch.core.trainer_failures import trainer_failure_path
 from hyperlaunch.job.defaults import job_spec
 from hyperlaunch.runs.goodput import PARTS, Ledger, Span, build, marker_time, paint, sacct_time, seconds_by_part
@@ -98,11 +98,11 @@ def _step(step: int, end: float, restart: int, round_: int, took: float = 1.0) -
     return StepRecord(step=step, loss=1.0, step_time_s=took, time=end, job_id="7", restart=restart, round=round_)
 
 
-def test_a_crash_in_the_allocation_and_a_requeue_each_cost_what_the_timeline_says(tmp_path: Path) -> None:
-    # Submitted at 00:00:00, started at :10; steps 1-4 (1 s each, from :20), a crash in step 5
-    # (its record at :25), the supervisor's new round at :27, steps 3-6 from :30 and a save;
-    # a node lost after step 6, the attempt's end at :36, the requeue started at :50; steps 5-8
-    # from :55; the end at :60.
+def _crash_then_a_lost_node(tmp_path: Path) -> tuple[str, JobStatus, list[MetricsRecord]]:
+    """Submitted at 00:00:00, started at :10; steps 1-4 (1 s each, from :20), a crash in step 5
+    (its record at :25), the supervisor's new round at :27, steps 3-6 from :30 and a save; a node
+    lost after step 6, the attempt's end at :36, the requeue started at :50; steps 5-8 from :55;
+    the end at :60. (stdout log, status, metrics records)."""
     out = "\n".join([
         "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=2026-01-01T00:00:10Z",
         "### hyperlaunch attempt-restart restart=0 job=7 round=1 cause=crash exit=1 in_row=1 action=restart-in-allocation time=2026-01-01T00:00:27Z",
@@ -120,7 +120,12 @@ def test_a_crash_in_the_allocation_and_a_requeue_each_cost_what_the_timeline_say
     steps += [_step(n, _at("00:00:55") + n - 4, 1, 0) for n in range(5, 9)]
     saved = [EventRecord("checkpoint_saving", time=_at("00:00:34") + 0.2, job_id="7", restart=0, round=1),
              EventRecord("checkpoint_completed", time=_at("00:00:34") + 0.7, job_id="7", restart=0, round=1)]
-    ledger = build([*steps, *saved], [status], {"7": out.splitlines()}, {("7", 0, 0): _at("00:00:25")}, 2, "node", now=_at("00:02:00"))
+    return out, status, [*steps, *saved]
+
+
+def test_a_crash_in_the_allocation_and_a_requeue_each_cost_what_the_timeline_says(tmp_path: Path) -> None:
+    out, status, records = _crash_then_a_lost_node(tmp_path)
+    ledger = build(records, [status], {"7": out.splitlines()}, {("7", 0, 0): _at("00:00:25")}, 2, "node", now=_at("00:02:00"))
 
     assert (ledger.start, ledger.end) == (_at("00:00:00"), _at("00:01:00"))
     assert sum(ledger.seconds.values()) == pytest.approx(60)
@@ -144,31 +149,15 @@ def test_the_supervisors_decision_records_time_its_actions_below_the_second(tmp_
     down to the second; the ledger takes the records' times for attempt 0."""
     from hyperlaunch.core.decision_records import END, RESTART, DecisionRecord
 
-    out = "\n".join([
-        "### hyperlaunch attempt-start restart=0 job=7 nodes=node[1-2] host=h time=2026-01-01T00:00:10Z",
-        "### hyperlaunch attempt-restart restart=0 job=7 round=1 cause=crash exit=1 in_row=1 action=restart-in-allocation time=2026-01-01T00:00:27Z",
-        "### hyperlaunch attempt-end restart=0 job=7 exit=1 cause=node-failure nodes=node2 round=1 action=requeue time=2026-01-01T00:00:36Z",
-        "### hyperlaunch attempt-start restart=1 job=7 nodes=node[1,3] host=h time=2026-01-01T00:00:50Z",
-        "### hyperlaunch attempt-end restart=1 job=7 exit=0 cause=completed round=0 action=exit time=2026-01-01T00:01:00Z",
-    ]) + "\n"
+    out, status, records = _crash_then_a_lost_node(tmp_path)
     decisions = [
         DecisionRecord(event=RESTART, restart=0, cause="crash", action="restart-in-allocation", time="2026-01-01T00:00:27Z",
                        exit=1, round=0, next_round=1, next_round_started=_at("00:00:27") + 0.4),
         DecisionRecord(event=END, restart=0, cause="node-failure", action="requeue", time="2026-01-01T00:00:36Z", exit=1,
                        round=1, nodes_out=("node2",), requeue_asked=_at("00:00:36") + 0.3),
     ]
-    attempts = [
-        Attempt("7", "REQUEUED", "node[1-2]", _local(_at("00:00:10")), _local(_at("00:00:37")), "1:0", 27, 600),
-        Attempt("7", "COMPLETED", "node[1,3]", _local(_at("00:00:50")), _local(_at("00:01:00")), "0:0", 10, 600),
-    ]
-    status = _job(tmp_path, out, attempts, submitted=_at("00:00:00"))
-    steps = [_step(n, _at("00:00:20") + n, 0, 0) for n in range(1, 5)]
-    steps += [_step(n, _at("00:00:30") + n - 2, 0, 1) for n in range(3, 7)]
-    steps += [_step(n, _at("00:00:55") + n - 4, 1, 0) for n in range(5, 9)]
-    saved = [EventRecord("checkpoint_saving", time=_at("00:00:34") + 0.2, job_id="7", restart=0, round=1),
-             EventRecord("checkpoint_completed", time=_at("00:00:34") + 0.7, job_id="7", restart=0, round=1)]
     ledger = build(
-        [*steps, *saved], [status], {"7": out.splitlines()}, {("7", 0, 0): _at("00:00:25")}, 2, "node", now=_at("00:02:00"),
+        records, [status], {"7": out.splitlines()}, {("7", 0, 0): _at("00:00:25")}, 2, "node", now=_at("00:02:00"),
         decisions={"7": decisions},
     )
     assert sum(ledger.seconds.values()) == pytest.approx(60)
