@@ -1,7 +1,8 @@
 """`hyperlaunch goodput` on a real training: a crashed rank, a hung rank and a killed node in one
 job; every part of the ledger is there, the parts add up to the wall time, and the steps it
 counts as recomputed are the steps the metrics hold twice. The supervisor's decision records
-name each restart with the times of its phases, and `status --json` carries the ledger."""
+name each restart with the times of its phases, and `status --json` carries the ledger. A
+`resume` of the training makes one ledger of both jobs."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.decision_records import read_decisions
-from tests.support.devcluster_helpers import DevCluster
-from tests.support.fault_helpers import kill_a_node_of, revive, submit
+from tests.support.devcluster_helpers import DevCluster, importable_tests_env
+from tests.support.fault_helpers import FAULTY_CLI, Job, kill_a_node_of, revive, submit
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +66,19 @@ def test_a_crash_a_hang_and_a_node_kill_are_each_a_row_and_the_parts_add_up(dev_
     assert crash.next_round_started and hang.next_round_started and lost.requeue_asked, decisions
     assert crash.error_line, "the crashed rank's error, read from the round's output"
     assert lost.nodes_out == (victim,) and lost.action == "requeue", lost
+
+    # `resume` of the training, a few steps further: its ledger is the lineage's, both jobs.
+    resumed = dev_cluster.hyperlaunch(
+        "resume", job.job_id, "--max-steps", "44", "--json", cwd=tmp_path, extra_env=importable_tests_env(), module=FAULTY_CLI,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    second = Job(dev_cluster, tmp_path, json.loads(resumed.stdout)["job_id"])
+    assert second.wait_final()["state"] == "COMPLETED"
+    shown = dev_cluster.hyperlaunch("goodput", second.job_id, "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lineage = json.loads(shown.stdout)
+    assert lineage["jobs"] == [job.job_id, second.job_id] and lineage["start"] == ledger["start"], lineage
+    assert abs(sum(p["seconds"] for p in lineage["parts"].values()) - lineage["wall_s"]) < 1
+    assert lineage["parts"]["between jobs"]["seconds"] > 0 and lineage["wall_s"] > ledger["wall_s"]
+    assert [r["cause"].split(" ")[0] for r in lineage["restarts"]][:3] == ["crash", "hang", "node"]
+    assert lineage["restarts"][-1]["cause"].startswith(f"resume of job {job.job_id}"), lineage["restarts"]
