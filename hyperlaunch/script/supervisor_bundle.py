@@ -37,6 +37,7 @@ BUNDLED_MODULES = (
     "core/decision_records.py",
     "core/error_lines.py",
     "core/errors.py",
+    "core/metrics_reader.py",
     "core/metrics_records.py",
     "core/paths.py",
     "core/protocol.py",
