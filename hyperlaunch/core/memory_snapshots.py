@@ -1,0 +1,163 @@
+"""Memory snapshots: the rules the keepers (hyperlaunch.supervisor.keeper), the ranks that hand
+them their state (hyperlaunch.runtime.keeper_client) and the supervisor that picks a snapshot to
+restore all obey.
+
+A snapshot of step S is each rank's own part of the training state at S (its shards of the
+model and optimizer, its RNG and data position), bytes the rank serialized. Each node runs one
+keeper that holds its own ranks' parts and, once it has all of them for a step, sends a replica
+to its peer: the next node of the ring the round's nodes make (node1 -> node2 -> ... -> node1).
+Losing a node, or any set of nodes none of which is another's peer, leaves every part of the
+newest snapshot on a surviving node. A step counts only where every node's every rank is held,
+by that node or by its peer: a restore never mixes steps.
+
+The wire: one JSON header line (`op` and its fields), then `size` bytes of payload where the
+header has one; each request gets one JSON line back, then the payload it names.
+
+Standard library only, Python 3.8 or later: the keeper runs on the compute node's python3."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from hyperlaunch.core.protocol import json_object
+
+PUT = "put"
+"""Store one rank's part of a step: `owner` (the node whose rank it is), `step`, `rank`, `size`."""
+GET = "get"
+"""Send back one part: `owner`, `step`, `rank`."""
+HOLDINGS = "holdings"
+"""What the keeper holds: {"node", "held": {owner: {step: [ranks]}}, "bytes"}."""
+HEADER_LIMIT = 64 * 1024
+"""The longest header line a keeper reads."""
+
+if TYPE_CHECKING:  # an alias of collections.abc generics, which Python 3.8 cannot subscript at run time
+    Held = Mapping[str, Mapping[int, Iterable[int]]]
+    """What one keeper holds: owner node -> step -> the ranks whose parts it has."""
+
+
+def ring_peers(nodes: Sequence[str]) -> dict[str, str]:
+    """Each node's peer, the node that holds its replica: the next one in the ring. None for a
+    node alone: it has no peer."""
+    if len(nodes) < 2:
+        return {}
+    return {node: nodes[(index + 1) % len(nodes)] for index, node in enumerate(nodes)}
+
+
+@dataclass(frozen=True)
+class Restore:
+    """The snapshot to restore and where each node's parts are read."""
+
+    step: int
+    source: Mapping[str, str]
+    """Owner node -> the node whose keeper holds its parts (itself where it survived, else its peer)."""
+
+
+def newest_restorable(held_by: Mapping[str, Held], ranks_of: Mapping[str, Sequence[int]]) -> Restore | None:
+    """The newest step whose every part is held by a keeper that answered (`held_by`: keeper node
+    -> what it holds), for the nodes and ranks of the round that snapshotted it (`ranks_of`: owner
+    node -> its ranks); an owner's own keeper first, else any other that holds its parts (its
+    peer). None where no step is whole: the disk checkpoint, as before memory snapshots."""
+    if not ranks_of:
+        return None
+    candidates: set[int] = set()
+    for held in held_by.values():
+        for steps in held.values():
+            candidates.update(steps)
+    for step in sorted(candidates, reverse=True):
+        source = {}
+        for owner, ranks in ranks_of.items():
+            holder = _holder(held_by, owner, step, set(ranks))
+            if holder is None:
+                break
+            source[owner] = holder
+        else:
+            return Restore(step, source)
+    return None
+
+
+def _holder(held_by: Mapping[str, Held], owner: str, step: int, ranks: set[int]) -> str | None:
+    order = ([owner] if owner in held_by else []) + sorted(k for k in held_by if k != owner)
+    for keeper in order:
+        if ranks <= set(held_by[keeper].get(owner, {}).get(step, ())):
+            return keeper
+    return None
+
+
+def header(op: str, **fields: object) -> bytes:
+    """A request's or an answer's header line."""
+    return (json.dumps({"op": op, **fields}, sort_keys=True) + "\n").encode("utf-8")
+
+
+class Readable(Protocol):
+    """A socket's file, as a keeper and its clients read it."""
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_header(stream: Readable) -> dict[str, object] | None:
+    """The next header line from a socket's file; None at its end, or for a line that is no
+    header (too long, not JSON)."""
+    line = stream.readline(HEADER_LIMIT + 1)
+    if not line or len(line) > HEADER_LIMIT or not line.endswith(b"\n"):
+        return None
+    return json_object(line)
+
+
+def read_payload(stream: Readable, size: int) -> bytes | None:
+    """`size` bytes, None where the stream ends first."""
+    data = stream.read(size) if size > 0 else b""
+    return data if len(data) == size else None
+
+
+def _request(address: tuple[str, int], op: str, payload: bytes = b"", timeout: float = 60.0, **fields: object) -> tuple[dict[str, object], bytes]:
+    """One request to a keeper and its answer (header, payload). OSError where the keeper cannot
+    be reached or answers with no header; KeeperRefused where it refuses."""
+    with socket.create_connection(address, timeout=timeout) as connection:
+        connection.sendall(header(op, **fields, size=len(payload)))
+        if payload:
+            connection.sendall(payload)
+        stream = connection.makefile("rb")
+        answer = read_header(stream)
+        if answer is None:
+            raise OSError(f"keeper {address[0]}:{address[1]} gave no answer to {op}")
+        if answer.get("error"):
+            raise KeeperRefused(str(answer["error"]))
+        size = answer.get("size")
+        data = read_payload(stream, size) if isinstance(size, int) and size > 0 else b""
+        if data is None:
+            raise OSError(f"keeper {address[0]}:{address[1]} ended its answer to {op} early")
+        return answer, data
+
+
+class KeeperRefused(Exception):
+    """A keeper refused a request (no room in its budget, an unknown part)."""
+
+
+def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], data: bytes) -> None:
+    """Hand one rank's part of a step to a keeper: its own node's (owner = that node), or, from
+    a keeper, its peer's replica. `ranks`: every rank of the owner node, so the keeper knows when
+    it has the whole step."""
+    _request(address, PUT, data, owner=owner, step=step, rank=rank, ranks=list(ranks))
+
+
+def get_part(address: tuple[str, int], owner: str, step: int, rank: int) -> bytes:
+    """One rank's part of a step, from the keeper holding it; KeeperRefused where it holds none."""
+    return _request(address, GET, owner=owner, step=step, rank=rank)[1]
+
+
+def holdings(address: tuple[str, int], timeout: float = 5.0) -> Held:
+    """What a keeper holds (owner -> step -> ranks); OSError where it does not answer."""
+    answer = _request(address, HOLDINGS, timeout=timeout)[0]
+    held = answer.get("held")
+    if not isinstance(held, dict):
+        return {}
+    return {
+        str(owner): {int(step): [int(r) for r in ranks] for step, ranks in steps.items() if str(step).isdigit() and isinstance(ranks, list)}
+        for owner, steps in held.items() if isinstance(steps, dict)
+    }

@@ -1,0 +1,119 @@
+"""The keeper (hyperlaunch.supervisor.keeper): what it keeps, and three of them as the processes a
+job's nodes run, on loopback: parts handed over, replicated to the peer once a step is whole,
+read back after a node's keeper was killed, and nothing to restore once a node and its peer are
+both gone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hyperlaunch.core.memory_snapshots import (
+    KeeperRefused,
+    Restore,
+    get_part,
+    holdings,
+    newest_restorable,
+    put_part,
+    ring_peers,
+)
+from hyperlaunch.supervisor.keeper import Store
+from tests.support.free_port import free_port
+
+
+def _part(step: int, rank: int, size: int = 1000) -> bytes:
+    return bytes([(step + rank) % 251]) * size
+
+
+def test_a_store_keeps_the_newest_whole_steps_and_hands_each_whole_step_over_once() -> None:
+    store = Store("node1", keep=2)
+    assert store.put("node1", 10, 0, [0, 1], _part(10, 0)) == []
+    assert store.put("node1", 10, 1, [0, 1], _part(10, 1)) == [(10, 0, _part(10, 0)), (10, 1, _part(10, 1))]
+    assert store.put("node1", 10, 1, [0, 1], _part(10, 1)) == [], "a step is replicated once"
+    for step in (20, 30):
+        store.put("node1", step, 0, [0, 1], _part(step, 0))
+        store.put("node1", step, 1, [0, 1], _part(step, 1))
+    store.put("node1", 40, 0, [0, 1], _part(40, 0))
+    assert store.held() == {"node1": {20: [0, 1], 30: [0, 1], 40: [0]}}, "two whole steps and the one arriving"
+    store.put("node2", 30, 2, [2, 3], _part(30, 2))
+    assert store.put("node2", 30, 3, [2, 3], _part(30, 3)) == [], "a peer's replica is not sent on"
+    assert store.get("node2", 30, 3) == _part(30, 3) and store.get("node2", 20, 3) is None
+
+
+def test_a_part_past_the_budget_is_refused_after_older_steps_made_room() -> None:
+    store = Store("node1", keep=2, max_bytes=4000)
+    for step in (10, 20):
+        store.put("node1", step, 0, [0, 1], _part(step, 0))
+        store.put("node1", step, 1, [0, 1], _part(step, 1))
+    assert store.put("node1", 30, 0, [0, 1], _part(30, 0)) == [], "step 10 gave way"
+    assert store.held() == {"node1": {20: [0, 1], 30: [0]}}
+    assert store.put("node1", 30, 1, [0, 1], _part(30, 1, size=3000)) is None, "the newest whole step stays"
+    assert store.held() == {"node1": {20: [0, 1], 30: [0]}}
+
+
+_RANKS = {"node1": [0, 1], "node2": [2, 3], "node3": [4, 5]}
+
+
+@pytest.fixture()
+def keepers() -> Iterator[dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]]:
+    """Three keepers on loopback in a ring, as the nodes node1-node3 would run them."""
+    ports = {node: free_port() for node in _RANKS}
+    peers = ring_peers(list(_RANKS))
+    started = {}
+    for node, port in ports.items():
+        argv = [sys.executable, "-m", "hyperlaunch.supervisor.keeper", "--node", node, "--host", "127.0.0.1",
+                "--port", str(port), "--peer", f"127.0.0.1:{ports[peers[node]]}"]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdout is not None and b"listening" in process.stdout.readline()
+        started[node] = (process, ("127.0.0.1", port))
+    yield started
+    for process, _ in started.values():
+        process.kill()
+        process.wait()
+
+
+def _held(keepers: dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]) -> dict[str, object]:
+    found = {}
+    for node, (process, address) in keepers.items():
+        if process.poll() is None:
+            found[node] = holdings(address)
+    return found
+
+
+def _until(predicate: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_keepers_replicate_to_their_peer_and_a_lost_node_is_read_from_it(keepers: dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]) -> None:
+    for step in (10, 20):
+        for node, ranks in _RANKS.items():
+            for rank in ranks:
+                if (step, rank) != (20, 5):  # rank 5 died before it handed step 20 over
+                    put_part(keepers[node][1], node, step, rank, ranks, _part(step, rank, 100_000))
+    expected = Restore(10, {"node1": "node1", "node2": "node2", "node3": "node3"})
+    _until(lambda: newest_restorable(_held(keepers), _RANKS) == expected and all(  # type: ignore[arg-type]
+        len(held) == 2 for held in _held(keepers).values()  # type: ignore[arg-type]
+    ))
+    assert holdings(keepers["node3"][1])["node2"] == {10: [2, 3], 20: [2, 3]}, "node2's replica, both whole steps"
+
+    process, _ = keepers["node2"]
+    process.kill()
+    process.wait()
+    restore = newest_restorable(_held(keepers), _RANKS)  # type: ignore[arg-type]
+    assert restore == Restore(10, {"node1": "node1", "node2": "node3", "node3": "node3"})
+    assert get_part(keepers["node3"][1], "node2", 10, 3) == _part(10, 3, 100_000), "node2's rank 3, from its peer"
+    with pytest.raises(KeeperRefused, match="no part of step 30 rank 0 of node1"):
+        get_part(keepers["node1"][1], "node1", 30, 0)
+
+    process, _ = keepers["node3"]
+    process.kill()
+    process.wait()
+    assert newest_restorable(_held(keepers), _RANKS) is None, "node2 and its peer node3 both gone: the disk checkpoint"
