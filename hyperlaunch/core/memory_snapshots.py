@@ -34,9 +34,11 @@ HOLDINGS = "holdings"
 HEADER_LIMIT = 64 * 1024
 """The longest header line a keeper reads."""
 
-if TYPE_CHECKING:  # an alias of collections.abc generics, which Python 3.8 cannot subscript at run time
+if TYPE_CHECKING:  # aliases Python 3.8 cannot build at run time (collections.abc generics, `|`)
     Held = Mapping[str, Mapping[int, Iterable[int]]]
     """What one keeper holds: owner node -> step -> the ranks whose parts it has."""
+    Payload = bytes | bytearray
+    """A part's bytes: read into one buffer (read_payload), never copied again."""
 
 
 def ring_peers(nodes: Sequence[str]) -> dict[str, str]:
@@ -97,7 +99,7 @@ class Readable(Protocol):
 
     def readline(self, size: int = -1, /) -> bytes: ...
 
-    def read(self, size: int = -1, /) -> bytes: ...
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
 
 
 def read_header(stream: Readable) -> dict[str, object] | None:
@@ -109,13 +111,20 @@ def read_header(stream: Readable) -> dict[str, object] | None:
     return json_object(line)
 
 
-def read_payload(stream: Readable, size: int) -> bytes | None:
-    """`size` bytes, None where the stream ends first."""
-    data = stream.read(size) if size > 0 else b""
-    return data if len(data) == size else None
+def read_payload(stream: Readable, size: int) -> bytearray | None:
+    """`size` bytes, None where the stream ends first. Read into one buffer of that size: a
+    part is the rank's whole state, and joining chunks would copy it again."""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        count = stream.readinto(view[got:])
+        if not count:
+            return None
+        got += count
+    return buffer
 
 
-def _request(address: tuple[str, int], op: str, payload: bytes = b"", timeout: float = 60.0, **fields: object) -> tuple[dict[str, object], bytes]:
+def _request(address: tuple[str, int], op: str, payload: Payload = b"", timeout: float = 60.0, **fields: object) -> tuple[dict[str, object], Payload]:
     """One request to a keeper and its answer (header, payload). OSError where the keeper cannot
     be reached or answers with no header; KeeperRefused where it refuses."""
     with socket.create_connection(address, timeout=timeout) as connection:
@@ -139,14 +148,14 @@ class KeeperRefused(Exception):
     """A keeper refused a request (no room in its budget, an unknown part)."""
 
 
-def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], data: bytes) -> None:
+def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], data: Payload) -> None:
     """Hand one rank's part of a step to a keeper: its own node's (owner = that node), or, from
     a keeper, its peer's replica. `ranks`: every rank of the owner node, so the keeper knows when
     it has the whole step."""
     _request(address, PUT, data, owner=owner, step=step, rank=rank, ranks=list(ranks))
 
 
-def get_part(address: tuple[str, int], owner: str, step: int, rank: int) -> bytes:
+def get_part(address: tuple[str, int], owner: str, step: int, rank: int) -> Payload:
     """One rank's part of a step, from the keeper holding it; KeeperRefused where it holds none."""
     return _request(address, GET, owner=owner, step=step, rank=rank)[1]
 

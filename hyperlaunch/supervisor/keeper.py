@@ -22,8 +22,12 @@ import socketserver
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hyperlaunch.core.memory_snapshots import GET, HOLDINGS, PUT, header, put_part, read_header, read_payload
+
+if TYPE_CHECKING:
+    from hyperlaunch.core.memory_snapshots import Payload
 
 KEEP = 2
 """Whole steps kept for each owner: the newest, and the one before while a newer one arrives."""
@@ -36,7 +40,7 @@ class Store:
         self.node = node
         self.keep = keep
         self.max_bytes = max_bytes
-        self.parts: dict[tuple[str, int, int], bytes] = {}
+        self.parts: dict[tuple[str, int, int], Payload] = {}
         self.ranks_of: dict[str, frozenset[int]] = {}
         """Every rank of each owner node, as its parts said."""
         self.sent: set[int] = set()
@@ -48,7 +52,7 @@ class Store:
         """Bytes held."""
         return sum(len(data) for data in self.parts.values())
 
-    def put(self, owner: str, step: int, rank: int, ranks: Sequence[int], data: bytes) -> list[tuple[int, int, bytes]] | None:
+    def put(self, owner: str, step: int, rank: int, ranks: Sequence[int], data: Payload) -> list[tuple[int, int, Payload]] | None:
         """Store a part; None where the budget has no room for it. The parts of this node's step
         to replicate, once this one made it whole (each step once), else []."""
         with self.lock:
@@ -64,7 +68,7 @@ class Store:
             self.sent.add(step)
             return [(step, r, self.parts[(owner, step, r)]) for r in sorted(self.ranks_of[owner])]
 
-    def get(self, owner: str, step: int, rank: int) -> bytes | None:
+    def get(self, owner: str, step: int, rank: int) -> Payload | None:
         with self.lock:
             return self.parts.get((owner, step, rank))
 
@@ -104,10 +108,10 @@ class Replicator:
     def __init__(self, node: str, peer: tuple[str, int] | None) -> None:
         self.node = node
         self.peer = peer
-        self.queue: queue.Queue[tuple[int, int, frozenset[int], bytes]] = queue.Queue()
+        self.queue: queue.Queue[tuple[int, int, frozenset[int], Payload]] = queue.Queue()
         threading.Thread(target=self._run, name="replicate", daemon=True).start()
 
-    def send(self, step: int, parts: Sequence[tuple[int, int, bytes]], ranks: frozenset[int]) -> None:
+    def send(self, step: int, parts: Sequence[tuple[int, int, Payload]], ranks: frozenset[int]) -> None:
         for _, rank, data in parts:
             self.queue.put((step, rank, ranks, data))
 
