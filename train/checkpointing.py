@@ -26,10 +26,11 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
+from torch.distributed.checkpoint.storage import StorageReader
 from torch.optim.lr_scheduler import LRScheduler
 
 from hyperlaunch.core import checkpoint_integrity as integrity
@@ -155,7 +156,9 @@ class Checkpointer:
 
     # -- saving -----------------------------------------------------------------------------
 
-    def _state(self, train: TrainState) -> dict[str, Any]:
+    def state(self, train: TrainState) -> dict[str, Any]:
+        """The whole training state at `train.step`, as a checkpoint holds it (every rank
+        gathers every rank's RNG state: a collective)."""
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
         # Every rank's RNG state, gathered so any rank count can read it back as one object.
         rng_all: list[Any] = [None] * self.d.world_size
@@ -185,7 +188,7 @@ class Checkpointer:
         if verdict[0] is not None:
             full, text = verdict[0]
             raise DiskFull(text) if full else RuntimeError(text)
-        state = self._state(train)
+        state = self.state(train)
         self.metrics.event(TrainerEvent.CHECKPOINT_SAVING, f"saving checkpoint {path.name}", step=step, path=str(path))
         writer = _Writer(path, step, self.hooks)
         save = _Save(step=step, path=path, started=started, needed_bytes=int(verdict[1]))
@@ -367,10 +370,8 @@ class Checkpointer:
             raise CheckpointError(
                 f"checkpoint {path} has another architecture than model {self.spec.name!r}"
             )
-        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
-        state: dict[str, Any] = {"model": model_sd, "optim": optim_sd, "scheduler": "", "train": "", "rng": b""}
         try:
-            dcp.load(state, checkpoint_id=str(path))
+            train = self.load_state(FileSystemReader(str(path)))
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as err:  # DCP's CheckpointException is a BaseException
@@ -378,14 +379,26 @@ class Checkpointer:
             if typed is None:
                 raise
             raise typed from err
+        self.last_saved_step = train.step
+        if self.d.is_main:  # only rank 0 checks the room (and tells the others)
+            self._checkpoint_bytes = rules.dir_size(path)
+        return train
+
+    def empty_state(self) -> dict[str, Any]:
+        """The state a load fills in: this run's model and optimizer shards, and placeholders."""
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+        return {"model": model_sd, "optim": optim_sd, "scheduler": "", "train": "", "rng": b""}
+
+    def load_state(self, reader: StorageReader, state: dict[str, Any] | None = None) -> TrainState:
+        """Load the training state `reader` holds (a checkpoint folder's, a memory snapshot's)
+        into the model, optimizer, schedule and RNG; `state`: the empty state, made already."""
+        state = self.empty_state() if state is None else state
+        dcp.load(state, storage_reader=reader)
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(json.loads(_as_text(state["scheduler"])))
         follow_schedule(self.scheduler)
         saved = json.loads(_as_text(state["train"]))
         self._restore_rng(_as_bytes(state["rng"]), int(saved["world_size"]))
-        self.last_saved_step = int(saved["step"])
-        if self.d.is_main:  # only rank 0 checks the room (and tells the others)
-            self._checkpoint_bytes = rules.dir_size(path)
         return TrainState(
             step=int(saved["step"]),
             tokens_seen=int(saved["tokens_seen"]),
