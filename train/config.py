@@ -78,6 +78,11 @@ class TrainConfig:
     async_checkpoint: bool = option(
         False, group="checkpoints", help="write checkpoints in the background; the pointer moves when they are complete"
     )
+    memory_checkpoint_every: int = option(
+        0, group="checkpoints",
+        help="also snapshot the state every N steps into the memory of the node's keeper, where HYPERLAUNCH_MEMORY_SNAPSHOTS "
+        "names the keepers (a job does not start them yet); a round told to restore one loads it from there (0: off)",
+    )
     from_scratch: bool = option(False, group="checkpoints", help="ignore existing checkpoints (never deletes them)")
     resume_from: Path | None = option(None, group="checkpoints", help="load this checkpoint directory instead of following the pointer")
     export: bool = option(
@@ -206,6 +211,7 @@ class TrainConfig:
         for flag, value in (
             ("--keep-last", self.keep_last),
             ("--export-every", self.export_every),
+            ("--memory-checkpoint-every", self.memory_checkpoint_every),
             ("--prefetch", self.prefetch),
             ("--val-every", self.val_every),
             ("--warmup-steps", self.warmup_steps),

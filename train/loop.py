@@ -28,6 +28,7 @@ from .checkpointing import Checkpointer
 from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
+from .memory_snapshot import MemorySnapshots
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
 from .state import TrainState
 
@@ -112,6 +113,8 @@ class Trainer:
     watchdog: HangWatchdog = NO_WATCHDOG
     read_late: bool = False
     """Read each step's figures once the next step is queued (GPU), not at once (CPU)."""
+    snapshots: MemorySnapshots | None = None
+    """Memory snapshots every --memory-checkpoint-every steps, where the job runs keepers."""
     _unread: _Unread | None = field(default=None, init=False, repr=False)
     _clock: _StepClock | None = field(default=None, init=False, repr=False)
 
@@ -287,6 +290,10 @@ class Trainer:
             self.checkpointer.poll()
             if stop:
                 return self._stop_and_save(state)
+            if self.snapshots is not None and self.snapshots.due(state.step):
+                with watchdog.allowance(Phase.CHECKPOINT):
+                    self.snapshots.take(state)
+                self._clock.restart()
             if saving:
                 with watchdog.allowance(Phase.CHECKPOINT):
                     self.checkpointer.save(state)

@@ -18,6 +18,7 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import gpu_memory, recommend
 from hyperlaunch.core.checkpoint_resume import ResumeChoice
 from hyperlaunch.core.errors import DiskFull, InvalidInput
+from hyperlaunch.core.memory_snapshots import RESTORE_ENV, SNAPSHOTS_ENV, Layout, parse_restore
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.core.trackers import Ending
@@ -37,6 +38,7 @@ from .hf_export import export_checkpoint
 from .hooks import NO_HOOKS, TrainerHooks
 from .host_memory import return_freed_memory
 from .loop import Trainer
+from .memory_snapshot import MemorySnapshots, scratch_dir
 from .metrics import MetricsLog, warn
 from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
 from .optim import build_optimizer, build_scheduler
@@ -274,7 +276,12 @@ def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: Train
     )
     state = TrainState()
     built = time.time()
-    if resume.path is not None:
+    snapshots = memory_snapshots(cfg, checkpointer, d, metrics)
+    restore = parse_restore(os.environ.get(RESTORE_ENV, "")) if snapshots is not None else None
+    if restore is not None and snapshots is not None:
+        step, sources, taken = restore
+        state = snapshots.restore(step, sources, taken)
+    elif resume.path is not None:
         state = checkpointer.load(resume.path)
     startup = {
         "process_start": STARTED_AT,
@@ -283,7 +290,12 @@ def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: Train
         "build_s": built - build_started,
         "load_s": time.time() - built,
     }
-    if resume.path is not None:
+    if restore is not None:
+        metrics.event(
+            TrainerEvent.RESUMED, f"resumed from step {state.step} (the memory snapshot) on {d.world_size} rank(s)",
+            step=state.step, source="memory", world_size=d.world_size, sharding=sharding_info, startup=startup, data=data_info,
+        )
+    elif resume.path is not None:
         metrics.event(
             TrainerEvent.RESUMED, f"resumed from step {state.step} ({resume.path.name}) on {d.world_size} rank(s)",
             step=state.step, path=str(resume.path), world_size=d.world_size, sharding=sharding_info,
@@ -307,5 +319,16 @@ def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: Train
         prefetch=cfg.prefetch, mixed_precision=mixed_precision, hooks=hooks, read_late=d.device.type == "cuda",
         watchdog=HangWatchdog(HangLimits(cfg.hang_timeout, cfg.hang_floor), rank=d.rank, metrics=metrics)
         if cfg.hang_timeout else NO_WATCHDOG,
+        snapshots=snapshots,
     )
     return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)
+
+
+def memory_snapshots(cfg: TrainConfig, checkpointer: Checkpointer, d: Dist, metrics: MetricsLog) -> MemorySnapshots | None:
+    """This rank's side of the memory snapshots where the job runs keepers (it tells where in
+    SNAPSHOTS_ENV): taken every --memory-checkpoint-every steps (0: none), and one restored where
+    RESTORE_ENV names it. None without keepers: nothing is kept in memory."""
+    layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
+    if layout is None or layout.node_of(d.rank) is None:
+        return None
+    return MemorySnapshots(checkpointer, layout, cfg.memory_checkpoint_every, d.rank, scratch_dir(os.environ.get("SLURM_JOB_ID", "")), metrics)

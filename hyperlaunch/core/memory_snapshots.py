@@ -28,7 +28,7 @@ from hyperlaunch.core.protocol import json_object
 PUT = "put"
 """Store one rank's part of a step: `owner` (the node whose rank it is), `step`, `rank`, `size`."""
 GET = "get"
-"""Send back one part: `owner`, `step`, `rank`."""
+"""Send back one part, `owner`, `step`, `rank`: all of it, or `length` bytes from `offset`."""
 HOLDINGS = "holdings"
 """What the keeper holds: {"node", "held": {owner: {step: [ranks]}}, "bytes"}."""
 HEADER_LIMIT = 64 * 1024
@@ -124,13 +124,16 @@ def read_payload(stream: Readable, size: int) -> bytearray | None:
     return buffer
 
 
-def _request(address: tuple[str, int], op: str, payload: Payload = b"", timeout: float = 60.0, **fields: object) -> tuple[dict[str, object], Payload]:
-    """One request to a keeper and its answer (header, payload). OSError where the keeper cannot
-    be reached or answers with no header; KeeperRefused where it refuses."""
+def _request(
+    address: tuple[str, int], op: str, *, payload: Sequence[Payload] = (), timeout: float = 60.0, **fields: object
+) -> tuple[dict[str, object], Payload]:
+    """One request to a keeper and its answer (header, payload). The payload's pieces are sent
+    one after another, never joined. OSError where the keeper cannot be reached or answers with
+    no header; KeeperRefused where it refuses."""
     with socket.create_connection(address, timeout=timeout) as connection:
-        connection.sendall(header(op, **fields, size=len(payload)))
-        if payload:
-            connection.sendall(payload)
+        connection.sendall(header(op, **fields, size=sum(len(piece) for piece in payload)))
+        for piece in payload:
+            connection.sendall(piece)
         stream = connection.makefile("rb")
         answer = read_header(stream)
         if answer is None:
@@ -148,16 +151,19 @@ class KeeperRefused(Exception):
     """A keeper refused a request (no room in its budget, an unknown part)."""
 
 
-def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], data: Payload) -> None:
-    """Hand one rank's part of a step to a keeper: its own node's (owner = that node), or, from
-    a keeper, its peer's replica. `ranks`: every rank of the owner node, so the keeper knows when
-    it has the whole step."""
-    _request(address, PUT, data, owner=owner, step=step, rank=rank, ranks=list(ranks))
+def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], *pieces: Payload) -> None:
+    """Hand one rank's part of a step (its `pieces`, in order) to a keeper: its own node's (owner
+    = that node), or, from a keeper, its peer's replica. `ranks`: every rank of the owner node, so
+    the keeper knows when it has the whole step."""
+    _request(address, PUT, payload=pieces, owner=owner, step=step, rank=rank, ranks=list(ranks))
 
 
-def get_part(address: tuple[str, int], owner: str, step: int, rank: int) -> Payload:
-    """One rank's part of a step, from the keeper holding it; KeeperRefused where it holds none."""
-    return _request(address, GET, owner=owner, step=step, rank=rank)[1]
+def get_part(address: tuple[str, int], owner: str, step: int, rank: int, offset: int = 0, length: int | None = None) -> Payload:
+    """One rank's part of a step (or `length` bytes of it from `offset`), from the keeper
+    holding it; KeeperRefused where it holds none."""
+    if length is None:
+        return _request(address, GET, owner=owner, step=step, rank=rank)[1]
+    return _request(address, GET, owner=owner, step=step, rank=rank, offset=offset, length=length)[1]
 
 
 def holdings(address: tuple[str, int], timeout: float = 5.0) -> Held:
@@ -170,3 +176,99 @@ def holdings(address: tuple[str, int], timeout: float = 5.0) -> Held:
         str(owner): {int(step): [int(r) for r in ranks] for step, ranks in steps.items() if str(step).isdigit() and isinstance(ranks, list)}
         for owner, steps in held.items() if isinstance(steps, dict)
     }
+
+
+SNAPSHOTS_ENV = "HYPERLAUNCH_MEMORY_SNAPSHOTS"
+"""The round's keepers, for its trainers (Layout, as JSON): each rank hands its part of every
+snapshot to its node's keeper."""
+RESTORE_ENV = "HYPERLAUNCH_MEMORY_RESTORE"
+"""The snapshot a round restores (Restore with the layout of the round that took it, as JSON),
+set only where one is whole: the trainers load it instead of the disk checkpoint."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which node each rank ran on, and where each node's keeper listens."""
+
+    ranks_of: Mapping[str, Sequence[int]]
+    """Node -> its ranks, as torchrun numbered them in the round."""
+    keepers: Mapping[str, str]
+    """Node -> its keeper's HOST:PORT."""
+
+    def node_of(self, rank: int) -> str | None:
+        return next((node for node, ranks in self.ranks_of.items() if rank in ranks), None)
+
+    def to_json(self) -> str:
+        return json.dumps({"ranks_of": {n: list(r) for n, r in self.ranks_of.items()}, "keepers": dict(self.keepers)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Layout | None:
+        data = json_object(text)
+        if data is None:
+            return None
+        ranks_of, keepers = data.get("ranks_of"), data.get("keepers")
+        if not isinstance(ranks_of, dict) or not isinstance(keepers, dict):
+            return None
+        return cls(
+            {str(n): [int(r) for r in ranks if isinstance(r, int)] for n, ranks in ranks_of.items() if isinstance(ranks, list)},
+            {str(n): str(a) for n, a in keepers.items() if isinstance(a, str)},
+        )
+
+
+def address(text: str) -> tuple[str, int]:
+    """A keeper's `HOST:PORT` as a socket address; ValueError for anything else."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{text!r} is no HOST:PORT")
+    return host, int(port)
+
+
+PART_HEAD_BYTES = 4096
+"""A part made of files begins with its head, padded to this size: a reader fetches it before
+it knows where the files lie in the part."""
+
+
+def pack_files(files: Mapping[str, int]) -> bytes:
+    """The head of a part made of files: one JSON line naming each file and its size, in the
+    order their bytes follow it, padded to PART_HEAD_BYTES. ValueError where the names do not fit."""
+    line = json.dumps({"files": [[name, size] for name, size in files.items()]}).encode("utf-8")
+    if len(line) >= PART_HEAD_BYTES:
+        raise ValueError(f"{len(files)} file names do not fit a part's head of {PART_HEAD_BYTES} bytes")
+    return line.ljust(PART_HEAD_BYTES - 1) + b"\n"
+
+
+def unpack_files(head: bytes) -> dict[str, tuple[int, int]] | None:
+    """Each file of a part, from its head (its first line, as pack_files wrote it): name ->
+    (offset in the part, size). None where the part has no such head."""
+    line, newline, _ = bytes(head).partition(b"\n")
+    data = json_object(line) if newline else None  # json reads past the padding
+    listed = data.get("files") if data is not None else None
+    if not isinstance(listed, list):
+        return None
+    found, offset = {}, len(line) + 1
+    for entry in listed:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int)):
+            return None
+        found[entry[0]] = (offset, entry[1])
+        offset += entry[1]
+    return found
+
+
+def restore_json(restore: Restore, taken: Layout) -> str:
+    """RESTORE_ENV's value: the step, the keeper (HOST:PORT) that holds each node's parts, and
+    the layout of the round that took the snapshot."""
+    sources = {owner: taken.keepers[holder] for owner, holder in restore.source.items()}
+    return json.dumps({"step": restore.step, "sources": sources, "taken": json.loads(taken.to_json())}, sort_keys=True)
+
+
+def parse_restore(text: str) -> tuple[int, dict[str, str], Layout] | None:
+    """RESTORE_ENV's value read back: (step, node -> HOST:PORT of the keeper holding its parts,
+    the layout of the round that took it); None where it names none."""
+    data = json_object(text)
+    if data is None:
+        return None
+    step, sources, taken = data.get("step"), data.get("sources"), data.get("taken")
+    layout = Layout.from_json(json.dumps(taken)) if isinstance(taken, dict) else None
+    if not isinstance(step, int) or not isinstance(sources, dict) or layout is None:
+        return None
+    return step, {str(k): str(v) for k, v in sources.items()}, layout

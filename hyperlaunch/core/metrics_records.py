@@ -39,6 +39,8 @@ class TrainerEvent(str, enum.Enum):
     EXPORTED = "exported"
     EXPORT_FAILED = "export_failed"
     EXIT = "exit"
+    MEMORY_SNAPSHOT_FAILED = "memory_snapshot_failed"
+    """A keeper refused a memory snapshot's part or could not be reached (told once a rank): disk checkpoints go on."""
 
 
 @dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8

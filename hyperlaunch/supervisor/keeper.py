@@ -147,9 +147,13 @@ class _Handler(socketserver.StreamRequestHandler):
             data = self.server.store.get(owner, step, rank)
             if data is None:
                 self._answer(error=f"no part of step {step} rank {rank} of {owner} here")
-            else:
-                self._answer(size=len(data))
-                self.wfile.write(data)
+                return
+            offset, length = request.get("offset", 0), request.get("length", len(data))
+            if not isinstance(offset, int) or not isinstance(length, int) or not 0 <= offset <= offset + length <= len(data):
+                self._answer(error=f"bytes {offset}+{length} are not inside the part's {len(data)}")
+                return
+            self._answer(size=length)
+            self.wfile.write(memoryview(data)[offset : offset + length])
         else:
             self._answer(error=f"unknown op {op!r}: put, get or holdings")
 
