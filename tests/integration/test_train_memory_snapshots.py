@@ -6,11 +6,8 @@ undisturbed run does."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,42 +15,26 @@ from hyperlaunch.core.memory_snapshots import (
     RESTORE_ENV,
     SNAPSHOTS_ENV,
     Layout,
-    address,
-    holdings,
     newest_restorable,
     restore_json,
 )
-from tests.support.free_port import free_port
-
-if TYPE_CHECKING:
-    from hyperlaunch.core.memory_snapshots import Held
+from tests.support.keepers import Keeper, held_by_live, running_keepers
 from tests.support.train_helpers import launch, tiny_args
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def keepers() -> Iterator[dict[str, tuple[subprocess.Popen[bytes], str]]]:
-    ports = {"node-a": free_port(), "node-b": free_port()}
-    peer = {"node-a": "node-b", "node-b": "node-a"}
-    started = {}
-    for node, port in ports.items():
-        argv = [sys.executable, "-m", "hyperlaunch.supervisor.keeper", "--node", node, "--host", "127.0.0.1",
-                "--port", str(port), "--peer", f"127.0.0.1:{ports[peer[node]]}"]
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE)
-        assert process.stdout is not None and b"listening" in process.stdout.readline()
-        started[node] = (process, f"127.0.0.1:{port}")
-    yield started
-    for process, _ in started.values():
-        process.kill()
-        process.wait()
+def keepers() -> Iterator[dict[str, Keeper]]:
+    with running_keepers(["node-a", "node-b"]) as started:
+        yield started
 
 
 def test_a_round_restores_the_newest_snapshot_from_the_keepers_left_and_trains_on_exactly(
-    tmp_path: Path, keepers: dict[str, tuple[subprocess.Popen[bytes], str]],
+    tmp_path: Path, keepers: dict[str, Keeper],
 ) -> None:
     """A crashed rank, then its node lost: one step recomputed, not every step since a disk save."""
-    layout = Layout({"node-a": [0], "node-b": [1]}, {node: where for node, (_, where) in keepers.items()})
+    layout = Layout({"node-a": [0], "node-b": [1]}, {node: keeper.where for node, keeper in keepers.items()})
     common = ("--no-checkpoints", "--no-export")
     undisturbed = launch(tiny_args(tmp_path / "u-ckpt", *common, steps=12), run_dir=tmp_path / "u-run")
     # Snapshots at steps 4 and 8, then rank 1 crashes before step 10: step 9 is lost.
@@ -63,14 +44,9 @@ def test_a_round_restores_the_newest_snapshot_from_the_keepers_left_and_trains_o
     )
     assert first.returncode != 0 and max(first.steps()) == 9 and not first.events("memory_snapshot_failed"), first.stderr[-3000:]
 
-    def held() -> dict[str, Held]:
-        return {node: holdings(address(where)) for node, (process, where) in keepers.items() if process.poll() is None}
-
-    assert held()["node-a"] == {"node-a": {4: [0], 8: [0]}, "node-b": {4: [1], 8: [1]}}, "its own and node-b's replica"
-    process, _ = keepers["node-b"]
-    process.kill()  # node-b is lost with its keeper
-    process.wait()
-    restore = newest_restorable(held(), layout.ranks_of)
+    assert held_by_live(keepers)["node-a"] == {"node-a": {4: [0], 8: [0]}, "node-b": {4: [1], 8: [1]}}, "its own and node-b's replica"
+    keepers["node-b"].kill()  # node-b is lost, its keeper with it
+    restore = newest_restorable(held_by_live(keepers), layout.ranks_of)
     assert restore is not None and (restore.step, dict(restore.source)) == (8, {"node-a": "node-a", "node-b": "node-a"})
 
     again = launch(

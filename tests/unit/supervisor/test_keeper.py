@@ -5,8 +5,6 @@ both gone."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -19,10 +17,9 @@ from hyperlaunch.core.memory_snapshots import (
     holdings,
     newest_restorable,
     put_part,
-    ring_peers,
 )
 from hyperlaunch.supervisor.keeper import Store
-from tests.support.free_port import free_port
+from tests.support.keepers import Keeper, held_by_live, running_keepers
 
 
 def _part(step: int, rank: int, size: int = 1000) -> bytes:
@@ -59,29 +56,10 @@ _RANKS = {"node1": [0, 1], "node2": [2, 3], "node3": [4, 5]}
 
 
 @pytest.fixture()
-def keepers() -> Iterator[dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]]:
+def keepers() -> Iterator[dict[str, Keeper]]:
     """Three keepers on loopback in a ring, as the nodes node1-node3 would run them."""
-    ports = {node: free_port() for node in _RANKS}
-    peers = ring_peers(list(_RANKS))
-    started = {}
-    for node, port in ports.items():
-        argv = [sys.executable, "-m", "hyperlaunch.supervisor.keeper", "--node", node, "--host", "127.0.0.1",
-                "--port", str(port), "--peer", f"127.0.0.1:{ports[peers[node]]}"]
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert process.stdout is not None and b"listening" in process.stdout.readline()
-        started[node] = (process, ("127.0.0.1", port))
-    yield started
-    for process, _ in started.values():
-        process.kill()
-        process.wait()
-
-
-def _held(keepers: dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]) -> dict[str, object]:
-    found = {}
-    for node, (process, address) in keepers.items():
-        if process.poll() is None:
-            found[node] = holdings(address)
-    return found
+    with running_keepers(list(_RANKS)) as started:
+        yield started
 
 
 def _until(predicate: object, timeout: float = 10.0) -> None:
@@ -92,28 +70,24 @@ def _until(predicate: object, timeout: float = 10.0) -> None:
 
 
 @pytest.mark.slow
-def test_keepers_replicate_to_their_peer_and_a_lost_node_is_read_from_it(keepers: dict[str, tuple[subprocess.Popen[bytes], tuple[str, int]]]) -> None:
+def test_keepers_replicate_to_their_peer_and_a_lost_node_is_read_from_it(keepers: dict[str, Keeper]) -> None:
     for step in (10, 20):
         for node, ranks in _RANKS.items():
             for rank in ranks:
                 if (step, rank) != (20, 5):  # rank 5 died before it handed step 20 over
-                    put_part(keepers[node][1], node, step, rank, ranks, _part(step, rank, 100_000))
+                    put_part(keepers[node].address, node, step, rank, ranks, _part(step, rank, 100_000))
     expected = Restore(10, {"node1": "node1", "node2": "node2", "node3": "node3"})
-    _until(lambda: newest_restorable(_held(keepers), _RANKS) == expected and all(  # type: ignore[arg-type]
-        len(held) == 2 for held in _held(keepers).values()  # type: ignore[arg-type]
+    _until(lambda: newest_restorable(held_by_live(keepers), _RANKS) == expected and all(
+        len(held) == 2 for held in held_by_live(keepers).values()
     ))
-    assert holdings(keepers["node3"][1])["node2"] == {10: [2, 3], 20: [2, 3]}, "node2's replica, both whole steps"
+    assert holdings(keepers["node3"].address)["node2"] == {10: [2, 3], 20: [2, 3]}, "node2's replica, both whole steps"
 
-    process, _ = keepers["node2"]
-    process.kill()
-    process.wait()
-    restore = newest_restorable(_held(keepers), _RANKS)  # type: ignore[arg-type]
+    keepers["node2"].kill()
+    restore = newest_restorable(held_by_live(keepers), _RANKS)
     assert restore == Restore(10, {"node1": "node1", "node2": "node3", "node3": "node3"})
-    assert get_part(keepers["node3"][1], "node2", 10, 3) == _part(10, 3, 100_000), "node2's rank 3, from its peer"
+    assert get_part(keepers["node3"].address, "node2", 10, 3) == _part(10, 3, 100_000), "node2's rank 3, from its peer"
     with pytest.raises(KeeperRefused, match="no part of step 30 rank 0 of node1"):
-        get_part(keepers["node1"][1], "node1", 30, 0)
+        get_part(keepers["node1"].address, "node1", 30, 0)
 
-    process, _ = keepers["node3"]
-    process.kill()
-    process.wait()
-    assert newest_restorable(_held(keepers), _RANKS) is None, "node2 and its peer node3 both gone: the disk checkpoint"
+    keepers["node3"].kill()
+    assert newest_restorable(held_by_live(keepers), _RANKS) is None, "node2 and its peer node3 both gone: the disk checkpoint"
