@@ -156,6 +156,10 @@ class Checkpointer:
 
     # -- saving -----------------------------------------------------------------------------
 
+    def info(self, step: int) -> dict[str, object]:
+        """What a checkpoint of `step` records in its hyperlaunch.json."""
+        return {"model": self.spec.name, "step": step, "world_size": self.d.world_size, "architecture": architecture(self.spec), **self.export_info}
+
     def state(self, train: TrainState) -> dict[str, Any]:
         """The whole training state at `train.step`, as a checkpoint holds it (every rank
         gathers every rank's RNG state: a collective)."""
@@ -245,11 +249,7 @@ class Checkpointer:
             self._clear_stale(path)
             disk_space.check_room(self.ckpt_dir, needed, f"checkpoint {path.name}", hint=self._room_hint())
             path.mkdir(parents=True, exist_ok=True)
-            rules.write_info(
-                path,
-                {"model": self.spec.name, "step": step, "world_size": self.d.world_size,
-                 "architecture": architecture(self.spec), **self.export_info},
-            )
+            rules.write_info(path, self.info(step))
         except DiskFull as err:
             return True, err.one_line()
         except OSError as err:

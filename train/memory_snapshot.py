@@ -25,6 +25,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import DefaultLoadPlanner, DefaultSavePlanner, FileSystemReader, FileSystemWriter
 
+from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.memory_snapshots import (
     PART_HEAD_BYTES,
     KeeperRefused,
@@ -41,7 +42,7 @@ from .checkpointing import Checkpointer
 from .metrics import MetricsLog
 from .state import TrainState
 
-METADATA = ".metadata"
+METADATA = rules.METADATA_FILE
 _DATA_FILE = re.compile(r"__([0-9]+)_0\.distcp")
 
 
@@ -83,6 +84,8 @@ class MemorySnapshots:
         metadata = [(folder / METADATA).read_bytes() if self.rank == 0 else b""]
         dist.broadcast_object_list(metadata, src=0)
         files = {METADATA: metadata[0], data_file(self.rank): (folder / data_file(self.rank)).read_bytes()}
+        if self.rank == 0:  # what a checkpoint persisted from this snapshot records (snapshot_persist)
+            files[rules.INFO_FILE] = rules.info_text(self.checkpointer.info(train.step)).encode()
         shutil.rmtree(folder, ignore_errors=True)
         self._hand_over(train.step, files)
         return time.perf_counter() - started

@@ -165,8 +165,13 @@ def _read_small(path: Path, limit: int) -> bytes | None:
         raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
 
 
+def info_text(info: dict[str, object]) -> str:
+    """INFO_FILE's text for `info`."""
+    return json.dumps(info, sort_keys=True) + "\n"
+
+
 def write_info(path: Path, info: dict[str, object]) -> None:
-    _atomic_write_text(Path(path) / INFO_FILE, json.dumps(info, sort_keys=True) + "\n")
+    _atomic_write_text(Path(path) / INFO_FILE, info_text(info))
 
 
 @dataclass(frozen=True)  # not kw_only: hyperlaunch.runtime imports this on Python 3.8
