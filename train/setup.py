@@ -18,9 +18,10 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import gpu_memory, recommend
 from hyperlaunch.core.checkpoint_resume import ResumeChoice
 from hyperlaunch.core.errors import DiskFull, InvalidInput
-from hyperlaunch.core.memory_snapshots import RESTORE_ENV, SNAPSHOTS_ENV, Layout, parse_restore
+from hyperlaunch.core.memory_snapshots import Layout, parse_restore
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.core.script_env import RESTORE_ENV, SNAPSHOTS_ENV
 from hyperlaunch.core.trackers import Ending
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer

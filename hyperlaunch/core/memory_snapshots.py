@@ -18,12 +18,14 @@ Standard library only, Python 3.8 or later: the keeper runs on the compute node'
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from hyperlaunch.core.protocol import json_object
+from hyperlaunch.core.protocol import json_object, read_regular_file
 
 PUT = "put"
 """Store one rank's part of a step: `owner` (the node whose rank it is), `step`, `rank`, `size`."""
@@ -178,12 +180,6 @@ def holdings(address: tuple[str, int], timeout: float = 5.0) -> Held:
     }
 
 
-SNAPSHOTS_ENV = "HYPERLAUNCH_MEMORY_SNAPSHOTS"
-"""The round's keepers, for its trainers (Layout, as JSON): each rank hands its part of every
-snapshot to its node's keeper."""
-RESTORE_ENV = "HYPERLAUNCH_MEMORY_RESTORE"
-"""The snapshot a round restores (Restore with the layout of the round that took it, as JSON),
-set only where one is whole: the trainers load it instead of the disk checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -272,3 +268,46 @@ def parse_restore(text: str) -> tuple[int, dict[str, str], Layout] | None:
     if not isinstance(step, int) or not isinstance(sources, dict) or layout is None:
         return None
     return step, {str(k): str(v) for k, v in sources.items()}, layout
+
+
+ADDRESS_SUFFIX = ".address"
+RING_FILE = "ring"
+
+
+def keepers_dir(run_dir: Path, job: str) -> Path:
+    """Where a job's keepers and its supervisor find each other, on storage every node shares:
+    `<node>.address` (HOST:PORT, written by the node's keeper once it listens) and `ring` (the
+    round's nodes in order, written by the supervisor before each round: whose replica each
+    keeper holds)."""
+    return Path(run_dir) / f"keepers-{job}"
+
+
+def write_keeper_address(directory: Path, node: str, where: str) -> None:
+    partial = Path(directory) / f".{node}{ADDRESS_SUFFIX}.partial"
+    partial.write_text(where + "\n")
+    os.replace(partial, Path(directory) / f"{node}{ADDRESS_SUFFIX}")
+
+
+def read_keeper_address(directory: Path, node: str) -> str | None:
+    """The node's keeper's HOST:PORT, None before it listens (or where none is)."""
+    raw = read_regular_file(Path(directory) / f"{node}{ADDRESS_SUFFIX}", limit=512)
+    text = raw.decode("utf-8", errors="replace").strip() if raw else ""
+    try:
+        address(text)
+    except ValueError:
+        return None
+    return text
+
+
+def write_ring(directory: Path, nodes: Sequence[str]) -> None:
+    partial = Path(directory) / f".{RING_FILE}.partial"
+    partial.write_text("".join(node + "\n" for node in nodes))
+    os.replace(partial, Path(directory) / RING_FILE)
+
+
+def peer_in_ring(directory: Path, node: str) -> str | None:
+    """The node whose keeper holds `node`'s replica now: the next one in the ring the supervisor
+    wrote; None where the node is not in it (a spare, idle) or is alone."""
+    raw = read_regular_file(Path(directory) / RING_FILE, limit=1 << 20)
+    nodes = [line.strip() for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip()] if raw else []
+    return ring_peers(nodes).get(node)

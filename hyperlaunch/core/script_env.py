@@ -56,11 +56,17 @@ NAME_ENV = "HYPERLAUNCH_NAME"
 RESUME_FROM_ENV = "HYPERLAUNCH_RESUME_FROM"
 """The checkpoint `<name>-latest` named when the round of trainers started (absolute path),
 empty for a fresh start: set by the supervisor for each round."""
+SNAPSHOTS_ENV = "HYPERLAUNCH_MEMORY_SNAPSHOTS"
+"""Where the round's keepers are, for its trainers' memory snapshots (core.memory_snapshots.Layout,
+as JSON): set by the supervisor for each round of a job that keeps them."""
+RESTORE_ENV = "HYPERLAUNCH_MEMORY_RESTORE"
+"""The memory snapshot a round restores (core.memory_snapshots.restore_json), set only where one
+is whole and newer than the checkpoint the pointer names."""
 SCRIPT_NAMES = (CHECKPOINT_DIR_ENV, RUN_DIR_ENV, NAME_ENV, RESUME_FROM_ENV)
 """What a script job's scripts are told (docs/your-script.md)."""
 NAMES_SET = (
     TORCHRUN_SIGNALS_ENV, TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TRAINER_FAILURE_FILE_ENV, STEP_NODES_ENV, ROUND_ENV, RENDEZVOUS_PORT_ENV,
-    SLURM_JOB_ENV, NCCL_CHECK_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET,
+    SLURM_JOB_ENV, NCCL_CHECK_ENV, SNAPSHOTS_ENV, RESTORE_ENV, *SCRIPT_NAMES, *trackers.NAMES_SET,
 )
 """Variables the batch script and the supervisor export for the step script, torchrun and the trainer."""
 SHELL_NAMES = ("BASH_ENV", "ENV", "IFS")

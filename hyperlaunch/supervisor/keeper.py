@@ -17,14 +17,29 @@ Standard library only, Python 3.8 or later."""
 from __future__ import annotations
 
 import argparse
+import os
 import queue
+import socket
 import socketserver
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperlaunch.core.memory_snapshots import GET, HOLDINGS, PUT, header, put_part, read_header, read_payload
+from hyperlaunch.core.memory_snapshots import (
+    GET,
+    HOLDINGS,
+    PUT,
+    address,
+    header,
+    peer_in_ring,
+    put_part,
+    read_header,
+    read_keeper_address,
+    read_payload,
+    write_keeper_address,
+)
 
 if TYPE_CHECKING:
     from hyperlaunch.core.memory_snapshots import Payload
@@ -103,11 +118,14 @@ class Store:
 class Replicator:
     """Sends this node's whole steps to the peer's keeper, one part after another, in the order
     they became whole; a peer that does not answer is told on stderr and its replica is not
-    sent (its node is lost, or is being lost: the supervisor finds it so)."""
+    sent (its node is lost, or is being lost: the supervisor finds it so). The peer is fixed
+    (`peer`), or looked up before each part in the job's keepers folder (`directory`): the
+    next node of the ring the supervisor wrote for the round, at the address its keeper wrote."""
 
-    def __init__(self, node: str, peer: tuple[str, int] | None) -> None:
+    def __init__(self, node: str, peer: tuple[str, int] | None, directory: Path | None = None) -> None:
         self.node = node
         self.peer = peer
+        self.directory = directory
         self.queue: queue.Queue[tuple[int, int, frozenset[int], Payload]] = queue.Queue()
         threading.Thread(target=self._run, name="replicate", daemon=True).start()
 
@@ -115,13 +133,21 @@ class Replicator:
         for _, rank, data in parts:
             self.queue.put((step, rank, ranks, data))
 
+    def _peer(self) -> tuple[str, int] | None:
+        if self.peer is not None or self.directory is None:
+            return self.peer
+        node = peer_in_ring(self.directory, self.node)
+        where = read_keeper_address(self.directory, node) if node is not None else None
+        return address(where) if where is not None else None
+
     def _run(self) -> None:
         while True:
             step, rank, ranks, data = self.queue.get()
-            if self.peer is None:
+            peer = self._peer()
+            if peer is None:
                 continue
             try:
-                put_part(self.peer, self.node, step, rank, sorted(ranks), data)
+                put_part(peer, self.node, step, rank, sorted(ranks), data)
             except Exception as error:  # noqa: BLE001 - a lost peer must not stop the keeper
                 print(f"hyperlaunch keeper {self.node}: replica of step {step} rank {rank} not sent: {error}", file=sys.stderr, flush=True)
 
@@ -188,24 +214,31 @@ class KeeperServer(socketserver.ThreadingTCPServer):
 
 
 def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: give HOST:PORT")
-    return host, int(port)
+    try:
+        return address(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m hyperlaunch.supervisor.keeper", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--node", required=True, help="this node's name (the owner of its ranks' parts)")
+    parser.add_argument("--node", default=os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+                        help="this node's name, the owner of its ranks' parts [default: SLURMD_NODENAME]")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0, help="[default: any free one]")
     parser.add_argument("--peer", type=_address, help="HOST:PORT of the keeper that holds this node's replica")
+    parser.add_argument("--directory", type=Path,
+                        help="the job's keepers folder: this keeper writes its address there, and finds its peer by the ring")
     parser.add_argument("--keep", type=int, default=KEEP)
     parser.add_argument("--max-bytes", type=int, help="refuse parts past this many bytes held")
     args = parser.parse_args(argv)
     store = Store(args.node, args.keep, args.max_bytes)
-    with KeeperServer((args.host, args.port), store, Replicator(args.node, args.peer)) as server:
-        print(f"hyperlaunch keeper {args.node}: listening on {args.host}:{server.server_address[1]}", flush=True)
+    with KeeperServer((args.host, args.port), store, Replicator(args.node, args.peer, args.directory)) as server:
+        port = server.server_address[1]
+        print(f"hyperlaunch keeper {args.node}: listening on {args.host}:{port}", flush=True)
+        if args.directory is not None:
+            host = socket.gethostname() if args.host in ("0.0.0.0", "") else args.host
+            write_keeper_address(args.directory, args.node, f"{host}:{port}")
         server.serve_forever()
     return 0
 

@@ -17,12 +17,11 @@ import pytest
 from hyperlaunch.core import checkpoint_integrity as integrity
 from hyperlaunch.core import checkpoints as ck
 from hyperlaunch.core.memory_snapshots import (
-    RESTORE_ENV,
-    SNAPSHOTS_ENV,
     Layout,
     newest_restorable,
     restore_json,
 )
+from hyperlaunch.core.script_env import RESTORE_ENV, SNAPSHOTS_ENV
 from hyperlaunch.supervisor.snapshot_persist import persist
 from tests.support.keepers import Keeper, held_by_live, running_keepers
 from tests.support.train_helpers import Run, launch, tiny_args, train_env
