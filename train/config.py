@@ -80,8 +80,9 @@ class TrainConfig:
     )
     memory_checkpoint_every: int = option(
         0, group="checkpoints",
-        help="also snapshot the state every N steps into the memory of the node's keeper, where HYPERLAUNCH_MEMORY_SNAPSHOTS "
-        "names the keepers (a job does not start them yet); a round told to restore one loads it from there (0: off)",
+        help="also snapshot the state every N steps into host memory, held by a keeper the job runs on each node and "
+        "replicated to the next node: a restart inside the allocation loads the newest from there, a requeue starts from "
+        "it written to the checkpoint folder (0: off)",
     )
     from_scratch: bool = option(False, group="checkpoints", help="ignore existing checkpoints (never deletes them)")
     resume_from: Path | None = option(None, group="checkpoints", help="load this checkpoint directory instead of following the pointer")

@@ -167,7 +167,9 @@ def detail(status: JobStatus, loss: Sequence[Point] = (), goodput: str | None = 
         lines.append(f"  resumes {'element' if '_' in earlier else 'job'} {earlier}")
     lines += waiting_lines(status)
     if p.resumed_from_steps:
-        lines.append(f"  trainer resumed from step(s): {', '.join(map(str, p.resumed_from_steps))}")
+        memory = p.resumed_from_memory or (False,) * len(p.resumed_from_steps)
+        resumes = [f"{step} (memory snapshot)" if restored else str(step) for step, restored in zip(p.resumed_from_steps, memory, strict=True)]
+        lines.append(f"  trainer resumed from step(s): {', '.join(resumes)}")
     if p.export_error:
         lines.append(f"  export:     not written, the training is saved: {p.export_error}")
     for aside in status.set_aside:

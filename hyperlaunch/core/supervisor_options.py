@@ -16,7 +16,7 @@ _USAGE = """The supervisor's command line, as the batch script calls it:
 
     python3 supervisor.pyz --run-dir DIR --checkpoint-dir DIR --checkpoint-lock FILE \\
         [--checkpoint-name NAME] --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
-        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] \\
+        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] [--keepers RANKS] \\
         [--srun-flag=FLAG ...] -- torchrun ARGS...
 
 Everything after `--` is the launch command the step script starts on each node (it adds
@@ -66,6 +66,10 @@ class SupervisorOptions:
     variables and the runtime library on their path (hyperlaunch.supervisor.script_job)."""
     srun_flags: tuple[str, ...] = ()
     """The flags of every round's srun step."""
+    keepers: int = 0
+    """The ranks each node runs, where the job keeps memory snapshots (the trainer's
+    --memory-checkpoint-every): every node of the allocation runs a keeper
+    (hyperlaunch.supervisor.keepers); 0: none."""
 
     def __post_init__(self) -> None:
         # One spelling of the run folder, whichever side built the value; the plugin can only be
@@ -94,6 +98,8 @@ class SupervisorOptions:
             lines.append(("--nccl-check", *(("--require-efa",) if self.require_efa else ())))
         if self.script_name:
             lines.append(("--script-name", self.script_name))
+        if self.keepers:
+            lines.append(("--keepers", str(self.keepers)))
         # The `=` form: an srun flag is itself a word that starts with `-`.
         lines += [(f"--srun-flag={flag}",) for flag in self.srun_flags]
         return tuple(lines)
@@ -130,6 +136,7 @@ class SupervisorOptions:
             require_efa=args.require_efa,
             script_name=args.script_name,
             srun_flags=tuple(args.srun_flag),
+            keepers=args.keepers,
         )
 
 
@@ -150,4 +157,5 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--require-efa", action="store_true")
     parser.add_argument("--script-name", default="")
     parser.add_argument("--srun-flag", action="append", default=[])
+    parser.add_argument("--keepers", type=int, default=0)
     return parser

@@ -17,6 +17,9 @@ look at, so they are refused there, pointing at hyperlaunch's flag of the same n
 NO_CHECKPOINTS = "--no-checkpoints"
 """The bundled trainer saves no checkpoint and exports nothing: a run with it has nothing of its
 own to resume or export, and needs no room and no checkpoint cadence."""
+MEMORY_CHECKPOINT_EVERY = "--memory-checkpoint-every"
+"""The bundled trainer snapshots its state into a keeper on each node every N steps: the job
+runs the keepers (hyperlaunch.supervisor.keepers)."""
 NO_EXPORT = "--no-export"
 """The bundled trainer writes no `<model>-final` export when it reaches --max-steps."""
 HELP_FLAGS = ("-h", "--help")

@@ -144,6 +144,7 @@ class JobStatus(WaitsFor):
             "checkpoint_step": self.progress.checkpoint_step,
             "checkpoint": self.progress.checkpoint,
             "resumed_from_steps": list(self.progress.resumed_from_steps),
+            "resumed_from_memory": list(self.progress.resumed_from_memory),
             "export_error": self.progress.export_error,
             "set_aside": [{"name": a.path.name, "path": str(a.path), "reason": a.reason, "file": a.file} for a in self.set_aside],
             "checkpoint_dir": spec.output.checkpoint_dir,

@@ -24,6 +24,8 @@ class Progress:
     checkpoint_step: int | None = None
     checkpoint: str | None = None
     resumed_from_steps: tuple[int, ...] = ()
+    resumed_from_memory: tuple[bool, ...] = ()
+    """For each resume: whether the trainers restored a memory snapshot (else a checkpoint)."""
     events: tuple[EventRecord, ...] = ()
 
     @property
@@ -60,7 +62,8 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
             ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
     last = steps[-1] if steps else None
-    resumed = tuple(e.step or 0 for e in events if e.event == TrainerEvent.RESUMED.value)
+    resumes = [e for e in events if e.event == TrainerEvent.RESUMED.value]
+    resumed = tuple(e.step or 0 for e in resumes)
     progress = Progress(
         last_step=last.step if last else None,
         last_loss=last.loss if last else None,
@@ -68,6 +71,7 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
         checkpoint_step=ckpt_step,
         checkpoint=ckpt_name,
         resumed_from_steps=resumed,
+        resumed_from_memory=tuple(e.details.get("source") == "memory" for e in resumes),
         events=tuple(events),
     )
     return progress, steps

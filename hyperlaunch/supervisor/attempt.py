@@ -40,6 +40,7 @@ from hyperlaunch.supervisor import slurm_calls, sweep_element
 from hyperlaunch.supervisor.allocation import Allocation
 from hyperlaunch.supervisor.budget import RestartBudget
 from hyperlaunch.supervisor.decisions import RoundEnd, after_round, slurm_job
+from hyperlaunch.supervisor.keepers import Keepers
 from hyperlaunch.supervisor.lock import HELD, TAKEN, CheckpointLock, utc_now
 from hyperlaunch.supervisor.output import Markers, err
 from hyperlaunch.supervisor.rounds import Rounds
@@ -72,6 +73,10 @@ class Attempt:
         self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host)
         self.signals = Signals(self.step)
         self.torn = TornCheckpoints(options.checkpoint_dir, options.checkpoint_name, self.slurm_job, err)
+        self.keepers = Keepers(options, self.environ, job) if options.keepers else None
+        """The memory snapshots' keepers, where the job keeps them."""
+        self.lost: tuple[str, ...] = ()
+        """The nodes the last round lost: their keepers are gone too."""
         self.ended: RoundSeen | None = None
         """What the supervisor saw of the round that ended last, for its decision record."""
 
@@ -107,6 +112,8 @@ class Attempt:
             )
             return self._requeue_within_budget(RestartCause.CHECKPOINT_LOCKED, 1, f"holder={holder or 'none'}")
         self.allocation.take()
+        if self.keepers is not None:
+            self.keepers.start([*self.allocation.round_nodes, *self.allocation.spares])
         self.rounds.first()
         spares = f" spares={','.join(self.allocation.spares)}" if self.allocation.spares else ""
         self._start_marker(spares)
@@ -124,8 +131,10 @@ class Attempt:
         while True:
             self.torn.before_round()
             before = self.budget.checkpoint_step()
-            status, lost = self.step.run(self.rounds, self.allocation)
+            more_env = self.keepers.round_environment(self.allocation.round_nodes, self.lost) if self.keepers is not None else {}
+            status, lost = self.step.run(self.rounds, self.allocation, more_env)
             self.ended = self._seen(status, lost)
+            self.lost = tuple(lost)
             if self.budget.checkpoint_step() > before:
                 self.rounds.progressed()
             kind, final = "", False
@@ -183,6 +192,7 @@ class Attempt:
             if decision.action == "requeue":
                 return self._requeue_within_budget(decision.cause, status)
             if decision.action == "lost":
+                self.lost = tuple(dict.fromkeys([*self.lost, *decision.nodes]))
                 replaced_by = self.allocation.replace(decision.nodes)
                 if replaced_by is not None:
                     fields = f"nodes={','.join(decision.nodes)} spare={','.join(replaced_by)}"
@@ -215,6 +225,8 @@ class Attempt:
         """Requeue the job while the restart budget lasts, else end it with `status`. An attempt
         that completed a checkpoint resets the budget; lost nodes are given back first (else
         the requeue waits until Slurm marks them down), then excluded from the next start."""
+        if self.keepers is not None:
+            self.keepers.persist_newest([*self.lost, *lost], self.restart)
         allowed = self.budget.spend()
         text = f"{fields} " if fields else ""
         text += f"failures={self.budget.failures}" + (f" round={self.rounds.number}" if self.rounds.number is not None else "")
@@ -323,4 +335,6 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         return stop.status
     finally:
         attempt.signals.ending = True
+        if attempt.keepers is not None:
+            attempt.keepers.stop()
         attempt.lock.release()

@@ -130,12 +130,17 @@ def job_state(job_id: str) -> str:
     return own[0] if own else "ENDED"
 
 
+KEEPERS_STEP = "hyperlaunch-keepers"
+"""The name of the step that runs the keepers (start_step_on_each): no round's step."""
+
+
 def job_steps(job_id: str) -> list[str]:
-    """The job's steps but the batch and extern ones (`12.0`, `12.1`)."""
-    status, out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
+    """The job's rounds' steps (`12.0`, `12.1`): not the batch and extern ones, nor the keepers'."""
+    status, out = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"])
     if status != 0:
         return []
-    return [step for step in out.split() if not step.endswith((".batch", ".extern"))]
+    steps = [line.split(None, 1) for line in out.splitlines() if line.strip()]
+    return [step[0] for step in steps if not step[0].endswith((".batch", ".extern")) and step[1:] != [KEEPERS_STEP]]
 
 
 def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
@@ -145,5 +150,21 @@ def kill_step_in_background(step: str) -> subprocess.Popen[bytes] | None:
         return subprocess.Popen(
             ["scancel", "-s", "KILL", step], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=command_environment("scancel", os.environ),
         )
+    except OSError:
+        return None
+
+
+def start_step_on_each(nodes: list[str], command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes] | None:
+    """A step of one task on each of `nodes` that lasts as long as the job (the keepers): beside
+    the rounds' steps (--overlap, no memory of its own counted), and kept when one of its nodes
+    fails (--no-kill: the others' tasks hold what the failed node's peers need). None where srun
+    cannot start."""
+    count = str(len(nodes))
+    argv = [
+        "srun", f"--job-name={KEEPERS_STEP}", "--overlap", "--mem=0", "--no-kill", "--kill-on-bad-exit=0", f"--nodes={count}", f"--ntasks={count}",
+        "--ntasks-per-node=1", f"--nodelist={','.join(nodes)}", *command,
+    ]
+    try:
+        return subprocess.Popen(argv, env=command_environment("srun", env), stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return None

@@ -83,19 +83,20 @@ class TrainingStep:
         self.stopped: float | None = None
         """Unix time the round's step had ended."""
 
-    def run(self, rounds: Rounds, allocation: Allocation) -> tuple[int, list[str]]:
-        """One round of trainers on the round's nodes, watched until it ends; the rendezvous
-        port it claimed is released after. (exit status, lost nodes)."""
+    def run(self, rounds: Rounds, allocation: Allocation, more_env: Mapping[str, str] | None = None) -> tuple[int, list[str]]:
+        """One round of trainers on the round's nodes (`more_env`: what else they are told),
+        watched until it ends; the rendezvous port it claimed is released after. (exit status,
+        lost nodes)."""
         try:
-            return self._run(rounds, allocation)
+            return self._run(rounds, allocation, more_env or {})
         finally:
             if self.claimed is not None:
                 ports.release(*self.claimed)
                 self.claimed = None
 
-    def _run(self, rounds: Rounds, allocation: Allocation) -> tuple[int, list[str]]:
+    def _run(self, rounds: Rounds, allocation: Allocation, more_env: Mapping[str, str]) -> tuple[int, list[str]]:
         flags: list[str] = []
-        env = dict(self.environ)
+        env = {**self.environ, **more_env}
         if self.options.spare_nodes > 0:
             # The trainers run on the round's nodes only, one task each (the allocation's
             # SLURM_NTASKS counts the spares); the spares wait.

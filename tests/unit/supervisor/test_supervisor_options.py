@@ -40,6 +40,7 @@ def _options(draw: st.DrawFn) -> SupervisorOptions:
         require_efa=draw(st.booleans()),
         script_name=draw(st.just("") | _value),
         srun_flags=tuple(draw(st.lists(st.text(), max_size=4))),
+        keepers=draw(st.integers(0, 16)),
     )
 
 
@@ -106,3 +107,13 @@ def test_the_reader_refuses_what_argparse_refuses(capsys: pytest.CaptureFixture[
             SupervisorOptions.from_argv(argv)
         assert stopped.value.code == 2
     assert "hyperlaunch-supervisor: error: the following arguments are required: --run-dir" in capsys.readouterr().err
+
+
+def test_a_job_whose_trainer_snapshots_into_memory_runs_a_keeper_on_each_node() -> None:
+    from hyperlaunch.script.render import supervisor_options
+
+    spec = job_spec(model="qwen3_tiny", nodes=2, torchrun="torchrun", trainer_args=("--memory-checkpoint-every", "5"), **PATHS)
+    assert supervisor_options(spec).keepers == spec.procs_per_node and ("--keepers", str(spec.procs_per_node)) in supervisor_options(spec).lines()
+    assert supervisor_options(job_spec(model="qwen3_tiny", torchrun="torchrun", **PATHS)).keepers == 0
+    off = job_spec(model="qwen3_tiny", torchrun="torchrun", trainer_args=("--memory-checkpoint-every=0",), **PATHS)
+    assert supervisor_options(off).keepers == 0

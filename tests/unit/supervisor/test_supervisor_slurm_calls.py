@@ -72,3 +72,13 @@ def test_the_excluded_nodes_are_set_again_when_the_requeues_sigterm_killed_scont
     program.write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\nexit 1\n')  # refused every time: a bounded number of tries
     assert not slurm_calls.exclude_nodes("12", ["node2"])
     assert len(calls.read_text().splitlines()) == slurm_calls.EXCLUDE_TRIES
+
+
+@pytest.mark.slow
+def test_the_keepers_step_is_no_rounds_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round that lost a node has its steps ended; the keepers' step must outlive it."""
+    program = tmp_path / "squeue"
+    program.write_text(f"#!/bin/sh\nprintf '12.0 bash\\n12.1 {slurm_calls.KEEPERS_STEP}\\n12.batch batch\\n12.extern extern\\n'\n")
+    program.chmod(program.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert slurm_calls.job_steps("12") == ["12.0"]
