@@ -92,6 +92,9 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
     assert_losses_match(job, reference)
 
 
+# Alone: on a machine busy with the other tests, three runs in seven left the mark unwritten (the
+# job recovered through Slurm's own detection instead); its timings need the machine to itself.
+@pytest.mark.solo
 def test_a_lost_batch_host_is_marked_down_by_the_node_after_it(dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]) -> None:
     """The batch host runs the supervisor and dies with it: the first node after it in the round
     finds it gone once the trainers fail and marks it down (the tests run as root, a Slurm
