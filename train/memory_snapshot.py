@@ -34,6 +34,7 @@ from hyperlaunch.core.memory_snapshots import (
     get_part,
     pack_files,
     put_part,
+    read_part_files,
     unpack_files,
 )
 from hyperlaunch.core.metrics_records import TrainerEvent
@@ -110,7 +111,7 @@ class MemorySnapshots:
         folder = self.scratch / f"restore-{self.rank}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        own = self._part(step, self.rank, sources, taken)
+        own = read_part_files(sources, taken, step, self.rank)
         (folder / METADATA).write_bytes(own[METADATA])
         (folder / data_file(self.rank)).write_bytes(own[data_file(self.rank)])
         state = self.checkpointer.empty_state()
@@ -119,16 +120,6 @@ class MemorySnapshots:
         train = self.checkpointer.load_state(FileSystemReader(str(folder)), state)
         shutil.rmtree(folder, ignore_errors=True)
         return train
-
-    def _part(self, step: int, rank: int, sources: dict[str, str], taken: Layout) -> dict[str, bytes]:
-        owner = taken.node_of(rank)
-        if owner is None:
-            raise KeeperRefused(f"rank {rank} was on no node of the snapshot's round")
-        part = get_part(address(sources[owner]), owner, step, rank)
-        files = unpack_files(bytes(part[:PART_HEAD_BYTES]))
-        if files is None:
-            raise KeeperRefused(f"the part of rank {rank} at step {step} has no head")
-        return {name: bytes(part[offset : offset + size]) for name, (offset, size) in files.items()}
 
     def _other_ranges(self, folder: Path, state: dict[str, Any]) -> dict[str, list[tuple[int, int]]]:
         """The byte ranges of other ranks' files this rank's load reads (what DCP saved once, on

@@ -59,6 +59,11 @@ class Restore:
     source: Mapping[str, str]
     """Owner node -> the node whose keeper holds its parts (itself where it survived, else its peer)."""
 
+    def addresses(self, taken: Layout) -> dict[str, str]:
+        """Owner node -> HOST:PORT of the keeper that holds its parts (`taken`: the layout of the
+        round that took the snapshot)."""
+        return {owner: taken.keepers[holder] for owner, holder in self.source.items()}
+
 
 def newest_restorable(held_by: Mapping[str, Held], ranks_of: Mapping[str, Sequence[int]]) -> Restore | None:
     """The newest step whose every part is held by a keeper that answered (`held_by`: keeper node
@@ -253,8 +258,7 @@ def unpack_files(head: bytes) -> dict[str, tuple[int, int]] | None:
 def restore_json(restore: Restore, taken: Layout) -> str:
     """RESTORE_ENV's value: the step, the keeper (HOST:PORT) that holds each node's parts, and
     the layout of the round that took the snapshot."""
-    sources = {owner: taken.keepers[holder] for owner, holder in restore.source.items()}
-    return json.dumps({"step": restore.step, "sources": sources, "taken": json.loads(taken.to_json())}, sort_keys=True)
+    return json.dumps({"step": restore.step, "sources": restore.addresses(taken), "taken": json.loads(taken.to_json())}, sort_keys=True)
 
 
 def parse_restore(text: str) -> tuple[int, dict[str, str], Layout] | None:
@@ -311,3 +315,18 @@ def peer_in_ring(directory: Path, node: str) -> str | None:
     raw = read_regular_file(Path(directory) / RING_FILE, limit=1 << 20)
     nodes = [line.strip() for line in raw.decode("utf-8", errors="replace").splitlines() if line.strip()] if raw else []
     return ring_peers(nodes).get(node)
+
+
+def read_part_files(sources: Mapping[str, str], taken: Layout, step: int, rank: int) -> dict[str, memoryview]:
+    """One rank's part of snapshot `step`, read whole from the keeper that holds its node's parts
+    (`sources`: node -> HOST:PORT; `taken`: the layout of the round that took it), split into its
+    files: views into the one buffer it was read into. KeeperRefused where there is none."""
+    owner = taken.node_of(rank)
+    if owner is None:
+        raise KeeperRefused(f"rank {rank} was on no node of the snapshot's round")
+    part = get_part(address(sources[owner]), owner, step, rank)
+    files = unpack_files(bytes(part[:PART_HEAD_BYTES]))
+    if files is None:
+        raise KeeperRefused(f"the part of rank {rank} at step {step} has no head")
+    view = memoryview(part)
+    return {name: view[offset : offset + size] for name, (offset, size) in files.items()}

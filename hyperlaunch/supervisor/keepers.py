@@ -105,10 +105,9 @@ class Keepers:
         restore = self._newest(lost)
         if restore is None or self.taken is None:
             return None
-        sources = {owner: self.taken.keepers[holder] for owner, holder in restore.source.items()}
         try:
             path = persist(
-                restore.step, sources, self.taken, Path(self.options.checkpoint_dir), self.options.checkpoint_name,
+                restore.step, restore.addresses(self.taken), self.taken, Path(self.options.checkpoint_dir), self.options.checkpoint_name,
                 run_dir=Path(self.options.run_dir), job=self.job, restart=restart,
             )
         except (OSError, KeeperRefused) as error:

@@ -18,7 +18,7 @@ from pathlib import Path
 from hyperlaunch.core import checkpoint_integrity as integrity
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.checkpoint_pruning import remove_checkpoint
-from hyperlaunch.core.memory_snapshots import PART_HEAD_BYTES, KeeperRefused, Layout, address, get_part, unpack_files
+from hyperlaunch.core.memory_snapshots import KeeperRefused, Layout, read_part_files
 from hyperlaunch.core.protocol import write_progress
 
 
@@ -38,17 +38,13 @@ def persist(
         remove_checkpoint(path)  # a folder of that name from a run that went further, or a killed save
     path.mkdir(parents=True)
     metadata = b""
-    for owner, ranks in taken.ranks_of.items():
+    for ranks in taken.ranks_of.values():
         for rank in ranks:
-            part = get_part(address(sources[owner]), owner, step, rank)
-            files = unpack_files(bytes(part[:PART_HEAD_BYTES]))
-            if files is None:
-                raise KeeperRefused(f"the part of rank {rank} at step {step} has no head")
-            for name, (offset, size) in files.items():
+            for name, data in read_part_files(sources, taken, step, rank).items():
                 if name == rules.METADATA_FILE:
-                    metadata = metadata or bytes(part[offset : offset + size])
+                    metadata = metadata or bytes(data)
                 elif "/" not in name and name not in (".", ".."):
-                    (path / name).write_bytes(memoryview(part)[offset : offset + size])
+                    (path / name).write_bytes(data)
     if not metadata:
         raise KeeperRefused(f"no part of step {step} holds the snapshot's {rules.METADATA_FILE}")
     partial = path / f"{rules.METADATA_FILE}.partial"

@@ -91,7 +91,7 @@ def test_a_snapshot_persisted_from_the_keepers_is_a_checkpoint_that_resumes_and_
     _crashed_after_two_snapshots(tmp_path, layout)
     restore = newest_restorable(held_by_live(keepers), layout.ranks_of)
     assert restore is not None
-    sources = {owner: layout.keepers[holder] for owner, holder in restore.source.items()}
+    sources = restore.addresses(layout)
     path = persist(restore.step, sources, layout, tmp_path / "ckpt", MODEL, run_dir=tmp_path / "run", job="7", restart=0)
     assert path is not None and ck.read_pointer(tmp_path / "ckpt", MODEL) == "qwen3_tiny-8steps"
     assert integrity.verify(path) == [] and (ck.read_info(path) or {})["step"] == 8
