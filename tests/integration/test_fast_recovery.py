@@ -15,7 +15,15 @@ import pytest
 
 from hyperlaunch.devcluster import procs
 from tests.support.devcluster_helpers import DevCluster, wait_until
-from tests.support.fault_helpers import Job, assert_losses_match, kill_a_node_of, kill_node, revive, submit
+from tests.support.fault_helpers import (
+    Job,
+    assert_losses_match,
+    kill_a_node_of,
+    kill_node,
+    nodes_with_a_spare,
+    revive,
+    submit,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -74,10 +82,7 @@ def test_with_a_spare_node_the_job_continues_inside_its_allocation(
 ) -> None:
     job = submit(dev_cluster, tmp_path, "--spare-nodes", "1", *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
     job.wait_step(2 * EVERY + 2)
-    # The job holds three nodes; the trainers run on the first two, the third waits.
-    nodes: list[str] = []
-    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
-    assert len(nodes) == 3
+    nodes = nodes_with_a_spare(job)
     victim = nodes[1]
     kill_node(dev_cluster, victim)
     try:
@@ -129,9 +134,7 @@ def test_an_idle_spare_that_dies_is_given_back_and_the_job_is_not_requeued(
     SlurmdTimeout and requeued the whole job (its training since the last checkpoint lost)."""
     job = submit(dev_cluster, tmp_path, "--spare-nodes", "1", *SLOW, max_steps=STEPS, checkpoint_every=EVERY)
     job.wait_step(EVERY + 2)
-    nodes: list[str] = []
-    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
-    spare = nodes[2]
+    spare = nodes_with_a_spare(job)[2]
     kill_node(dev_cluster, spare)
     try:
         err = job.workdir / "logs" / f"qwen3_tiny_{job.job_id}.err"

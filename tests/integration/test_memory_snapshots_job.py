@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.decision_records import read_decisions
-from tests.support.devcluster_helpers import DevCluster, wait_until
-from tests.support.fault_helpers import Job, assert_losses_match, kill_a_node_of, kill_node, revive, submit
+from tests.support.devcluster_helpers import DevCluster
+from tests.support.fault_helpers import (
+    Job,
+    assert_losses_match,
+    kill_a_node_of,
+    kill_node,
+    nodes_with_a_spare,
+    revive,
+    submit,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -60,10 +68,7 @@ def test_a_lost_node_is_restored_on_a_spare_from_its_peers_replica(dev_cluster: 
         max_steps=STEPS, checkpoint_every=DISK_EVERY, extra=SNAPSHOTS,
     )
     job.wait_step(10)
-    # The job holds three nodes; the trainers run on the first two, the third waits.
-    nodes: list[str] = []
-    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
-    assert len(nodes) == 3
+    nodes = nodes_with_a_spare(job)
     victim = nodes[1]
     kill_node(dev_cluster, victim)
     try:

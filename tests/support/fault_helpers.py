@@ -107,6 +107,14 @@ def submit(
     return Job(cluster, workdir, json.loads(result.stdout)["job_id"])
 
 
+def nodes_with_a_spare(job: Job) -> list[str]:
+    """The nodes of a running job with one spare: the trainers run on the first two, the third waits."""
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    assert len(nodes) == 3, nodes
+    return nodes
+
+
 def kill_a_node_of(job: Job) -> str:
     """Kill the second node of the job's running attempt (the first hosts the batch script),
     once Slurm has that node running this job alone: the tests that run at once share the
