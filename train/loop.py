@@ -28,7 +28,7 @@ from .checkpointing import Checkpointer
 from .data import Batcher, ValidationBatches
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
-from .memory_snapshot import MemorySnapshots
+from .memory_snapshot import TrainerSnapshots
 from .metrics import MetricsLog, peak_flops, peak_memory_bytes
 from .state import TrainState
 
@@ -113,7 +113,7 @@ class Trainer:
     watchdog: HangWatchdog = NO_WATCHDOG
     read_late: bool = False
     """Read each step's figures once the next step is queued (GPU), not at once (CPU)."""
-    snapshots: MemorySnapshots | None = None
+    snapshots: TrainerSnapshots | None = None
     """Memory snapshots every --memory-checkpoint-every steps, where the job runs keepers."""
     _unread: _Unread | None = field(default=None, init=False, repr=False)
     _clock: _StepClock | None = field(default=None, init=False, repr=False)

@@ -27,6 +27,7 @@ from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from hyperlaunch.runtime import records
 from hyperlaunch.runtime.signals import StopRequest
+from hyperlaunch.runtime.snapshots import MemorySnapshots, scratch_dir
 from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 from . import STARTED_AT, float8, losses
@@ -39,7 +40,7 @@ from .hf_export import export_checkpoint
 from .hooks import NO_HOOKS, TrainerHooks
 from .host_memory import return_freed_memory
 from .loop import Trainer
-from .memory_snapshot import MemorySnapshots, scratch_dir
+from .memory_snapshot import TrainerSnapshots
 from .metrics import MetricsLog, warn
 from .modeling import ModelSource, build_meta_model, init_weights, load_pretrained, resolve_model
 from .optim import build_optimizer, build_scheduler
@@ -325,11 +326,14 @@ def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: Train
     return Job(trainer=trainer, state=state, source=source, tokenizer=tokenizer, cfg=cfg, d=d)
 
 
-def memory_snapshots(cfg: TrainConfig, checkpointer: Checkpointer, d: Dist, metrics: MetricsLog) -> MemorySnapshots | None:
+def memory_snapshots(cfg: TrainConfig, checkpointer: Checkpointer, d: Dist, metrics: MetricsLog) -> TrainerSnapshots | None:
     """This rank's side of the memory snapshots where the job runs keepers (it tells where in
-    SNAPSHOTS_ENV): taken every --memory-checkpoint-every steps (0: none), and one restored where
-    RESTORE_ENV names it. None without keepers: nothing is kept in memory."""
+    SNAPSHOTS_ENV): taken every --memory-checkpoint-every steps, else at the job's interval (0:
+    none), and one restored where RESTORE_ENV names it. None without keepers: nothing is kept in
+    memory."""
     layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
     if layout is None or layout.node_of(d.rank) is None:
         return None
-    return MemorySnapshots(checkpointer, layout, cfg.memory_checkpoint_every, d.rank, scratch_dir(os.environ.get("SLURM_JOB_ID", "")), metrics)
+    every = cfg.memory_checkpoint_every or layout.every
+    snapshots = MemorySnapshots(layout, every, d.rank, scratch_dir(os.environ.get("SLURM_JOB_ID", "")), metrics)
+    return TrainerSnapshots(checkpointer, snapshots)

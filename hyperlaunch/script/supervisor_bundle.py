@@ -52,6 +52,7 @@ BUNDLED_MODULES = (
     "runtime/checkpoint.py",
     "runtime/records.py",
     "runtime/signals.py",
+    "runtime/snapshots.py",
     "runtime/watchdog.py",
     "supervisor/__init__.py",
     "supervisor/__main__.py",
@@ -85,6 +86,9 @@ BUNDLED_MODULES = (
 import (the supervisor puts the bundle on their path) and the experiment trackers it forwards
 their records to (each tracker's library comes from the script's environment); tests/unit/script/test_supervisor_bundle.py
 runs both on an interpreter that sees nothing else."""
+NEEDS_TORCH = ("runtime/snapshots.py",)
+"""Bundled modules that import torch: the runtime library's memory snapshots, which only a
+training that takes them imports (the script's environment has torch)."""
 _PACKAGE_INIT = f'"""hyperlaunch {__version__}: the job supervisor\'s bundle (see hyperlaunch.script.supervisor_bundle)."""\n__version__ = {__version__!r}\n'
 _MAIN = "import runpy\n\nrunpy.run_module('hyperlaunch.supervisor', run_name='__main__', alter_sys=True)\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)

@@ -70,7 +70,7 @@ def _write(tmp_path: Path) -> Path:
 def test_the_bundle_runs_on_an_interpreter_that_sees_nothing_but_the_standard_library(tmp_path: Path) -> None:
     bundle = _write(tmp_path)
     # -I: no user site, no PYTHON* variables, no working folder on sys.path; -S: no site-packages.
-    imports = "; ".join(f"import {name}" for name in _bundled_modules())
+    imports = "; ".join(f"import {name}" for name in _bundled_modules(torch=False))
     probe = f"import sys; sys.path.insert(0, {str(bundle)!r}); {imports}; import hyperlaunch; print(hyperlaunch.__file__)"
     result = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stderr
@@ -79,9 +79,11 @@ def test_the_bundle_runs_on_an_interpreter_that_sees_nothing_but_the_standard_li
     assert result.returncode != 0 and "no launch command: pass it after --" in result.stderr
 
 
-def _bundled_modules() -> list[str]:
+def _bundled_modules(torch: bool = True) -> list[str]:
     names = []
     for name in supervisor_bundle.BUNDLED_MODULES:
+        if not torch and name in supervisor_bundle.NEEDS_TORCH:
+            continue
         module = "hyperlaunch." + name[: -len(".py")].replace("/", ".")
         names.append(module.removesuffix(".__init__"))
     return [name for name in names if not name.endswith("__main__")]
@@ -90,12 +92,13 @@ def _bundled_modules() -> list[str]:
 @pytest.mark.slow
 def test_every_module_the_supervisor_imports_is_bundled() -> None:
     """The modules of hyperlaunch an import of the supervisor, of the runtime library (which
-    script jobs import from the bundle) and of the trackers it forwards to loads are exactly
-    the bundled ones."""
+    script jobs import from the bundle, its memory snapshots too) and of the trackers it
+    forwards to loads are exactly the bundled ones."""
     probe = (
         "import sys\n"
         "import hyperlaunch.supervisor.attempt\n"
         "import hyperlaunch.runtime\n"
+        "import hyperlaunch.runtime.snapshots\n"
         "import hyperlaunch.trackers\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('hyperlaunch.'))))\n"
     )
