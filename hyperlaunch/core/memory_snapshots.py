@@ -132,15 +132,20 @@ def read_payload(stream: Readable, size: int) -> bytearray | None:
 
 
 def _request(
-    address: tuple[str, int], op: str, *, payload: Sequence[Payload] = (), timeout: float = 60.0, **fields: object
+    address: tuple[str, int], op: str, *, payload: Sequence[Payload | Path] = (), timeout: float = 60.0, **fields: object
 ) -> tuple[dict[str, object], Payload]:
     """One request to a keeper and its answer (header, payload). The payload's pieces are sent
-    one after another, never joined. OSError where the keeper cannot be reached or answers with
-    no header; KeeperRefused where it refuses."""
+    one after another, never joined; a piece that is a file's path is sent from the file by the
+    kernel (sendfile), never read into this process. OSError where the keeper cannot be reached
+    or answers with no header; KeeperRefused where it refuses."""
     with socket.create_connection(address, timeout=timeout) as connection:
-        connection.sendall(header(op, **fields, size=sum(len(piece) for piece in payload)))
+        connection.sendall(header(op, **fields, size=sum(piece_size(piece) for piece in payload)))
         for piece in payload:
-            connection.sendall(piece)
+            if isinstance(piece, Path):
+                with piece.open("rb") as file:
+                    connection.sendfile(file)
+            else:
+                connection.sendall(piece)
         stream = connection.makefile("rb")
         answer = read_header(stream)
         if answer is None:
@@ -158,7 +163,11 @@ class KeeperRefused(Exception):
     """A keeper refused a request (no room in its budget, an unknown part)."""
 
 
-def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], *pieces: Payload) -> None:
+def piece_size(piece: Payload | Path) -> int:
+    return piece.stat().st_size if isinstance(piece, Path) else len(piece)
+
+
+def put_part(address: tuple[str, int], owner: str, step: int, rank: int, ranks: Sequence[int], *pieces: Payload | Path) -> None:
     """Hand one rank's part of a step (its `pieces`, in order) to a keeper: its own node's (owner
     = that node), or, from a keeper, its peer's replica. `ranks`: every rank of the owner node, so
     the keeper knows when it has the whole step."""
@@ -195,12 +204,15 @@ class Layout:
     """Node -> its ranks, as torchrun numbered them in the round."""
     keepers: Mapping[str, str]
     """Node -> its keeper's HOST:PORT."""
+    every: int = 0
+    """The job's snapshot interval in steps (`submit --memory-checkpoint-every`)."""
 
     def node_of(self, rank: int) -> str | None:
         return next((node for node, ranks in self.ranks_of.items() if rank in ranks), None)
 
     def to_json(self) -> str:
-        return json.dumps({"ranks_of": {n: list(r) for n, r in self.ranks_of.items()}, "keepers": dict(self.keepers)}, sort_keys=True)
+        ranks_of = {n: list(r) for n, r in self.ranks_of.items()}
+        return json.dumps({"ranks_of": ranks_of, "keepers": dict(self.keepers), "every": self.every}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Layout | None:
@@ -213,6 +225,7 @@ class Layout:
         return cls(
             {str(n): [int(r) for r in ranks if isinstance(r, int)] for n, ranks in ranks_of.items() if isinstance(ranks, list)},
             {str(n): str(a) for n, a in keepers.items() if isinstance(a, str)},
+            every if isinstance(every := data.get("every"), int) and every > 0 else 0,
         )
 
 

@@ -4,7 +4,7 @@ its peer's replica; never a step some part of which is gone."""
 
 from __future__ import annotations
 
-from hyperlaunch.core.memory_snapshots import Restore, newest_restorable, ring_peers
+from hyperlaunch.core.memory_snapshots import Layout, Restore, newest_restorable, ring_peers
 
 _RANKS = {"node1": [0, 1], "node2": [2, 3], "node3": [4, 5]}
 
@@ -50,3 +50,10 @@ def test_a_node_and_its_peer_lost_together_leave_nothing_to_restore() -> None:
     assert newest_restorable(held, _RANKS) is None
     assert newest_restorable({}, _RANKS) is None
     assert newest_restorable(held, {}) is None
+
+
+def test_a_layout_reads_back_as_written_and_ignores_what_it_does_not_know() -> None:
+    layout = Layout({"node1": [0, 1], "node2": [2, 3]}, {"node1": "10.0.0.1:4000", "node2": "10.0.0.2:4000"}, every=5)
+    assert Layout.from_json(layout.to_json()) == layout
+    assert Layout.from_json('{"ranks_of": {"n": [0]}, "keepers": {}, "every": -3}') == Layout({"n": [0]}, {}, 0)
+    assert Layout.from_json("not json") is None and Layout.from_json('{"ranks_of": []}') is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,11 @@ def test_keepers_replicate_to_their_peer_and_a_lost_node_is_read_from_it(keepers
 
     keepers["node3"].kill()
     assert newest_restorable(held_by_live(keepers), _RANKS) is None, "node2 and its peer node3 both gone: the disk checkpoint"
+
+
+def test_a_part_sent_from_a_file_arrives_as_its_bytes(keepers: dict[str, Keeper], tmp_path: Path) -> None:
+    """A rank's data file goes from node-local memory to the keeper by sendfile, beside pieces in memory."""
+    data = tmp_path / "__0_0.distcp"
+    data.write_bytes(_part(1, 0, 300_000))
+    put_part(keepers["node1"].address, "node1", 1, 0, [0], b"head", data, b"tail")
+    assert bytes(get_part(keepers["node1"].address, "node1", 1, 0)) == b"head" + data.read_bytes() + b"tail"
