@@ -16,7 +16,7 @@ _USAGE = """The supervisor's command line, as the batch script calls it:
 
     python3 supervisor.pyz --run-dir DIR --checkpoint-dir DIR --checkpoint-lock FILE \\
         [--checkpoint-name NAME] --max-restarts N [--restarts-in-allocation N] [--spare-nodes N] [--exclude NODES] \\
-        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] [--keepers RANKS] \\
+        [--hyperpod on|off|auto] [--hyperpod-dir DIR] [--nccl-check [--require-efa]] [--script-name NAME] [--keepers RANKS --snapshot-every N] \\
         [--srun-flag=FLAG ...] -- torchrun ARGS...
 
 Everything after `--` is the launch command the step script starts on each node (it adds
@@ -70,6 +70,9 @@ class SupervisorOptions:
     """The ranks each node runs, where the job keeps memory snapshots (the trainer's
     --memory-checkpoint-every): every node of the allocation runs a keeper
     (hyperlaunch.supervisor.keepers); 0: none."""
+    snapshot_every: int = 0
+    """Where keepers run: the steps between two snapshots (`submit --memory-checkpoint-every`, or
+    the bundled trainer's own flag), which the trainers are told with the keepers' layout."""
 
     def __post_init__(self) -> None:
         # One spelling of the run folder, whichever side built the value; the plugin can only be
@@ -100,6 +103,8 @@ class SupervisorOptions:
             lines.append(("--script-name", self.script_name))
         if self.keepers:
             lines.append(("--keepers", str(self.keepers)))
+        if self.snapshot_every:
+            lines.append(("--snapshot-every", str(self.snapshot_every)))
         # The `=` form: an srun flag is itself a word that starts with `-`.
         lines += [(f"--srun-flag={flag}",) for flag in self.srun_flags]
         return tuple(lines)
@@ -137,6 +142,7 @@ class SupervisorOptions:
             script_name=args.script_name,
             srun_flags=tuple(args.srun_flag),
             keepers=args.keepers,
+            snapshot_every=args.snapshot_every,
         )
 
 
@@ -158,4 +164,5 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--script-name", default="")
     parser.add_argument("--srun-flag", action="append", default=[])
     parser.add_argument("--keepers", type=int, default=0)
+    parser.add_argument("--snapshot-every", type=int, default=0)
     return parser

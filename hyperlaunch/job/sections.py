@@ -265,6 +265,9 @@ class Recovery:
     # Used by the supervisor's rounds (hyperlaunch.supervisor.allocation).
     spare_nodes: int = field(default=0, metadata=flag("--spare-nodes", help="Allocate this many extra nodes that wait idle: when a node dies, the trainers restart on a spare inside the same allocation from the latest checkpoint, without waiting in the queue [default: 0]."))
     restarts_in_allocation: int = field(default=2, metadata=flag("--restarts-in-allocation", help="After a crash or hang on nodes that are still healthy (a transient NCCL error), restart the trainers in the same allocation up to this many times in a row without a new checkpoint, before the job is requeued (--max-restarts); bad input, an unloadable model or data end the job at once [default: 2]."))
+    memory_checkpoint_every: int = field(default=0, metadata=flag("--memory-checkpoint-every", help="Also snapshot the training state every N steps into host memory, held by a keeper the job runs on each node and copied to the next node's: "
+        "a restart inside the allocation loads the newest snapshot from there instead of the last checkpoint, and before a requeue it is written to the checkpoint folder, so a failure loses at most N steps. "
+        "The bundled trainer, and scripts that call runtime.snapshot() (docs/fault-tolerance.md) [default: 0: off].", metavar="N"))
     signal_seconds: int = field(default=120, metadata=flag("--signal-seconds", help="Send the save signal this many seconds before the time limit [default: 120]."))
 
     def __post_init__(self) -> None:
@@ -274,6 +277,7 @@ class Recovery:
         check_count("--max-restarts", self.max_restarts, 0)
         check_count("--spare-nodes", self.spare_nodes, 0)
         check_count("--restarts-in-allocation", self.restarts_in_allocation, 0)
+        check_count("--memory-checkpoint-every", self.memory_checkpoint_every, 0)
         if not 1 <= self.signal_seconds <= SIGNAL_MAX_SECONDS:
             fail(f"--signal-seconds must be between 1 and {SIGNAL_MAX_SECONDS}, got {shown(self.signal_seconds, 40)}")
 

@@ -10,16 +10,13 @@ MODEL_NAME = "--model-name"
 """Names a model directory's checkpoints (hyperlaunch.core.checkpoints.checkpoint_name)."""
 TOKENIZER = "--tokenizer"
 """A tokenizer directory (or `offline`, or a hub name): a container job mounts the directory."""
-SPEC_OWNED = ("--model", "--checkpoint-dir", "--run-dir", "--max-steps", "--data")
+SPEC_OWNED = ("--model", "--checkpoint-dir", "--run-dir", "--max-steps", "--data", "--memory-checkpoint-every")
 """Trainer flags that hyperlaunch writes from the job's own settings (render.trainer_argv):
 given again after `--` they would silently win over what `status`, `checkpoints` and `resume`
 look at, so they are refused there, pointing at hyperlaunch's flag of the same name."""
 NO_CHECKPOINTS = "--no-checkpoints"
 """The bundled trainer saves no checkpoint and exports nothing: a run with it has nothing of its
 own to resume or export, and needs no room and no checkpoint cadence."""
-MEMORY_CHECKPOINT_EVERY = "--memory-checkpoint-every"
-"""The bundled trainer snapshots its state into a keeper on each node every N steps: the job
-runs the keepers (hyperlaunch.supervisor.keepers)."""
 NO_EXPORT = "--no-export"
 """The bundled trainer writes no `<model>-final` export when it reaches --max-steps."""
 HELP_FLAGS = ("-h", "--help")

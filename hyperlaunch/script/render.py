@@ -30,7 +30,6 @@ from hyperlaunch.core.instances import get_instance
 from hyperlaunch.core.protocol import SAVE_SIGNAL, checkpoint_lock_path
 from hyperlaunch.core.script_env import TORCHRUN_SHUTDOWN_TIMEOUT_ENV, TORCHRUN_SIGNALS_ENV
 from hyperlaunch.core.supervisor_options import SupervisorOptions
-from hyperlaunch.job import trainer_args
 from hyperlaunch.job.containers import container_mounts
 from hyperlaunch.job.sections import DEFAULT_TRAINER_MODULE
 from hyperlaunch.job.spec import JobSpec, dependencies
@@ -153,13 +152,9 @@ def supervisor_options(spec: JobSpec) -> SupervisorOptions:
         script_name=spec.derived.checkpoint_name if spec.is_script_job else "",
         srun_flags=tuple(srun_flags(spec)),
         # The bundled trainer's memory snapshots need a keeper on each node.
-        keepers=spec.procs_per_node if memory_snapshots(spec) else 0,
+        keepers=spec.procs_per_node if spec.recovery.memory_checkpoint_every else 0,
+        snapshot_every=spec.recovery.memory_checkpoint_every,
     )
-
-
-def memory_snapshots(spec: JobSpec) -> bool:
-    """Whether the job's trainer snapshots its state into the keepers (-- --memory-checkpoint-every N)."""
-    return not spec.is_script_job and (trainer_args.count_of(spec.job.trainer_args, trainer_args.MEMORY_CHECKPOINT_EVERY) or 0) > 0
 
 
 def supervisor_flags(spec: JobSpec) -> tuple[tuple[str, ...], ...]:
@@ -345,6 +340,8 @@ def trainer_argv(spec: JobSpec) -> list[str]:
         argv += ["--max-steps", str(spec.job.max_steps)]
     if spec.job.data is not None:
         argv += ["--data", spec.job.data]
+    if spec.recovery.memory_checkpoint_every:
+        argv += ["--memory-checkpoint-every", str(spec.recovery.memory_checkpoint_every)]
     return argv + list(spec.job.trainer_args)
 
 

@@ -1,6 +1,6 @@
 """Runs a rendered sbatch script with bash, as Slurm would on the batch host, but with stub
 `srun`, `scontrol`, `squeue` and `torchrun` on PATH: srun runs its command once (one "node":
-HL_TEST_STEP_NODE, node8 unless set),
+HL_TEST_STEP_NODE, node8 unless set; the keepers' step once on each node of HL_TEST_NODES),
 scontrol answers like a 2-node job (HL_TEST_NODES: the allocation's nodes) and records
 requeues, squeue answers with the states a test
 wrote for a job (`job_states`, one per call, the last one repeated), or that it knows no such
@@ -36,6 +36,15 @@ def rendezvous_port(round_: int) -> int:
     return job_port(JOB_ID, round_)
 
 _SRUN = """#!/bin/bash
+# The keepers' step (memory snapshots): one task on each node of HL_TEST_NODES, ended with srun.
+if [[ " $* " == *" --job-name=hyperlaunch-keepers "* ]]; then
+  while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+  trap 'kill $(jobs -p) 2>/dev/null' EXIT
+  trap 'exit 143' TERM
+  for node in ${HL_TEST_NODES:-node7 node8}; do SLURMD_NODENAME=$node "$@" & done
+  wait
+  exit
+fi
 # Skip srun's own flags (all --long=value forms in our scripts), then run the task once.
 printf '%s\\0' "$@" > "$HL_TEST_DIR/srun.argv"
 while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done

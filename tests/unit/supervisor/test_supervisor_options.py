@@ -41,6 +41,7 @@ def _options(draw: st.DrawFn) -> SupervisorOptions:
         script_name=draw(st.just("") | _value),
         srun_flags=tuple(draw(st.lists(st.text(), max_size=4))),
         keepers=draw(st.integers(0, 16)),
+        snapshot_every=draw(st.integers(0, 1000)),
     )
 
 
@@ -109,11 +110,21 @@ def test_the_reader_refuses_what_argparse_refuses(capsys: pytest.CaptureFixture[
     assert "hyperlaunch-supervisor: error: the following arguments are required: --run-dir" in capsys.readouterr().err
 
 
-def test_a_job_whose_trainer_snapshots_into_memory_runs_a_keeper_on_each_node() -> None:
-    from hyperlaunch.script.render import supervisor_options
+def test_a_job_that_snapshots_into_memory_runs_a_keeper_on_each_node_and_tells_its_trainer() -> None:
+    from hyperlaunch.script.render import trainer_argv
 
-    spec = job_spec(model="qwen3_tiny", nodes=2, torchrun="torchrun", trainer_args=("--memory-checkpoint-every", "5"), **PATHS)
-    assert supervisor_options(spec).keepers == spec.procs_per_node and ("--keepers", str(spec.procs_per_node)) in supervisor_options(spec).lines()
-    assert supervisor_options(job_spec(model="qwen3_tiny", torchrun="torchrun", **PATHS)).keepers == 0
-    off = job_spec(model="qwen3_tiny", torchrun="torchrun", trainer_args=("--memory-checkpoint-every=0",), **PATHS)
-    assert supervisor_options(off).keepers == 0
+    spec = job_spec(model="qwen3_tiny", nodes=2, torchrun="torchrun", memory_checkpoint_every=5, **PATHS)
+    options = supervisor_options(spec)
+    assert (options.keepers, options.snapshot_every) == (spec.procs_per_node, 5)
+    assert ("--keepers", str(spec.procs_per_node)) in options.lines() and ("--snapshot-every", "5") in options.lines()
+    assert trainer_argv(spec)[-2:] == ["--memory-checkpoint-every", "5"]
+    off = job_spec(model="qwen3_tiny", torchrun="torchrun", **PATHS)
+    assert (supervisor_options(off).keepers, supervisor_options(off).snapshot_every) == (0, 0)
+    assert "--memory-checkpoint-every" not in trainer_argv(off)
+
+
+def test_a_script_job_that_snapshots_into_memory_runs_keepers_and_its_arguments_stay_its_own() -> None:
+    spec = job_spec(module="mypkg.train", nodes=2, torchrun="torchrun", memory_checkpoint_every=3, trainer_args=("--steps", "9"), **PATHS)
+    options = supervisor_options(spec)
+    assert (options.keepers, options.snapshot_every) == (spec.procs_per_node, 3)
+    assert "--memory-checkpoint-every" not in options.launch_command
