@@ -81,7 +81,7 @@ class Keepers:
         per = self.ranks_per_node
         ranks_of = {node: list(range(index * per, (index + 1) * per)) for index, node in enumerate(round_nodes)}
         keepers = {node: read_keeper_address(self.directory, node) or "" for node in round_nodes}
-        return Layout(ranks_of, {node: where for node, where in keepers.items() if where})
+        return Layout(ranks_of, {node: where for node, where in keepers.items() if where}, self.options.snapshot_every)
 
     def round_environment(self, round_nodes: Sequence[str], lost: Sequence[str] = ()) -> dict[str, str]:
         """What the round's trainers are told: where their keepers are, and the snapshot to
@@ -128,8 +128,9 @@ class Keepers:
                 continue
             try:
                 held[node] = holdings(address(where), timeout=HOLDINGS_TIMEOUT_S)
-            except (OSError, ValueError, KeeperRefused):
-                continue  # its node is lost, or its keeper
+            except (OSError, ValueError, KeeperRefused) as error:
+                err(f"hyperlaunch: the memory snapshots' keeper on {node} did not answer ({error}): what it held is lost")
+                continue
         restore = newest_restorable(held, self.taken.ranks_of)
         name = self.options.checkpoint_name
         pointed = rules.read_pointer(Path(self.options.checkpoint_dir), name) if name else None

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core.decision_records import read_decisions
-from tests.support.devcluster_helpers import DevCluster
+from hyperlaunch.devcluster import procs
+from tests.support.devcluster_helpers import DevCluster, wait_until
 from tests.support.fault_helpers import (
     Job,
     assert_losses_match,
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 STEPS = 30
 DISK_EVERY = 25
 MEMORY_EVERY = 3
-SNAPSHOTS = ["--memory-checkpoint-every", str(MEMORY_EVERY)]
+SNAPSHOTS = ("--memory-checkpoint-every", str(MEMORY_EVERY))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def _trained_twice(job: Job) -> int:
 
 def test_a_crashed_rank_restarts_from_the_memory_snapshot(dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]) -> None:
     job = submit(
-        dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=14", max_steps=STEPS, checkpoint_every=DISK_EVERY, extra=SNAPSHOTS,
+        dev_cluster, tmp_path, *SNAPSHOTS, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=14", max_steps=STEPS, checkpoint_every=DISK_EVERY,
     )
     final = job.wait_final()
     assert final["state"] == "COMPLETED", final
@@ -64,8 +65,8 @@ def test_a_crashed_rank_restarts_from_the_memory_snapshot(dev_cluster: DevCluste
 
 def test_a_lost_node_is_restored_on_a_spare_from_its_peers_replica(dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]) -> None:
     job = submit(
-        dev_cluster, tmp_path, "--spare-nodes", "1", "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
-        max_steps=STEPS, checkpoint_every=DISK_EVERY, extra=SNAPSHOTS,
+        dev_cluster, tmp_path, *SNAPSHOTS, "--spare-nodes", "1", "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
+        max_steps=STEPS, checkpoint_every=DISK_EVERY,
     )
     job.wait_step(10)
     nodes = nodes_with_a_spare(job)
@@ -87,7 +88,7 @@ def test_without_a_spare_the_snapshot_is_written_to_disk_before_the_requeue(
 ) -> None:
     """The keepers end with the allocation: the newest whole snapshot (the lost node's parts from
     its peer) becomes an ordinary checkpoint first, and the requeued job resumes from it."""
-    job = submit(dev_cluster, tmp_path, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3", max_steps=STEPS, checkpoint_every=DISK_EVERY, extra=SNAPSHOTS)
+    job = submit(dev_cluster, tmp_path, *SNAPSHOTS, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3", max_steps=STEPS, checkpoint_every=DISK_EVERY)
     job.wait_step(10)
     victim = kill_a_node_of(job)
     try:
@@ -103,3 +104,75 @@ def test_without_a_spare_the_snapshot_is_written_to_disk_before_the_requeue(
     assert f"wrote the memory snapshot of step {resumed[0]['step']} to" in err
     assert _trained_twice(job) <= MEMORY_EVERY + 1
     assert_losses_match(job, reference)
+
+
+def _kill_keeper(job: Job, node: str) -> None:
+    """SIGKILL the keeper on `node`, its trainers left running."""
+    keepers = [
+        pid for pid in procs.node_process_ids(job.cluster.root, node)
+        if b"hyperlaunch.supervisor.keeper" in _cmdline(pid)
+    ]
+    assert keepers, f"no keeper on {node}"
+    procs.kill_pids(keepers)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_keeper_killed_on_a_healthy_node_leaves_training_on_and_the_next_failure_on_disk(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float],
+) -> None:
+    """Without its node's keeper a snapshot is never whole again: the trainers say so once and
+    train on, and the crash after it restarts from the disk checkpoint, never from a snapshot
+    missing that node's parts or mixing steps."""
+    job = submit(
+        dev_cluster, tmp_path, *SNAPSHOTS, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3", "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=17",
+        max_steps=STEPS, checkpoint_every=10,
+    )
+    job.wait_step(4)
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    _kill_keeper(job, nodes[0])  # rank 0's node, whose metrics tell
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", final
+    assert [r["cause"] for r in final["restarts_in_allocation"]] == ["crash"], final
+    assert job.events("memory_snapshot_failed"), job.metrics("event")
+    resumed = job.events("resumed")
+    assert [(e.get("source"), e["step"]) for e in resumed] == [(None, 10)], resumed
+    assert resumed[0]["path"].endswith("qwen3_tiny-10steps")
+    err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    assert f"keeper on {nodes[0]} did not answer" in err
+    assert_losses_match(job, reference)
+
+
+def test_a_node_and_its_peer_lost_together_fall_back_to_the_disk_checkpoint(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    """Three nodes in a ring, each holding the next one's replica: the second and the third
+    lost at once take the second's parts with them. No snapshot is written before the requeue
+    and the job resumes from its disk checkpoint, with the losses of an undisturbed run."""
+    three = ("--nodes", "3")
+    baseline = submit(dev_cluster, tmp_path / "reference", *three, max_steps=STEPS, checkpoint_every=10)
+    job = submit(dev_cluster, tmp_path / "job", *three, *SNAPSHOTS, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3", max_steps=STEPS, checkpoint_every=10)
+    job.wait_step(14)
+    nodes: list[str] = []
+    wait_until(lambda: bool(nodes.extend(job.running_nodes()) or nodes), 60, "the job to run")
+    assert len(nodes) == 3, nodes
+    victims = nodes[1:]
+    for victim in victims:
+        kill_node(dev_cluster, victim)
+    try:
+        final = job.wait_final()
+    finally:
+        for victim in victims:
+            revive(dev_cluster, victim)
+    assert final["state"] == "COMPLETED", final
+    assert [r["cause"] for r in final["restarts"]] == ["node failure"], final
+    resumed = job.events("resumed")
+    assert [(e.get("source"), e["step"]) for e in resumed] == [(None, 10)], resumed
+    err = job.workdir.joinpath("logs", f"qwen3_tiny_{job.job_id}.err").read_text()
+    assert "wrote the memory snapshot" not in err
+    assert baseline.wait_final()["state"] == "COMPLETED"
+    assert_losses_match(job, baseline.losses())
