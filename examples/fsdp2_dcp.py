@@ -1,7 +1,8 @@
-"""FSDP2 and torch.distributed.checkpoint under hyperlaunch: resume, save on a schedule and on
-the save signal, requeue, metrics. Copy it; put your own model and data in build_model and batch.
+"""FSDP2 and torch.distributed.checkpoint under hyperlaunch: resume, save on a schedule and on the
+save signal, requeue, metrics, memory snapshots. Copy it; your own model and data go in build_model and batch.
 
     hyperlaunch submit --nodes 2 --script examples/fsdp2_dcp.py -- --steps 200
+    hyperlaunch submit --nodes 2 --memory-checkpoint-every 5 --script examples/fsdp2_dcp.py -- --steps 200
     python -m torch.distributed.run --standalone --nproc_per_node=2 examples/fsdp2_dcp.py
 """
 
@@ -44,6 +45,12 @@ def batch(seed: int, step: int, rank: int, device: torch.device) -> torch.Tensor
     return ((starts + torch.arange(SEQ + 1)) % VOCAB).to(device)
 
 
+def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, done: torch.Tensor) -> dict[str, object]:
+    """What a checkpoint and a memory snapshot hold: this rank's shards, and the steps done."""
+    model_state, optim_state = get_state_dict(model, optimizer)
+    return {"model": model_state, "optim": optim_state, "step": done}
+
+
 def finish() -> None:
     # gloo aborts a process that frees a collective's tensors at shutdown: a barrier, and FSDP's cycles collected at exit.
     atexit.register(gc.collect)
@@ -78,13 +85,14 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 
     done = torch.zeros((), dtype=torch.int64)  # steps completed, saved with the state
-    if start is not None:
-        model_state, optim_state = get_state_dict(model, optimizer)
-        # In place, each rank its own shards: the dicts hold the checkpoint's values once it returns.
-        dcp.load({"model": model_state, "optim": optim_state, "step": done}, checkpoint_id=start)
-        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
+    state = training_state(model, optimizer, done)  # loaded in place, each rank its own shards:
+    from_memory = runtime.restore_snapshot(state) is not None  # where a round restarted in the allocation is told to
+    if not from_memory and start is not None:
+        dcp.load(state, checkpoint_id=start)
+    if from_memory or start is not None:
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         if runtime.is_main():
-            print(f"resumed from {start} (step {int(done)})", flush=True)
+            print(f"resumed from {'the memory snapshot' if from_memory else start} (step {int(done)})", flush=True)
 
     for step in range(int(done) + 1, args.steps + 1):
         began = time.perf_counter()
@@ -99,15 +107,14 @@ def main() -> None:
         stop = torch.tensor(int(runtime.should_save()), device=device)
         dist.all_reduce(mean_loss)
         dist.all_reduce(stop, op=dist.ReduceOp.MAX)
-        elapsed = time.perf_counter() - began
-        runtime.log(step, loss=mean_loss.item(), tokens_per_s=BATCH * SEQ * world / elapsed)
+        runtime.log(step, loss=mean_loss.item(), tokens_per_s=BATCH * SEQ * world / (time.perf_counter() - began))
+        done.fill_(step)
+        runtime.snapshot(step, training_state(model, optimizer, done))  # every N steps, where the job keeps them
 
         if step % args.save_every == 0 or step == args.steps or stop.item():
             path = runtime.checkpoint_path(step)
-            done.fill_(step)
-            model_state, optim_state = get_state_dict(model, optimizer)
             with runtime.saving():  # a save may take longer than a step
-                dcp.save({"model": model_state, "optim": optim_state, "step": done}, checkpoint_id=path)
+                dcp.save(training_state(model, optimizer, done), checkpoint_id=path)
             runtime.commit_checkpoint(step, path, keep_last=3)  # <name>-latest names it; older ones go
             if stop.item():
                 finish()

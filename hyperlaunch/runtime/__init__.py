@@ -15,6 +15,15 @@ committing a checkpoint, the save signal, metrics and the hang watchdog, failing
             if stop:
                 runtime.requeue()                # exits; the job comes back and resumes from it
 
+With `submit --memory-checkpoint-every N`, a failure costs at most N steps, not every step since
+the last checkpoint: hand the state to the node's keeper after each step, and restore what a
+restarted round is told to (docs/your-script.md#memory-snapshots):
+
+    state = {"model": model, "optim": optim}    # what you give dcp.save
+    first = runtime.restore_snapshot(state)      # loaded in place: its step; None: resume_path()
+    ...
+        runtime.snapshot(step, state)            # every N steps, on every rank; else returns at once
+
 The contract (docs/your-script.md):
 - Every function is safe to call on every rank; what only one process may write (the pointer,
   metrics, progress records) rank 0 writes (torchrun's RANK), the others skip.
@@ -27,6 +36,7 @@ The contract (docs/your-script.md):
   (hyperlaunch.trackers); a missing tracker library fails the job at the first call, for good.
   The run is closed at the process's end, as a finished training unless the script raised,
   failed or requeued.
+- Memory snapshots (snapshot, restore_snapshot) import torch, the rest of the library does not.
 - A hang: once log() was called, a process that logs nothing for 10 times the median interval
   between its logs (at least 300 s; HYPERLAUNCH_HANG_TIMEOUT and HYPERLAUNCH_HANG_FLOOR, 0
   turns it off) prints every thread's stack and exits, and the job restarts as after a crash.
@@ -44,7 +54,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
@@ -54,6 +64,9 @@ from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 from hyperlaunch.runtime import checkpoint, records
 from hyperlaunch.runtime.signals import StopRequest, ignore_stop_signals
 from hyperlaunch.runtime.watchdog import HangLimits, HangWatchdog, Phase
+
+if TYPE_CHECKING:
+    from hyperlaunch.runtime.snapshots import MemorySnapshots
 
 __all__ = [
     "checkpoint_dir",
@@ -65,10 +78,12 @@ __all__ = [
     "name",
     "rank",
     "requeue",
+    "restore_snapshot",
     "resume_path",
     "run_dir",
     "saving",
     "should_save",
+    "snapshot",
 ]
 
 HANG_TIMEOUT_ENV = "HYPERLAUNCH_HANG_TIMEOUT"
@@ -186,6 +201,44 @@ def saving() -> Iterator[None]:
     watchdog.step_starts(_session().last_step + 1)
 
 
+def snapshot(step: int, state: dict[str, Any]) -> bool:
+    """Where the job keeps memory snapshots (`submit --memory-checkpoint-every N`) and `step` is
+    a multiple of N: hand this rank's part of `state` (what you give dcp.save: a dict of
+    Stateful objects and tensors, the same on every rank) to its node's keeper, which copies it
+    to a peer node. Call it on every rank after every step (the ranks save together); True where
+    a snapshot was taken. A keeper that cannot take it is told once in the metrics, and training
+    goes on with the disk checkpoints."""
+    snapshots = _session().snapshots()
+    if snapshots is None or not snapshots.due(step):
+        return False
+    with saving():
+        snapshots.take(step, state)
+    return True
+
+
+def restore_snapshot(state: dict[str, Any]) -> int | None:
+    """Where this round was told to restore a memory snapshot (a restart inside the allocation,
+    the snapshot newer than the checkpoint `<name>-latest` names): load it into `state` in place,
+    as dcp.load would, and return its step; the next step is that step + 1. None otherwise:
+    resume from resume_path() as usual. Call it on every rank, before the first step, with the
+    same dict snapshot() is given. A snapshot persisted before a requeue is a DCP checkpoint of
+    `state` that resume_path() names."""
+    from hyperlaunch.core.memory_snapshots import parse_restore
+    from hyperlaunch.core.metrics_records import TrainerEvent
+    from hyperlaunch.core.script_env import RESTORE_ENV
+
+    snapshots = _session().snapshots()
+    restore = parse_restore(os.environ.get(RESTORE_ENV, "")) if snapshots is not None else None
+    if snapshots is None or restore is None:
+        return None
+    step, sources, taken = restore
+    snapshots.restore(step, sources, taken, state)
+    records.EventLog(run_dir(), enabled=is_main()).event(
+        TrainerEvent.RESUMED, f"resumed from step {step} (the memory snapshot)", step=step, source="memory",
+    )
+    return step
+
+
 def fail(message: str, final: bool = True) -> NoReturn:
     """Stop on an error with `message` as the reason `status` shows. final=True (bad input, a
     missing file): the job ends on this attempt and is never requeued; final=False: retried
@@ -215,12 +268,30 @@ class _Session:
         self.watchdog: HangWatchdog | None = None
         self.last_step = 0
         self.closes_trackers = False
+        self._snapshots: MemorySnapshots | None = None
+        self._snapshots_read = False
         if _in_main_thread():
             self.stop.install()
             # Python gives handled signals back to their default action while it shuts down,
             # and USR2's ends the process: a save signal just after the script's last line
             # would turn a finished run into a failed step.
             atexit.register(ignore_stop_signals)
+
+    def snapshots(self) -> MemorySnapshots | None:
+        """This rank's memory snapshots where the job runs keepers (it says where in SNAPSHOTS_ENV), else None."""
+        if not self._snapshots_read:
+            from hyperlaunch.core.memory_snapshots import Layout
+            from hyperlaunch.core.script_env import SNAPSHOTS_ENV
+
+            self._snapshots_read = True
+            layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
+            if layout is not None and layout.every and layout.node_of(rank()) is not None:
+                # torch: imported only where snapshots are kept
+                from hyperlaunch.runtime.snapshots import MemorySnapshots, scratch_dir
+
+                events = records.EventLog(run_dir(), enabled=is_main())
+                self._snapshots = MemorySnapshots(layout, layout.every, rank(), scratch_dir(os.environ.get("SLURM_JOB_ID", "")), events)
+        return self._snapshots
 
     def step_logged(self, step: int) -> None:
         if self.watchdog is None:

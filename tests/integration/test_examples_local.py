@@ -6,6 +6,7 @@ the plain DDP one knows nothing of hyperlaunch. Both stay short enough to read i
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import signal
@@ -17,7 +18,11 @@ from pathlib import Path
 import pytest
 
 from hyperlaunch.core import checkpoints, protocol
+from hyperlaunch.core.memory_snapshots import Layout, newest_restorable, restore_json
 from hyperlaunch.core.metrics_records import METRICS_FILE, StepRecord, parse_metrics_line
+from hyperlaunch.core.script_env import RESTORE_ENV, SNAPSHOTS_ENV
+from hyperlaunch.supervisor.snapshot_persist import persist
+from tests.support.keepers import held_by_live, running_keepers
 
 pytestmark = pytest.mark.integration  # real torchrun, 10-30 s a test
 
@@ -44,11 +49,11 @@ def _environment(folder: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def _torchrun(folder: Path, script: str, *args: str) -> str:
+def _torchrun(folder: Path, script: str, *args: str, env: dict[str, str] | None = None) -> str:
     """Run `script` to its end in `folder`; its stdout (rank 0's lines)."""
     folder.mkdir(exist_ok=True)
     result = subprocess.run(
-        _command(script, *args), cwd=folder, env=_environment(folder), capture_output=True, text=True, timeout=90, check=False,
+        _command(script, *args), cwd=folder, env=_environment(folder, **(env or {})), capture_output=True, text=True, timeout=90, check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result.stdout
@@ -79,6 +84,37 @@ def test_the_fsdp2_example_resumes_from_its_last_save_and_trains_on_as_if_never_
     losses = _losses(tmp_path / "run")
     assert sorted(losses) == [7, 8, 9]
     assert losses == pytest.approx({step: expected[step] for step in (7, 8, 9)}, abs=1e-6), "the same state and batches"
+
+
+def test_the_fsdp2_example_restores_a_memory_snapshot_from_the_keepers_and_trains_on_as_if_never_stopped(tmp_path: Path) -> None:
+    """The runtime library's snapshots in a script: every 2 steps each rank's shards go to its
+    node's keeper (rank 0 on node-a, rank 1 on node-b, two real keepers on loopback) and on to
+    the peer's; with node-b's keeper lost, a restarted round loads step 6 from node-a's replica,
+    and a snapshot persisted before a requeue is a checkpoint the script resumes from."""
+    _torchrun(tmp_path / "undisturbed", "fsdp2_dcp.py", "--steps", "9")
+    expected = _losses(tmp_path / "undisturbed" / "run")
+    with running_keepers(["node-a", "node-b"]) as keepers:
+        layout = Layout({"node-a": [0], "node-b": [1]}, {node: keeper.where for node, keeper in keepers.items()}, every=2)
+        _torchrun(tmp_path / "first", "fsdp2_dcp.py", "--steps", "7", "--save-every", "100", env={SNAPSHOTS_ENV: layout.to_json()})
+        assert held_by_live(keepers)["node-a"] == {"node-a": {4: [0], 6: [0]}, "node-b": {4: [1], 6: [1]}}
+        keepers["node-b"].kill()
+        restore = newest_restorable(held_by_live(keepers), layout.ranks_of)
+        assert restore is not None and restore.step == 6
+
+        told = {SNAPSHOTS_ENV: layout.to_json(), RESTORE_ENV: restore_json(restore, layout)}
+        restored = _torchrun(tmp_path / "restored", "fsdp2_dcp.py", "--steps", "9", "--save-every", "100", env=told)
+        assert restored.splitlines()[:2] == ["[hyperlaunch] resumed from step 6 (the memory snapshot)", "resumed from the memory snapshot (step 6)"]
+        assert _losses(tmp_path / "restored" / "run") == pytest.approx({step: expected[step] for step in (7, 8, 9)}, abs=1e-6)
+        events = [json.loads(line) for line in (tmp_path / "restored" / "run" / METRICS_FILE).read_text().splitlines()]
+        assert [(e["step"], e["source"]) for e in events if e.get("event") == "resumed"] == [(6, "memory")]
+
+        persisted = tmp_path / "persisted"
+        (persisted / "run").mkdir(parents=True)  # the job's run folder, there before any round
+        path = persist(6, restore.addresses(layout), layout, persisted / "checkpoints", NAME, run_dir=persisted / "run", job="7", restart=0)
+        assert path is not None and checkpoints.is_complete(path)
+    resumed = _torchrun(persisted, "fsdp2_dcp.py", "--steps", "9", "--save-every", "100")
+    assert resumed.splitlines()[0] == f"resumed from {path} (step 6)", resumed
+    assert _losses(persisted / "run") == pytest.approx({step: expected[step] for step in (7, 8, 9)}, abs=1e-6)
 
 
 def _workers(torchrun: subprocess.Popen[str]) -> list[int]:
@@ -126,7 +162,7 @@ def test_the_plain_ddp_example_resumes_from_its_own_newest_checkpoint(tmp_path: 
 
 @pytest.mark.parametrize("script", ["fsdp2_dcp.py", "plain_ddp.py"])
 def test_each_example_reads_in_one_go(script: str) -> None:
-    assert len((EXAMPLES / script).read_text().splitlines()) < 120
+    assert len((EXAMPLES / script).read_text().splitlines()) < 130
 
 
 def test_the_plain_example_imports_nothing_of_hyperlaunch() -> None:
