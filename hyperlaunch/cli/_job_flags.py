@@ -94,7 +94,7 @@ def show_settings(plan: Plan, trainings: int = 1) -> None:
     """The training settings the job runs with and where each came from, on stderr (a sweep:
     `trainings` of them, for what their checkpoints need)."""
     from hyperlaunch.cli._output import out
-    from hyperlaunch.job.plan import checkpoint_room_warning
+    from hyperlaunch.job.plan import checkpoint_room_warning, snapshot_memory_note
 
     spec = plan.spec
     if plan.settings:
@@ -109,6 +109,9 @@ def show_settings(plan: Plan, trainings: int = 1) -> None:
     room = checkpoint_room_warning(spec, trainings)
     if room:
         out.warn(room)
+    snapshots = snapshot_memory_note(spec)
+    if snapshots:
+        out.note(snapshots)
 
 
 def _rows(items: Sequence[Setting | Decision]) -> list[str]:

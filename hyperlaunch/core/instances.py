@@ -26,7 +26,7 @@ from hyperlaunch.core.suggest import closest, did_you_mean
 
 _FAMILY_KEYS = frozenset(
     {
-        "description", "gpu", "gpu_memory_gib", "peak_bf16_tflops_per_gpu", "efa",
+        "description", "gpu", "gpu_memory_gib", "peak_bf16_tflops_per_gpu", "efa", "host_memory_gib",
         "instance_types", "env", "efa_env", "container_env",
     }
 )
@@ -35,7 +35,7 @@ USER_INSTANCES_DIR = "instances"
 UNDESCRIBED_FAMILY = "undescribed"
 TYPO_CUTOFF = 0.9
 """An unknown type this close to a known one (`p5.48xlarg`) is a typo, never a new type."""
-_SIZE_KEYS = frozenset({"gpus", "efa"})
+_SIZE_KEYS = frozenset({"gpus", "efa", "host_memory_gib"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +62,9 @@ class InstancePreset:
     """Environment exported on every node, in file order: `[env]`, then `[efa_env]` where it has EFA."""
     container_env: tuple[tuple[str, str], ...]
     """Overrides of `env` inside a Pyxis container."""
+    host_memory_gib: float | None = None
+    """Memory of one instance (AWS's figure), what memory snapshots are checked against at
+    submit; None where not described."""
 
 
 def _pairs(table: object, where: str) -> tuple[tuple[str, str], ...]:
@@ -79,12 +82,13 @@ def _family_presets(family: str, data: dict[str, object], where: str) -> list[In
         raise ConfigError(f"{where}: [instance_types] must map instance type names to GPU counts")
     peak = _number(data.get("peak_bf16_tflops_per_gpu"), f"{where}: peak_bf16_tflops_per_gpu")
     memory = _number(data.get("gpu_memory_gib"), f"{where}: gpu_memory_gib")
+    family_host_memory = _number(data.get("host_memory_gib"), f"{where}: host_memory_gib")
     family_efa = _flag(data.get("efa", False), f"{where}: efa")
     env = _pairs(data.get("env", {}), f"{where} [env]")
     efa_env = _pairs(data.get("efa_env", {}), f"{where} [efa_env]")
     presets = []
     for name, size in instance_types.items():
-        gpus, efa = _size(size, family_efa, f"{where} [instance_types] {name}")
+        gpus, efa, host_memory = _size(size, family_efa, family_host_memory, f"{where} [instance_types] {name}")
         presets.append(
             InstancePreset(
                 name=name,
@@ -97,6 +101,7 @@ def _family_presets(family: str, data: dict[str, object], where: str) -> list[In
                 gpu_memory_gib=memory,
                 env=tuple({**dict(env), **(dict(efa_env) if efa else {})}.items()),
                 container_env=_pairs(data.get("container_env", {}), f"{where} [container_env]"),
+                host_memory_gib=host_memory,
             )
         )
     return presets
@@ -116,18 +121,22 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
-def _size(size: object, family_efa: bool, where: str) -> tuple[int, bool]:
-    """(GPUs, EFA) of one size: a GPU count, or a table {gpus = N, efa = bool}."""
+def _size(size: object, family_efa: bool, family_host_memory: float | None, where: str) -> tuple[int, bool, float | None]:
+    """(GPUs, EFA, host memory) of one size: a GPU count, or a table {gpus = N, efa = bool,
+    host_memory_gib = N}."""
+    host_memory = family_host_memory
     if isinstance(size, dict):
         unknown = sorted(set(size) - _SIZE_KEYS)
         if unknown or "gpus" not in size:
-            raise ConfigError(f"{where}: a size is {{gpus = N, efa = true|false}}, got keys {', '.join(sorted(size))}")
+            raise ConfigError(f"{where}: a size is {{gpus = N, efa = true|false, host_memory_gib = N}}, got keys {', '.join(sorted(size))}")
         gpus, efa = size["gpus"], _flag(size.get("efa", family_efa), f"{where}: efa")
+        if "host_memory_gib" in size:
+            host_memory = _number(size["host_memory_gib"], f"{where}: host_memory_gib")
     else:
         gpus, efa = size, family_efa
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         raise ConfigError(f"{where}: GPUs must be a whole number, got {gpus!r}")
-    return gpus, efa
+    return gpus, efa, host_memory
 
 
 @functools.cache

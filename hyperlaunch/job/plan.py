@@ -25,7 +25,7 @@ from hyperlaunch.core.instances import InstancePreset, canonical_instance_type, 
 from hyperlaunch.core.models import PRESETS, ModelSpec, get_preset, spec_from_model_directory
 from hyperlaunch.core.paths import is_dir, is_file
 from hyperlaunch.core.recommend import Setting
-from hyperlaunch.job import checkpoint_room, code_snapshot, containers, detect
+from hyperlaunch.job import checkpoint_room, code_snapshot, containers, detect, memory_room
 from hyperlaunch.job import settings as layered
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.defaults import default_job_name, job_spec
@@ -110,7 +110,9 @@ def plan_job(
     settings = {**settings, **_tracker_settings(settings, environ)}
     decided = instance + gpus + exclusive + hyperpod
     configured = _configured(layers, shown={s.name for s in training} | {d.name for d in decided})
-    return Plan(spec=_to_spec(settings, cwd), settings=training, decided=decided, configured=configured)
+    spec = _to_spec(settings, cwd)
+    snapshot_memory_note(spec)  # refuses snapshots the nodes' memory cannot hold
+    return Plan(spec=spec, settings=training, decided=decided, configured=configured)
 
 
 def _configured(layers: list[Layer], shown: set[str]) -> tuple[Setting, ...]:
@@ -148,6 +150,16 @@ def checkpoint_room_warning(spec: JobSpec, trainings: int = 1) -> str | None:
     if spec.is_script_job or not model or (model not in PRESETS and not is_model_directory(model)):
         return None
     return checkpoint_room.warning(spec, _model_spec(model)[0], trainings=trainings)
+
+
+def snapshot_memory_note(spec: JobSpec) -> str | None:
+    """What a bundled-trainer job's memory snapshots take of each node's host memory
+    (hyperlaunch.job.memory_room; InvalidInput where they cannot fit); None for a job without
+    them, or a script's (its state's size is its own)."""
+    model = spec.job.model
+    if spec.is_script_job or not model or (model not in PRESETS and not is_model_directory(model)):
+        return None
+    return memory_room.note(spec, _model_spec(model)[0], get_instance(spec.cluster.instance_type, gpus_per_node=spec.cluster.gpus_per_node))
 
 
 def _tracker_settings(settings: Settings, environ: Mapping[str, str]) -> Settings:

@@ -1,0 +1,49 @@
+"""Whether a job's memory snapshots fit in its nodes' host memory (`submit
+--memory-checkpoint-every`), told at submit: the keeper on each node holds the two newest whole
+snapshots of its own node's ranks and two of its peer's, and the one being taken passes through
+node-local memory (/dev/shm) on its way there; a job whose snapshots cannot fit is refused before
+it waits in the queue, rather than losing nodes to the out-of-memory killer mid-run."""
+
+from __future__ import annotations
+
+from hyperlaunch.core.disk_space import CHECKPOINT_BYTES_PER_PARAM, format_size
+from hyperlaunch.core.errors import InvalidInput
+from hyperlaunch.core.instances import InstancePreset
+from hyperlaunch.core.models import ModelSpec
+from hyperlaunch.job.spec import JobSpec
+
+HELD = 2
+"""Whole snapshots a keeper keeps of each node it holds (hyperlaunch.supervisor.keeper.KEEP)."""
+HOST_SHARE = 0.5
+"""Of a node's memory, the most its snapshots may take: the rest is the training's own (data
+loading, pinned buffers, the CUDA context, state offloaded to the CPU)."""
+GIB = 1 << 30
+
+
+def per_node(spec: JobSpec, model: ModelSpec) -> int:
+    """Bytes of snapshots one node holds at most: its share of the training state (fp32 weights
+    and AdamW's two moments) HELD times for itself, HELD times for its peer (none alone), and
+    the one being taken."""
+    share = -(-CHECKPOINT_BYTES_PER_PARAM * model.num_params // spec.job.nodes)
+    held_for = 1 if spec.job.nodes == 1 else 2
+    return share * (HELD * held_for + 1)
+
+
+def note(spec: JobSpec, model: ModelSpec, instance: InstancePreset) -> str | None:
+    """The line submit shows for a job that keeps snapshots (None for one that does not);
+    InvalidInput where they would take more than HOST_SHARE of the instance's memory."""
+    if not spec.recovery.memory_checkpoint_every:
+        return None
+    needed = per_node(spec, model)
+    if instance.host_memory_gib is None:
+        return f"memory snapshots: up to {format_size(needed)} of host memory on each node ({instance.name} does not say how much it has)"
+    budget = int(instance.host_memory_gib * GIB * HOST_SHARE)
+    if needed > budget:
+        state = CHECKPOINT_BYTES_PER_PARAM * model.num_params
+        fewer = max(2, -(-state * (2 * HELD + 1) // budget))  # the nodes whose share fits, each holding its peer's too
+        raise InvalidInput(
+            f"--memory-checkpoint-every: {spec.derived.checkpoint_name}'s snapshots need up to {format_size(needed)} of host memory on each "
+            f"of {spec.job.nodes} node(s), more than the {format_size(budget)} they may use of {instance.name}'s "
+            f"{format_size(int(instance.host_memory_gib * GIB))}; use at least {fewer} nodes, or drop --memory-checkpoint-every"
+        )
+    return f"memory snapshots: up to {format_size(needed)} of host memory on each node, of {format_size(int(instance.host_memory_gib * GIB))}"
