@@ -162,6 +162,8 @@ class Trainer:
             total += loss.detach().float()
         grad_norm = clip_gradients(self.model, self.grad_clip)
         self.checkpointer.before_update()  # an async save may still be copying the parameters
+        if self.snapshots is not None:
+            self.snapshots.before_update()  # and a memory snapshot
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -301,6 +303,7 @@ class Trainer:
                 self._clock.restart()  # the next step's time leaves that work out
         self._read_unread()
         with watchdog.allowance(Phase.CHECKPOINT):
+            self._snapshot_done()
             self.checkpointer.wait()
             if self.checkpoints and self.checkpointer.last_saved_step != state.step:
                 self.checkpointer.save(state)
@@ -308,8 +311,15 @@ class Trainer:
         self.hooks.on_end(self, state)
         return 0
 
+    def _snapshot_done(self) -> None:
+        """The snapshot in flight handed over, on every rank before it leaves the loop: its
+        save's collectives need them all."""
+        if self.snapshots is not None:
+            self.snapshots.wait()
+
     def _stop_and_save(self, state: TrainState) -> int:
         name = self.stop.signal_name or "a signal on another rank"
+        self._snapshot_done()
         if self.checkpoints:
             self.metrics.event(TrainerEvent.SIGNAL_RECEIVED, f"{name} received: saving at step {state.step}", step=state.step, signal=name)
             with self.watchdog.allowance(Phase.CHECKPOINT):

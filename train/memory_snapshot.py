@@ -24,9 +24,21 @@ class TrainerSnapshots:
         return self.snapshots.due(step)
 
     def take(self, train: TrainState) -> float:
-        """Snapshot the state at `train.step`; the seconds training was held."""
+        """Start the snapshot of the state at `train.step`; the seconds training was held. The
+        copy goes on beside the next step's forward and backward: before_update() before the
+        optimizer's."""
         info = {rules.INFO_FILE: rules.info_text(self.checkpointer.info(train.step)).encode()}
-        return self.snapshots.take(train.step, self.checkpointer.state(train), info)
+        return self.snapshots.take(train.step, self.checkpointer.state(train), info, overlap_copy=True)
+
+    def before_update(self) -> None:
+        self.snapshots.before_update()
+
+    def wait(self) -> None:
+        """Until the snapshot in flight is with the keeper: every rank, before the training ends."""
+        self.snapshots.wait()
+
+    def close(self) -> None:
+        self.snapshots.close()
 
     def restore(self, step: int, sources: dict[str, str], taken: Layout) -> TrainState:
         """Load snapshot `step` (`taken`: the layout of the round that took it; `sources`: the

@@ -91,6 +91,8 @@ class Job:
 
     def close(self) -> None:
         self.trainer.checkpointer.close()
+        if self.trainer.snapshots is not None:
+            self.trainer.snapshots.close()
         tracked = records.trackers(self.cfg.run_dir) if self.d.is_main else None
         if tracked is not None:
             tracked.close(self.ending)

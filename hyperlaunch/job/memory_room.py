@@ -1,8 +1,10 @@
 """Whether a job's memory snapshots fit in its nodes' host memory (`submit
 --memory-checkpoint-every`), told at submit: the keeper on each node holds the two newest whole
-snapshots of its own node's ranks and two of its peer's, and the one being taken passes through
-node-local memory (/dev/shm) on its way there; a job whose snapshots cannot fit is refused before
-it waits in the queue, rather than losing nodes to the out-of-memory killer mid-run."""
+snapshots of its own node's ranks and two of its peer's, each rank keeps the buffers it copies
+its state into (the snapshot is taken in the background), and the one being taken passes
+through node-local memory (/dev/shm) on its way to the keeper; a job whose snapshots cannot fit
+is refused before it waits in the queue, rather than losing nodes to the out-of-memory killer
+mid-run."""
 
 from __future__ import annotations
 
@@ -18,15 +20,17 @@ HOST_SHARE = 0.5
 """Of a node's memory, the most its snapshots may take: the rest is the training's own (data
 loading, pinned buffers, the CUDA context, state offloaded to the CPU)."""
 GIB = 1 << 30
+COPIES = 2 * HELD + 2
+"""A node's share of the state, as many times as a node with a peer holds it at most."""
+COPIES_ALONE = HELD + 2
 
 
 def per_node(spec: JobSpec, model: ModelSpec) -> int:
     """Bytes of snapshots one node holds at most: its share of the training state (fp32 weights
-    and AdamW's two moments) HELD times for itself, HELD times for its peer (none alone), and
-    the one being taken."""
+    and AdamW's two moments) HELD times for itself, HELD times for its peer (none alone), once
+    in its ranks' copy buffers and once on its way through node-local memory."""
     share = -(-CHECKPOINT_BYTES_PER_PARAM * model.num_params // spec.job.nodes)
-    held_for = 1 if spec.job.nodes == 1 else 2
-    return share * (HELD * held_for + 1)
+    return share * (COPIES_ALONE if spec.job.nodes == 1 else COPIES)
 
 
 def note(spec: JobSpec, model: ModelSpec, instance: InstancePreset) -> str | None:
@@ -40,7 +44,7 @@ def note(spec: JobSpec, model: ModelSpec, instance: InstancePreset) -> str | Non
     budget = int(instance.host_memory_gib * GIB * HOST_SHARE)
     if needed > budget:
         state = CHECKPOINT_BYTES_PER_PARAM * model.num_params
-        fewer = max(2, -(-state * (2 * HELD + 1) // budget))  # the nodes whose share fits, each holding its peer's too
+        fewer = max(2, -(-state * COPIES // budget))  # the nodes whose share fits, each holding its peer's too
         raise InvalidInput(
             f"--memory-checkpoint-every: {spec.derived.checkpoint_name}'s snapshots need up to {format_size(needed)} of host memory on each "
             f"of {spec.job.nodes} node(s), more than the {format_size(budget)} they may use of {instance.name}'s "

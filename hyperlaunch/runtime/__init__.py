@@ -19,10 +19,10 @@ With `submit --memory-checkpoint-every N`, a failure costs at most N steps, not 
 the last checkpoint: hand the state to the node's keeper after each step, and restore what a
 restarted round is told to (docs/your-script.md#memory-snapshots):
 
-    state = {"model": model, "optim": optim}    # what you give dcp.save
+    state = training_state()                     # what you give dcp.save (get_state_dict's dicts)
     first = runtime.restore_snapshot(state)      # loaded in place: its step; None: resume_path()
     ...
-        runtime.snapshot(step, state)            # every N steps, on every rank; else returns at once
+        runtime.snapshot(step, training_state()) # every N steps, on every rank; else returns at once
 
 The contract (docs/your-script.md):
 - Every function is safe to call on every rank; what only one process may write (the pointer,
@@ -212,7 +212,9 @@ def snapshot(step: int, state: dict[str, Any]) -> bool:
     if snapshots is None or not snapshots.due(step):
         return False
     with saving():
+        # Whole before it returns: a script may end (and destroy its process groups) right after.
         snapshots.take(step, state)
+        snapshots.wait()
     return True
 
 

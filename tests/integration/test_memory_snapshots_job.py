@@ -47,18 +47,28 @@ def _trained_twice(job: Job) -> int:
     return len(steps) - len(set(steps))
 
 
-def test_a_crashed_rank_restarts_from_the_memory_snapshot(dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float]) -> None:
+@pytest.mark.parametrize(
+    ("cause", "fault", "watchdog"),
+    [("crash", "HYPERLAUNCH_TEST_CRASH_AT_STEP=14", []), ("hang", "HYPERLAUNCH_TEST_HANG_AT_STEP=14", ["--hang-timeout", "5", "--hang-floor", "8"])],
+)
+def test_a_crashed_or_hung_rank_restarts_from_the_memory_snapshot(
+    dev_cluster: DevCluster, tmp_path: Path, reference: dict[int, float], cause: str, fault: str, watchdog: list[str],
+) -> None:
+    # A step of 0.3 s, as a real one is long, so the snapshot of step 12 is whole (it is taken
+    # while step 13 trains) before the fault: a fault while the newest one is still on its way
+    # falls back to the one before it.
     job = submit(
-        dev_cluster, tmp_path, *SNAPSHOTS, "--env", "HYPERLAUNCH_TEST_CRASH_AT_STEP=14", max_steps=STEPS, checkpoint_every=DISK_EVERY,
+        dev_cluster, tmp_path, *SNAPSHOTS, "--env", fault, "--env", "HYPERLAUNCH_TEST_STEP_SECONDS=0.3",
+        max_steps=STEPS, checkpoint_every=DISK_EVERY, extra=watchdog,
     )
     final = job.wait_final()
     assert final["state"] == "COMPLETED", final
-    assert [r["cause"] for r in final["restarts_in_allocation"]] == ["crash"], final
+    assert [r["cause"] for r in final["restarts_in_allocation"]] == [cause], final
     assert _from_memory(job) == [12], job.metrics("event")
     assert _trained_twice(job) <= MEMORY_EVERY, "at most the snapshot interval, not every step since the disk checkpoint"
     assert_losses_match(job, reference)
     (restart,) = [d for d in read_decisions(job.run_dir, job.job_id) if d.event == "restart"]
-    assert restart.cause == "crash"
+    assert restart.cause == cause
     status = dev_cluster.hyperlaunch("status", job.job_id, cwd=tmp_path)
     assert "  trainer resumed from step(s): 12 (memory snapshot)" in status.stdout, status.stdout
 

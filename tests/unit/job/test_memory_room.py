@@ -1,6 +1,7 @@
 """At submit, a job's memory snapshots against its nodes' host memory: each node holds two whole
-snapshots of its share of the state and two of its peer's, plus the one being taken; submit says
-how much, and refuses in one line where that is more than half an instance's memory."""
+snapshots of its share of the state and two of its peer's, its ranks' copy buffers and the one
+being taken; submit says how much, and refuses in one line where that is more than half an
+instance's memory."""
 
 from __future__ import annotations
 
@@ -26,21 +27,21 @@ def _spec(tmp_path: Path, **flags: object) -> JobSpec:
     return plan_job(given, cwd=tmp_path, environ={}, user_config=tmp_path / "u.toml").spec
 
 
-def test_a_node_holds_its_share_and_its_peers_twice_and_the_snapshot_being_taken(tmp_path: Path) -> None:
-    assert memory_room.per_node(_spec(tmp_path, nodes=2), QWEN) == -(-STATE // 2) * 5
-    assert memory_room.per_node(_spec(tmp_path, nodes=4), QWEN) == -(-STATE // 4) * 5
-    assert memory_room.per_node(_spec(tmp_path, nodes=1), QWEN) == STATE * 3, "alone: no peer's to hold"
+def test_a_node_holds_its_share_and_its_peers_twice_its_copy_and_the_snapshot_being_taken(tmp_path: Path) -> None:
+    assert memory_room.per_node(_spec(tmp_path, nodes=2), QWEN) == -(-STATE // 2) * 6
+    assert memory_room.per_node(_spec(tmp_path, nodes=4), QWEN) == -(-STATE // 4) * 6
+    assert memory_room.per_node(_spec(tmp_path, nodes=1), QWEN) == STATE * 4, "alone: no peer's to hold"
 
 
 def test_submit_says_what_the_snapshots_take_of_each_node(tmp_path: Path) -> None:
     note = snapshot_memory_note(_spec(tmp_path, instance_type="p5.48xlarge"))
-    assert note == "memory snapshots: up to 16.7 GiB of host memory on each node, of 2.0 TiB"
+    assert note == "memory snapshots: up to 20.0 GiB of host memory on each node, of 2.0 TiB"
     assert "does not say how much it has" in (snapshot_memory_note(_spec(tmp_path)) or "")
     assert snapshot_memory_note(_spec(tmp_path, memory_checkpoint_every=0)) is None
 
 
 def test_snapshots_past_half_an_instances_memory_are_refused_naming_the_nodes_that_fit(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match=r"up to 20\.0 GiB .* each of 1 node\(s\), more than the 8\.0 GiB they may use of g5\.xlarge's 16\.0 GiB; use at least 5 nodes"):
+    with pytest.raises(InvalidInput, match=r"up to 26\.6 GiB .* each of 1 node\(s\), more than the 8\.0 GiB they may use of g5\.xlarge's 16\.0 GiB; use at least 5 nodes"):
         _spec(tmp_path, nodes=1, instance_type="g5.xlarge")
     five = _spec(tmp_path, nodes=5, instance_type="g5.xlarge")
     assert memory_room.per_node(five, QWEN) <= get_instance("g5.xlarge").host_memory_gib * GIB / 2  # type: ignore[operator]
