@@ -10,6 +10,7 @@ BENCHMARKS = {
     "trainer": ("trainer_overhead", "tokens/s of train/ against a minimal FSDP2 loop (2 CPU ranks)"),
     "memory": ("memory", "peak RSS per rank of qwen3_0_6b: full / grad-op / none on 2 ranks vs 1 unsharded"),
     "checkpoint": ("checkpoint_cost", "training time blocked per checkpoint, sync vs async; write throughput vs raw"),
+    "snapshot": ("snapshot_cost", "training time held per memory snapshot, and the step-time cost of one every N steps"),
     "recovery": ("recovery", "node kill -> first resumed step on the dev cluster, by phase"),
     "chaos": ("chaos", "eight kinds of fault in one training on the dev cluster: recovery, steps redone, goodput"),
     "data": ("data", "prepare-data tokens/s vs the tokenizer's batch encode; trainer start on prepared 10 vs 300 MB"),

@@ -5,12 +5,13 @@ each once, in an order the seed draws), every killed node revived once the job h
 
     python -m hyperlaunch.bench chaos [--faults 8] [--seed 0] [--every 80] [--seq-len 512]
         [--micro-batch-size 12] [--kinds KIND,...] [--cluster-dir DIR] [--base-port PORT]
-        [--workdir DIR] [--json FILE]
+        [--workdir DIR] [--json FILE] [--memory-checkpoint-every N]
 
 Examples:
     python -m hyperlaunch.bench chaos                       # the eight kinds once each, seed 0 (~13 min on 2 cores)
     python -m hyperlaunch.bench chaos --seed 7 --json chaos.json
     python -m hyperlaunch.bench chaos --faults 2 --kinds hang,disk-full
+    python -m hyperlaunch.bench chaos --memory-checkpoint-every 5   # the same faults against memory snapshots
     python -m hyperlaunch.bench chaos --cluster-dir /tmp/c2 --base-port 47817   # a dev cluster of its own
 
 Fault i lands in checkpoint interval i+1, at least 10 steps from a checkpoint, so a checkpoint
@@ -83,6 +84,8 @@ def _options() -> argparse.ArgumentParser:
     options.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, help=f"its first port, where it is started [default: {DEFAULT_BASE_PORT}]")
     options.add_argument("--workdir", type=Path, default=None, help="the jobs' folders [default: a new temporary folder]")
     options.add_argument("--json", type=Path, default=None, help="also write the results to this file")
+    options.add_argument("--memory-checkpoint-every", type=int, default=0, metavar="N",
+                         help="the faulted job also keeps memory snapshots every N steps (the reference never) [default: 0: none]")
     return options
 
 
@@ -287,7 +290,8 @@ def _run(args: argparse.Namespace, faults: list[Fault]) -> int:
     os.environ["SLURM_CONF"] = cli.env["SLURM_CONF"] = str(root / "etc" / "slurm.conf")
     max_steps, batch = total_steps(args.faults, args.every), (args.seq_len, args.micro_batch_size)
     header("Many faults in one training", f"qwen3_tiny on 2 nodes of the dev cluster in {root} and a spare; {max_steps} steps, a checkpoint every "
-           f"{args.every}, seq {args.seq_len} x micro-batch {args.micro_batch_size}; {args.faults} fault(s), seed {args.seed}; jobs in {work}")
+           f"{args.every}{f', a memory snapshot every {args.memory_checkpoint_every}' if args.memory_checkpoint_every else ''}, "
+           f"seq {args.seq_len} x micro-batch {args.micro_batch_size}; {args.faults} fault(s), seed {args.seed}; jobs in {work}")
     for fault in faults:
         print(f"  plan {fault.index + 1}: {fault.kind.value} past step {fault.target_step} (rank {fault.rank})", flush=True)
     reference, chaos = Lineage(cli, work / "reference"), Lineage(cli, work / "chaos")
@@ -300,7 +304,7 @@ def _run(args: argparse.Namespace, faults: list[Fault]) -> int:
         print(f"reference: {ref.wall_s:.1f} s, {len(ref.steps)} steps (job {reference.job})", flush=True)
         disk = chaos.ckpt_dir
         _mount_tmpfs(disk)
-        chaos.submit(max_steps=max_steps, every=args.every, batch=batch)
+        chaos.submit(max_steps=max_steps, every=args.every, batch=batch, snapshots=args.memory_checkpoint_every)
         runner = Chaos(chaos, root, args.every)
         run = runner.run(faults)
         # While the cluster is up: the ledger asks Slurm about the jobs.

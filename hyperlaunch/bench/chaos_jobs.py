@@ -91,12 +91,13 @@ class Lineage:
         """Chosen here (the full disk's tmpfs is mounted there before the job starts)."""
         return self.workdir / "checkpoints"
 
-    def submit(self, *, max_steps: int, every: int, batch: tuple[int, int]) -> None:
-        """`hyperlaunch submit`; `batch`: the trainer's sequence length and micro-batch."""
+    def submit(self, *, max_steps: int, every: int, batch: tuple[int, int], snapshots: int = 0) -> None:
+        """`hyperlaunch submit`; `batch`: the trainer's sequence length and micro-batch;
+        `snapshots`: its --memory-checkpoint-every (0: none)."""
         self.submitted_at = time.time()
         out = json.loads(self.cli(
             "submit", "--model", MODEL, "--nodes", "2", "--spare-nodes", "1", "--exclusive", "--max-steps", str(max_steps),
-            "--checkpoint-dir", str(self.ckpt_dir), "--json", "--", *TRAINER_ARGS, "--checkpoint-every", str(every),
+            "--checkpoint-dir", str(self.ckpt_dir), "--memory-checkpoint-every", str(snapshots), "--json", "--", *TRAINER_ARGS, "--checkpoint-every", str(every),
             "--seq-len", str(batch[0]), "--micro-batch-size", str(batch[1]), cwd=self.workdir,
         ))
         self.jobs.append(out["job_id"])

@@ -46,3 +46,12 @@ def test_gpu_benchmark_says_why_not_without_a_gpu() -> None:
 def test_figures_are_median_and_range_with_the_machine() -> None:
     assert spread([3.0, 1.0, 2.0], ".1f") == "2.0 [1.0 - 3.0]"
     assert machine().startswith("machine: ") and "cores" in machine()
+
+
+def test_a_snapshots_held_time_is_the_interval_after_its_step_less_a_plain_one() -> None:
+    from hyperlaunch.bench.snapshot_cost import held_per_snapshot
+
+    # Records of steps 1-5; snapshots after steps 2 and 4 delay the records of steps 3 and 5.
+    intervals = [1.0, 1.5, 1.0, 1.25]
+    assert held_per_snapshot(intervals, 2, 1.0) == [0.5, 0.25]
+    assert held_per_snapshot(intervals, 1, 1.0) == [0.0, 0.5, 0.0, 0.25]
