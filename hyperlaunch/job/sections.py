@@ -67,7 +67,8 @@ class Job:
     # Absolute, as submitted; the job runs the copy in code_dir.
     script: str | None = field(default=None, metadata=flag("--script", help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
         "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
-        "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, or through `from hyperlaunch import runtime` (docs/your-script.md).", metavar="FILE"))
+        "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, through `from hyperlaunch import runtime`, or in its arguments: "
+        "{checkpoint_dir}, {run_dir}, {name}, {resume} and '{resume?WORDS}' are filled at each start (docs/your-script.md).", metavar="FILE"))
     module: str | None = field(default=None, metadata=flag("--module", help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
     name: str | None = field(default=None, metadata=flag("--name", help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
     code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
@@ -132,8 +133,13 @@ class Job:
             fail("--name names a --script or --module job's run; the bundled trainer's checkpoints go by the model (or `-- --model-name NAME`)")
 
     def _check_script_job(self) -> None:
+        from hyperlaunch.core.script_args import unknown_placeholder
+
         if self.script is not None and self.module is not None:
             fail(f"--script {shown(self.script)} and --module {shown(self.module)}: give one of them")
+        refused = unknown_placeholder(self.trainer_args)
+        if refused:
+            fail(refused)
         for key in TRAINER_ONLY:
             value = getattr(self, key)
             if key == "model" and value:

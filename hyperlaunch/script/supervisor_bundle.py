@@ -42,6 +42,7 @@ BUNDLED_MODULES = (
     "core/metrics_records.py",
     "core/paths.py",
     "core/protocol.py",
+    "core/script_args.py",
     "core/script_env.py",
     "core/slurm_states.py",
     "core/srun_lines.py",

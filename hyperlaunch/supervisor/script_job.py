@@ -1,6 +1,6 @@
 """What a script job's trainers are told, for each round: where the job keeps checkpoints and
 records, the run's name, the checkpoint `<name>-latest` names now (it moves during an
-attempt), and the runtime library on their path (this bundle holds it: a container image
+attempt), in variables and in their arguments' placeholders (hyperlaunch.core.script_args), and the runtime library on their path (this bundle holds it: a container image
 without hyperlaunch installed imports it from here). A bundled-trainer job gets none of it."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 
 from hyperlaunch.core import checkpoints
 from hyperlaunch.core.errors import HyperlaunchError
+from hyperlaunch.core.script_args import fill
 from hyperlaunch.core.script_env import CHECKPOINT_DIR_ENV, NAME_ENV, RESUME_FROM_ENV, RUN_DIR_ENV
+from hyperlaunch.core.supervisor_options import SupervisorOptions
 
 
 def library_root() -> str:
@@ -39,3 +41,9 @@ def script_environment(run_dir: str, checkpoint_dir: str, name: str, environ: Ma
     env[RESUME_FROM_ENV] = resume
     env["PYTHONPATH"] = os.pathsep.join(path)  # the user's own (--env PYTHONPATH=...) after it
     return env
+
+
+def launch_command(options: SupervisorOptions, resume: str) -> list[str]:
+    """The round's launch command, the placeholders of the script's arguments filled."""
+    values = {"checkpoint_dir": options.checkpoint_dir, "run_dir": options.run_dir, "name": options.script_name, "resume": resume}
+    return fill(options.launch_command, values)

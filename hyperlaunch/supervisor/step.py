@@ -115,16 +115,18 @@ class TrainingStep:
             env[NCCL_CHECK_ENV] = NCCL_REQUIRED if self.options.require_efa else "1"
         if rounds.restart_cause:
             env[RESTART_CAUSE_ENV] = rounds.restart_cause
+        launch = list(self.options.launch_command)
         if self.options.script_name:
             resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
             if warning:
                 err(warning)
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
+            launch = script_job.launch_command(self.options, resume)
         with contextlib.suppress(OSError):
             rounds.failure_record.unlink()
         self.output.mark()
         self.failure_seen = self.stopped = None
-        argv = ["srun", *allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *self.options.launch_command]
+        argv = ["srun", *allocation.srun_flags, *flags, "bash", "-c", self.step_script, "hyperlaunch-step", *launch]
         try:
             # Its own process group: a stopped supervisor stops whatever srun started here too.
             self.process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)

@@ -84,6 +84,7 @@ def test_a_module_job_snapshots_the_current_folder_and_runs_python_m(tmp_path: P
         ({"module": "not a module"}, "is not a Python module name"),
         ({"model": "qwen3_tiny", "name": "x"}, "--name names a --script or --module job's run"),
         ({"script": "proj/src/train.py", "code_limit_mb": 0}, "--code-limit-mb must be between 1 and 1000000"),
+        ({"script": "proj/src/train.py", "trainer_args": ("--out", "{checkpoint_dri}")}, "{checkpoint_dri} is no placeholder (did you mean {checkpoint_dir}?)"),
     ],
 )
 def test_what_a_script_job_refuses_is_one_line(tmp_path: Path, flags: dict[str, object], expected: str) -> None:

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hyperlaunch.core import checkpoints
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE, parse_attempt_marker
 from hyperlaunch.core.trainer_failures import (
     TRAINER_FAILURE_FILE_ENV,
@@ -606,3 +607,25 @@ def test_a_failure_record_left_by_an_earlier_job_of_the_same_id_decides_nothing(
     run = run_script(render_sbatch(spec), tmp_path, env={"HL_TEST_EXIT": "1"})
     assert _end_marker(run)["cause"] == "crash" and run.requeued
     assert not stale.exists()
+
+
+@pytest.mark.slow
+def test_a_script_jobs_placeholders_are_filled_each_round_and_the_resume_form_only_where_one_is(tmp_path: Path) -> None:
+    """`-- --out {checkpoint_dir} '{resume?--resume_from {resume}}'`: the round's torchrun gets
+    the job's folders, and the resume flag only once `<name>-latest` names a checkpoint."""
+    args = ("--out", "{checkpoint_dir}/hf", "--run={run_dir}", "{resume?--resume_from {resume}}", "--cfg", '{"a": {"b": 1}}')
+    spec = VARIANTS["script_job"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), trainer_args=args)
+    (tmp_path / "first").mkdir()
+    first = run_script(render_sbatch(spec), tmp_path / "first")
+    assert first.trainer is not None, first.stderr
+    assert first.trainer["argv"][-5:] == ["--out", f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--cfg", '{"a": {"b": 1}}']
+    assert "--resume_from" not in first.trainer["argv"]
+
+    saved = tmp_path / "ck" / "exp1-3steps"
+    saved.mkdir(parents=True)
+    (saved / checkpoints.COMMITTED_FILE).write_text("step=3\n")
+    checkpoints.write_pointer(tmp_path / "ck", "exp1", saved.name)
+    (tmp_path / "again").mkdir()
+    again = run_script(render_sbatch(spec), tmp_path / "again")
+    assert again.trainer is not None
+    assert again.trainer["argv"][-6:] == [f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--resume_from", str(saved), "--cfg", '{"a": {"b": 1}}']
