@@ -40,7 +40,9 @@ def _crashed_after_two_snapshots(tmp_path: Path, layout: Layout) -> None:
     """Snapshots at steps 4 and 8, then rank 1 crashes before step 10: step 9 is lost."""
     first = launch(
         tiny_args(tmp_path / "ckpt", *_COMMON, "--memory-checkpoint-every", "4", steps=12), run_dir=tmp_path / "run",
-        env={SNAPSHOTS_ENV: layout.to_json(), "HYPERLAUNCH_TEST_CRASH_AT_STEP": "10"}, check=False,
+        # Steps of 0.5 s, as real ones are long: the snapshot of step 8, taken in the background
+        # while step 9 trains, is whole before the crash (one still on its way would be lost).
+        env={SNAPSHOTS_ENV: layout.to_json(), "HYPERLAUNCH_TEST_CRASH_AT_STEP": "10", "HYPERLAUNCH_TEST_STEP_SECONDS": "0.5"}, check=False,
     )
     assert first.returncode != 0 and max(first.steps()) == 9 and not first.events("memory_snapshot_failed"), first.stderr[-3000:]
 
