@@ -27,7 +27,6 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.distributed.checkpoint.storage import StorageReader
@@ -41,6 +40,7 @@ from hyperlaunch.core.errors import CheckpointError, CheckpointTorn, DiskFull
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
 from hyperlaunch.runtime.checkpoint import commit
+from hyperlaunch.runtime.snapshots import background_stager
 
 from .distributed import Dist
 from .hooks import NO_HOOKS, TrainerHooks
@@ -98,17 +98,6 @@ class _Save:
     """What rank 0 expected it to take (every rank names the same figure if it fails)."""
 
 
-def _background_stager() -> DefaultStager:
-    """Copies the state in a background thread, so training goes on during the copy; only the
-    next optimizer step waits for it (Checkpointer.before_update). Pinned memory and
-    non-blocking copies need a GPU. The copy buffers are kept between saves: an async run
-    holds one extra copy of its rank's state in host memory."""
-    gpu = torch.cuda.is_available()
-    return DefaultStager(
-        StagingOptions(use_pinned_memory=gpu, use_shared_memory=False, use_async_staging=True, use_non_blocking_copy=gpu)
-    )
-
-
 def _rng_snapshot(device: torch.device) -> dict[str, torch.Tensor]:
     state = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
@@ -149,7 +138,7 @@ class Checkpointer:
         self.exports = exports
         self._pending: _Save | None = None
         self._staging: Future[Any] | None = None
-        self._stager = _background_stager() if async_save else None
+        self._stager = background_stager() if async_save else None
         self.last_saved_step: int | None = None
         self._checkpoint_bytes: int | None = None
         """The size of this run's last complete checkpoint (rank 0): what the next one needs."""

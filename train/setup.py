@@ -18,16 +18,14 @@ from hyperlaunch.core import checkpoints as rules
 from hyperlaunch.core import gpu_memory, recommend
 from hyperlaunch.core.checkpoint_resume import ResumeChoice
 from hyperlaunch.core.errors import DiskFull, InvalidInput
-from hyperlaunch.core.memory_snapshots import Layout, parse_restore
 from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.models import ModelSpec
-from hyperlaunch.core.script_env import RESTORE_ENV, SNAPSHOTS_ENV
 from hyperlaunch.core.trackers import Ending
 from hyperlaunch.data.prepared_data import manifest_tokenizer
 from hyperlaunch.data.tokenizer import LoadedTokenizer, load_tokenizer
 from hyperlaunch.runtime import records
 from hyperlaunch.runtime.signals import StopRequest
-from hyperlaunch.runtime.snapshots import MemorySnapshots, scratch_dir
+from hyperlaunch.runtime.snapshots import MemorySnapshots, told_to_restore
 from hyperlaunch.runtime.watchdog import NO_WATCHDOG, HangLimits, HangWatchdog
 
 from . import STARTED_AT, float8, losses
@@ -281,7 +279,7 @@ def build(cfg: TrainConfig, resume: ResumeChoice, *, is_main: bool, hooks: Train
     state = TrainState()
     built = time.time()
     snapshots = memory_snapshots(cfg, checkpointer, d, metrics)
-    restore = parse_restore(os.environ.get(RESTORE_ENV, "")) if snapshots is not None else None
+    restore = told_to_restore() if snapshots is not None else None
     if restore is not None and snapshots is not None:
         step, sources, taken = restore
         state = snapshots.restore(step, sources, taken)
@@ -333,9 +331,5 @@ def memory_snapshots(cfg: TrainConfig, checkpointer: Checkpointer, d: Dist, metr
     SNAPSHOTS_ENV): taken every --memory-checkpoint-every steps, else at the job's interval (0:
     none), and one restored where RESTORE_ENV names it. None without keepers: nothing is kept in
     memory."""
-    layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
-    if layout is None or layout.node_of(d.rank) is None:
-        return None
-    every = cfg.memory_checkpoint_every or layout.every
-    snapshots = MemorySnapshots(layout, every, d.rank, scratch_dir(os.environ.get("SLURM_JOB_ID", "")), metrics)
-    return TrainerSnapshots(checkpointer, snapshots)
+    snapshots = MemorySnapshots.of_this_round(d.rank, metrics, cfg.memory_checkpoint_every)
+    return None if snapshots is None else TrainerSnapshots(checkpointer, snapshots)

@@ -43,6 +43,11 @@ if TYPE_CHECKING:  # aliases Python 3.8 cannot build at run time (collections.ab
     """A part's bytes: read into one buffer (read_payload), never copied again."""
 
 
+KEEP = 2
+"""Whole steps a keeper keeps of each owner node: the newest, and the one before while a newer
+one arrives (hyperlaunch.supervisor.keeper; what submit counts in a node's memory)."""
+
+
 def ring_peers(nodes: Sequence[str]) -> dict[str, str]:
     """Each node's peer, the node that holds its replica: the next one in the ring. None for a
     node alone: it has no peer."""

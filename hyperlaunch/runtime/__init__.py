@@ -57,8 +57,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hyperlaunch.core import checkpoints as rules
+from hyperlaunch.core.metrics_records import TrainerEvent
 from hyperlaunch.core.protocol import REQUEUE_EXIT_CODE
-from hyperlaunch.core.script_env import CHECKPOINT_DIR_ENV, NAME_ENV, RUN_DIR_ENV
+from hyperlaunch.core.script_env import CHECKPOINT_DIR_ENV, NAME_ENV, RUN_DIR_ENV, SNAPSHOTS_ENV
 from hyperlaunch.core.trackers import Ending
 from hyperlaunch.core.trainer_failures import FailureKind, write_trainer_failure
 from hyperlaunch.runtime import checkpoint, records
@@ -225,13 +226,13 @@ def restore_snapshot(state: dict[str, Any]) -> int | None:
     resume from resume_path() as usual. Call it on every rank, before the first step, with the
     same dict snapshot() is given. A snapshot persisted before a requeue is a DCP checkpoint of
     `state` that resume_path() names."""
-    from hyperlaunch.core.memory_snapshots import parse_restore
-    from hyperlaunch.core.metrics_records import TrainerEvent
-    from hyperlaunch.core.script_env import RESTORE_ENV
-
     snapshots = _session().snapshots()
-    restore = parse_restore(os.environ.get(RESTORE_ENV, "")) if snapshots is not None else None
-    if snapshots is None or restore is None:
+    if snapshots is None:
+        return None
+    from hyperlaunch.runtime.snapshots import told_to_restore
+
+    restore = told_to_restore()
+    if restore is None:
         return None
     step, sources, taken = restore
     snapshots.restore(step, sources, taken, state)
@@ -282,17 +283,12 @@ class _Session:
     def snapshots(self) -> MemorySnapshots | None:
         """This rank's memory snapshots where the job runs keepers (it says where in SNAPSHOTS_ENV), else None."""
         if not self._snapshots_read:
-            from hyperlaunch.core.memory_snapshots import Layout
-            from hyperlaunch.core.script_env import SNAPSHOTS_ENV
-
             self._snapshots_read = True
-            layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
-            if layout is not None and layout.every and layout.node_of(rank()) is not None:
-                # torch: imported only where snapshots are kept
-                from hyperlaunch.runtime.snapshots import MemorySnapshots, scratch_dir
+            if os.environ.get(SNAPSHOTS_ENV):  # torch: imported only where the job keeps snapshots
+                from hyperlaunch.runtime.snapshots import MemorySnapshots
 
-                events = records.EventLog(run_dir(), enabled=is_main())
-                self._snapshots = MemorySnapshots(layout, layout.every, rank(), scratch_dir(os.environ.get("SLURM_JOB_ID", "")), events)
+                snapshots = MemorySnapshots.of_this_round(rank(), records.EventLog(run_dir(), enabled=is_main()))
+                self._snapshots = snapshots if snapshots is not None and snapshots.every else None
         return self._snapshots
 
     def step_logged(self, step: int) -> None:

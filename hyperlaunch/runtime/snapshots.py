@@ -6,8 +6,8 @@ trainer and a script's `runtime.snapshot` / `runtime.restore_snapshot` both go t
 
 A snapshot is a DCP save of the state (what `dcp.save` takes: a dict of Stateful objects and
 tensors), into a folder of this rank's in node-local memory (/dev/shm): the rank's data file
-(`__<rank>_0.distcp`) and the save's global `.metadata` (rank 0's, broadcast to every rank)
-make its part. DCP saves what every rank holds alike (a schedule, the step, each optimizer step
+(`__<rank>_0.distcp`) makes its part, and rank 0's holds the save's global `.metadata` too,
+which the other ranks read from there when they restore. DCP saves what every rank holds alike (a schedule, the step, each optimizer step
 count) once, on rank 0 (dedup to the lowest rank), so a rank restoring reads its own part whole
 and, of rank 0's, only those items' bytes; the folder it loads from holds its own file and a
 sparse copy of rank 0's with just those ranges. Same world, same shards: a round inside the
@@ -44,12 +44,14 @@ from hyperlaunch.core.memory_snapshots import (
     address,
     get_part,
     pack_files,
+    parse_restore,
     piece_size,
     put_part,
     read_part_files,
     unpack_files,
 )
 from hyperlaunch.core.metrics_records import TrainerEvent
+from hyperlaunch.core.script_env import RESTORE_ENV, SNAPSHOTS_ENV
 
 METADATA = rules.METADATA_FILE
 _DATA_FILE = re.compile(r"__([0-9]+)_0\.distcp")
@@ -71,6 +73,12 @@ def scratch_dir(job: str) -> Path:
     return root / f"hyperlaunch-snapshots-{job or os.getpid()}"
 
 
+def told_to_restore() -> tuple[int, dict[str, str], Layout] | None:
+    """The snapshot this round restores (RESTORE_ENV): its step, the keeper holding each of its
+    nodes' parts, the layout of the round that took it; None where it is told none."""
+    return parse_restore(os.environ.get(RESTORE_ENV, ""))
+
+
 class MemorySnapshots:
     """This rank's side of the snapshots: taking one every `every` steps, restoring one.
 
@@ -89,12 +97,22 @@ class MemorySnapshots:
         self.events = events
         self.node = layout.node_of(rank)
         self.failed = False
-        """A keeper refused or could not be reached: this rank told so once; training goes on."""
+        """A snapshot was not kept (its save failed, its keeper refused or was not reached): this
+        rank told so once; training goes on."""
         self._group: Any = None
         self._stager: DefaultStager | None = None
         self._staging: Future[Any] | None = None
         self._pending: Future[None] | None = None
         self._handover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hyperlaunch-snapshot")
+
+    @classmethod
+    def of_this_round(cls, rank: int, events: Events, every: int = 0) -> MemorySnapshots | None:
+        """This rank's snapshots where the job runs keepers (SNAPSHOTS_ENV says where) and the
+        rank is in their layout, else None; taken every `every` steps, 0: the job's interval."""
+        layout = Layout.from_json(os.environ.get(SNAPSHOTS_ENV, ""))
+        if layout is None or layout.node_of(rank) is None:
+            return None
+        return cls(layout, every or layout.every, rank, scratch_dir(os.environ.get("SLURM_JOB_ID", "")), events)
 
     def due(self, step: int) -> bool:
         return bool(self.every) and step % self.every == 0
@@ -110,7 +128,7 @@ class MemorySnapshots:
         shutil.rmtree(folder, ignore_errors=True)
         writer = FileSystemWriter(str(folder), single_file_per_rank=True, sync_files=False, thread_count=1)
         if self._stager is None:
-            self._stager = _background_stager()
+            self._stager = background_stager()
             self._group = dist.new_group(backend="gloo") if dist.is_initialized() else None
         response = dcp.async_save(
             state, storage_writer=writer, planner=DefaultSavePlanner(dedup_save_to_lowest_rank=True),
@@ -235,8 +253,10 @@ def _remove(folder: Path) -> None:
         folder.parent.rmdir()
 
 
-def _background_stager() -> DefaultStager:
-    """Copies the state in a background thread (pinned memory and non-blocking copies on a GPU);
-    its buffers are kept between snapshots: one more copy of the rank's state in host memory."""
+def background_stager() -> DefaultStager:
+    """Copies a state in a background thread, so training goes on during the copy; only the next
+    optimizer update waits for it (a memory snapshot's, an async checkpoint's). Pinned memory
+    and non-blocking copies need a GPU. The copy buffers are kept between saves: one more copy
+    of the rank's state in host memory."""
     gpu = torch.cuda.is_available()
     return DefaultStager(StagingOptions(use_pinned_memory=gpu, use_shared_memory=False, use_async_staging=True, use_non_blocking_copy=gpu))

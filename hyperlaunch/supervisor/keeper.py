@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from hyperlaunch.core.memory_snapshots import (
     GET,
     HOLDINGS,
+    KEEP,
     PUT,
     address,
     header,
@@ -44,8 +45,6 @@ from hyperlaunch.core.memory_snapshots import (
 if TYPE_CHECKING:
     from hyperlaunch.core.memory_snapshots import Payload
 
-KEEP = 2
-"""Whole steps kept for each owner: the newest, and the one before while a newer one arrives."""
 
 
 class Store:
