@@ -6,7 +6,7 @@ module keeps the nodes and asks Slurm."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.supervisor import slurm_calls
@@ -82,6 +82,15 @@ class Allocation:
         or a requeue, nor ends the job when it marks them down."""
         self.nodes = [node for node in self.nodes if node not in lost]
         return slurm_calls.shrink_to(self.slurm_job, self.nodes)
+
+    def all_gone(self, lost: Sequence[str], gone: Callable[[Sequence[str]], list[str]]) -> list[str]:
+        """`lost` and the allocation's other nodes that are gone by now (`gone` probes them), before
+        a requeue gives the lost ones back: a node that died with them but was not seen yet, kept
+        in the shrunk job, is marked down while the requeue completes, and Slurm (22.05) then finds
+        the requeued job never runnable (BadConstraints, held) however many nodes are free."""
+        if not lost or not self.fast_node_check:
+            return list(lost)
+        return [*lost, *gone([node for node in self.nodes if node not in lost])]
 
     def leave(self, lost: Sequence[str]) -> list[str]:
         """Before a requeue: the lost nodes given back (else the requeue waits until Slurm marks

@@ -225,6 +225,7 @@ class Attempt:
         """Requeue the job while the restart budget lasts, else end it with `status`. An attempt
         that completed a checkpoint resets the budget; lost nodes are given back first (else
         the requeue waits until Slurm marks them down), then excluded from the next start."""
+        lost = self.allocation.all_gone(lost, self.step.prober.gone)
         if self.keepers is not None:
             self.keepers.persist_newest([*self.lost, *lost], self.restart)
         allowed = self.budget.spend()

@@ -117,3 +117,22 @@ def test_a_requeue_gives_the_lost_nodes_back_and_keeps_them_away_within_the_part
     assert "no longer excluding old1" in capfd.readouterr().err
     allocation.keep_away(["n2"], excluded)
     assert slurm.calls == [("shrink", "12", "n1"), ("exclude", "12", "n9", "n2")]
+
+
+def test_a_requeue_gives_back_every_node_gone_by_then_not_only_the_one_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two nodes killed half a second apart: the step ended on the first, the second is gone
+    too by the requeue. Kept in the shrunk job, Slurm would hold the requeued job for good."""
+    FakeSlurm(monkeypatch, ["n1", "n2", "n3", "n4"])
+    allocation = _allocation()
+    allocation.take()
+    probed: list[list[str]] = []
+
+    def gone(nodes: Sequence[str]) -> list[str]:
+        probed.append(list(nodes))
+        return [node for node in nodes if node == "n3"]
+
+    assert allocation.all_gone(["n2"], gone) == ["n2", "n3"]
+    assert probed == [["n1", "n3", "n4"]]
+    assert allocation.all_gone([], gone) == [] and len(probed) == 1, "no lost node: nothing probed"
+    monkeypatch.setattr(allocation, "fast_node_check", False)
+    assert allocation.all_gone(["n2"], gone) == ["n2"] and len(probed) == 1, "HyperPod replaces nodes itself"
