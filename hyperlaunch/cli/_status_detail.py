@@ -4,6 +4,7 @@ tables of its attempts, its restarts inside the allocation and its recent steps.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -136,7 +137,8 @@ def detail(status: JobStatus, loss: Sequence[Point] = (), goodput: str | None = 
     lines: list[Any] = [
         f"job {status.record.job_id}: {spec.what} on {spec.nodes_text}, {state_cell(status, limit=None)}",
         *([f"  element:    {element} of sweep {element.split('_')[0]}" + (f": {values}" if values else "")] if element else []),
-        f"  checkpoint: {p.checkpoint or '-'} in {spec.output.checkpoint_dir}"
+        (f"  checkpoint: {p.checkpoint} (step {p.checkpoint_step})" if p.checkpoint and os.path.isabs(p.checkpoint)
+         else f"  checkpoint: {p.checkpoint or '-'} in {spec.output.checkpoint_dir}")
         if spec.saves_checkpoints else f"  checkpoint: none kept ({targs.NO_CHECKPOINTS})",
         f"  last step:  {number(p.last_step, 'd')}  loss {number(p.last_loss, '.4f')}  tokens/s {number(p.tokens_per_s, '.0f')}",
         *filter(None, [_loss_line(loss), goodput]),
@@ -147,6 +149,7 @@ def detail(status: JobStatus, loss: Sequence[Point] = (), goodput: str | None = 
         from hyperlaunch.job.code_snapshot import describe_dir
 
         lines.append(f"  code:       {describe_dir(Path(spec.derived.code_dir))}")
+        lines.append(f"  runs in:    {spec.work_dir}")
     source = dict(status.record.decided).get("instance_type")
     lines.append(f"  instance:   {spec.cluster.instance_type}" + (f" ({source})" if source else ""))
     if status.budget is not None:

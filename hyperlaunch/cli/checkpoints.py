@@ -4,6 +4,7 @@ names the one a resume loads)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from hyperlaunch.core.checkpoint_integrity import SetAside
+    from hyperlaunch.core.checkpoint_layouts import Found
     from hyperlaunch.core.checkpoints import CheckpointInfo
 
 
@@ -107,10 +109,11 @@ def checkpoints(
 
     names: list[str] | None = [_checkpoint_name(model)] if model else None
     sweep = False
+    script_job: ScriptCheckpoints | None = None
     if job_id is not None:
         if checkpoint_dir is not None or model is not None:
             raise InvalidInput("a job names its checkpoint folder and model: drop --checkpoint-dir and --model, or the job id")
-        checkpoint_dir, names, sweep = _job_checkpoints(job_id)
+        checkpoint_dir, names, sweep, script_job = _job_checkpoints(job_id)
     if prune is not None and (copy_to is not None or step is not None):
         raise InvalidInput("--prune removes checkpoints and --copy-to/--step copy one: run them one at a time")
     if yes and prune is None:
@@ -153,22 +156,76 @@ def checkpoints(
         _warn_none_of(root, [entry.model for entry in found if not entry.checkpoints and entry.pointer is None], sweep=sweep)
     elif not found:
         out.warn(f"no checkpoints in {root}")
+    own = script_job.found() if script_job is not None else []
     if as_json:
-        out.json({"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]})
-    elif any(entry.checkpoints or entry.set_aside for entry in found):
+        doc: dict[str, object] = {"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]}
+        if script_job is not None:
+            doc.update(script_job.document(own))
+        out.json(doc)
+        return
+    if any(entry.checkpoints or entry.set_aside for entry in found):
         out.table(_table(root, found))
+    if own and script_job is not None:
+        out.table(script_job.table(own))
 
 
-def _job_checkpoints(job_id: str) -> tuple[str, list[str], bool]:
+def _job_checkpoints(job_id: str) -> tuple[str, list[str], bool, ScriptCheckpoints | None]:
     """A recorded job's checkpoint folder, the names its trainings' checkpoints go by (a sweep
-    element's own, `12_3` or its job id; each element's of a sweep), and whether it is a whole
-    sweep. A sweep's own name is the base model's, which other jobs' checkpoints go by."""
+    element's own, `12_3` or its job id; each element's of a sweep), whether it is a whole
+    sweep, and for one script job where its framework's own checkpoints are looked for. A
+    sweep's own name is the base model's, which other jobs' checkpoints go by."""
     from hyperlaunch.cli._cluster import slurm_env
     from hyperlaunch.runs import sweeps
 
     record, index = sweeps.split_task(job_id, slurm_env)
     specs = sweeps.trainings(record, index)
-    return specs[0].output.checkpoint_dir, [str(spec.derived.checkpoint_name) for spec in specs], record.sweep is not None and index is None
+    whole_sweep = record.sweep is not None and index is None
+    spec = specs[0]
+    script_job = None
+    if not whole_sweep and spec.work_dir is not None and spec.job.checkpoint_layout != "off":
+        script_job = ScriptCheckpoints(spec.work_dir, spec.output.checkpoint_dir, spec.job.checkpoint_layout)
+    return spec.output.checkpoint_dir, [str(spec.derived.checkpoint_name) for spec in specs], whole_sweep, script_job
+
+
+@dataclass(frozen=True)
+class ScriptCheckpoints:
+    """Where a script job's framework writes its own checkpoints (its working folder and the
+    checkpoint folder), and which layouts count (hyperlaunch.core.checkpoint_layouts)."""
+
+    work_dir: str
+    checkpoint_dir: str
+    layout: str
+
+    def found(self) -> list[Found]:
+        from hyperlaunch.core.checkpoint_layouts import AUTO, find
+
+        every = find([self.work_dir, self.checkpoint_dir])
+        return sorted((item for item in every if self.layout in (AUTO, item.layout)), key=lambda item: (item.layout, item.order()))
+
+    def _newest(self) -> Found | None:
+        from hyperlaunch.core.checkpoint_layouts import newest
+
+        return newest([self.work_dir, self.checkpoint_dir], self.layout)
+
+    def document(self, own: list[Found]) -> dict[str, object]:
+        newest = self._newest()
+        return {
+            "work_dir": self.work_dir,
+            "checkpoint_layout": self.layout,
+            "script_checkpoints": [{**item.__dict__, "resume_point": item == newest} for item in own],
+        }
+
+    def table(self, own: list[Found]) -> Table:
+        from rich.table import Table
+
+        newest = self._newest()
+        table = Table(title=f"Checkpoints the script saved itself (its working folder: {self.work_dir})", title_justify="left")
+        for header, justify in (("layout", "left"), ("step", "right"), ("path", "left"), ("resume", "left")):
+            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+        for item in own:
+            shown = os.path.relpath(item.path, self.work_dir) if item.path.startswith(self.work_dir + os.sep) else item.path
+            table.add_row(item.layout, "?" if item.step is None else str(item.step), shown, "<- next start" if item == newest else "")
+        return table
 
 
 def _warn_none_of(root: Path, missing: list[str], *, sweep: bool) -> None:

@@ -33,6 +33,7 @@ def _report(launched: Launch, planned: JobSpec, as_json: bool, verb: str, *, res
     out.text(f"  checkpoints: {record.spec.output.checkpoint_dir}")
     if record.spec.derived.code_dir is not None:
         out.text(f"  code:        {record.spec.derived.code_dir}")
+        out.text(f"  runs in:     {record.spec.work_dir} (its relative writes land here)")
     if record.spec.output.tracker:
         out.text(f"  trackers:    {', '.join(record.spec.output.tracker)}, run {record.spec.derived.tracker_run_id} (status says where)")
     # One command a line: several on one line joined by `|` would be a pipeline when pasted.
@@ -54,6 +55,7 @@ def _json_doc(launched: Launch, planned: JobSpec, resumed_from: str | None) -> d
         "trains": spec.what,
         "name": spec.derived.checkpoint_name,
         "code_dir": spec.derived.code_dir,
+        "work_dir": spec.work_dir,
         "nodes": spec.job.nodes,
         "log": str(log) if log is not None else None,
         "err": str(err) if err is not None else None,

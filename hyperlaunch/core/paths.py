@@ -13,6 +13,11 @@ JOB_FILES_FOLDER = ".hyperlaunch"
 script job's code snapshots."""
 
 
+WORK_FOLDER = "work"
+"""The run folder's subfolder a script job runs in (hyperlaunch.supervisor.work_dir): its relative
+writes land there, the code snapshot mirrored in for its relative reads."""
+
+
 def job_files_dir(run_dir: str) -> str:
     """`<run_dir>/.hyperlaunch`."""
     return os.path.join(run_dir.rstrip("/") or "/", JOB_FILES_FOLDER)

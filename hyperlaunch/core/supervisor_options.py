@@ -74,6 +74,15 @@ class SupervisorOptions:
     """Where keepers run: the steps between two snapshots (`submit --memory-checkpoint-every`, or
     the bundled trainer's own flag), which the trainers are told with the keepers' layout."""
 
+    code_dir: str = ""
+    """A script job's code snapshot, mirrored into work_dir before each round; '' for none."""
+    work_dir: str = ""
+    """A script job's working folder (the run's `work`), into which each round mirrors the code
+    snapshot (hyperlaunch.supervisor.work_dir); '' for the bundled trainer."""
+    checkpoint_layout: str = ""
+    """Which framework checkpoints count as a script's progress and resume point
+    (hyperlaunch.core.checkpoint_layouts: auto, one layout, or off); '' for the bundled trainer."""
+
     def __post_init__(self) -> None:
         # One spelling of the run folder, whichever side built the value; the plugin can only be
         # required where it is looked for.
@@ -101,6 +110,12 @@ class SupervisorOptions:
             lines.append(("--nccl-check", *(("--require-efa",) if self.require_efa else ())))
         if self.script_name:
             lines.append(("--script-name", self.script_name))
+        if self.code_dir:
+            lines.append(("--code-dir", self.code_dir))
+        if self.work_dir:
+            lines.append(("--work-dir", self.work_dir))
+        if self.checkpoint_layout:
+            lines.append(("--checkpoint-layout", self.checkpoint_layout))
         if self.keepers:
             lines.append(("--keepers", str(self.keepers)))
         if self.snapshot_every:
@@ -143,6 +158,9 @@ class SupervisorOptions:
             srun_flags=tuple(args.srun_flag),
             keepers=args.keepers,
             snapshot_every=args.snapshot_every,
+            code_dir=args.code_dir,
+            work_dir=args.work_dir,
+            checkpoint_layout=args.checkpoint_layout,
         )
 
 
@@ -165,4 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--srun-flag", action="append", default=[])
     parser.add_argument("--keepers", type=int, default=0)
     parser.add_argument("--snapshot-every", type=int, default=0)
+    parser.add_argument("--code-dir", default="")
+    parser.add_argument("--work-dir", default="")
+    parser.add_argument("--checkpoint-layout", default="")
     return parser

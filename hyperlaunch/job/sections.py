@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from hyperlaunch.core.checkpoint_layouts import CHOICES as LAYOUT_CHOICES
 from hyperlaunch.core.script_env import RESERVED_ENV_NAMES, RESERVED_ENV_RULE
 from hyperlaunch.job.flags import CLUSTER_PANEL, CONTAINER_PANEL, JOB_PANEL, OUTPUT_PANEL, RECOVERY_PANEL, flag
 from hyperlaunch.job.text_checks import check_text, fail, shown
@@ -71,6 +72,9 @@ class Job:
         "{checkpoint_dir}, {run_dir}, {name}, {resume} and '{resume?WORDS}' are filled at each start (docs/your-script.md).", metavar="FILE"))
     module: str | None = field(default=None, metadata=flag("--module", help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
     name: str | None = field(default=None, metadata=flag("--name", help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
+    checkpoint_layout: str = field(default="auto", metadata=flag("--checkpoint-layout", help="Which of a --script job's own checkpoints count as progress and as its resume point, "
+        "where it saves them as its framework does: auto (any below), transformers (checkpoint-N/ with trainer_state.json), lightning (*.ckpt, last.ckpt), "
+        "dcp (step-N/ with .metadata: torchtitan), torch-save (one *.pt/*.pth file: nanoGPT's ckpt.pt), or off (only what it commits through the runtime library) [default: auto].", metavar="LAYOUT"))
     code_limit_mb: int = field(default=100, metadata=flag("--code-limit-mb", help="Largest code snapshot a --script or --module job may take, in MB (1 MB = 10^6 bytes) [default: 100]."))
     nodes: int = field(default=1, metadata=flag("--nodes", "-N", help="Number of nodes [default: the preset's recommendation]."))
     data: str | None = field(default=None, metadata=flag("--data", metavar="PATH", help="Training data path or dataset name, passed to the trainer."))
@@ -129,6 +133,8 @@ class Job:
             check_path("model directory", self.model)
         elif self.model not in PRESETS:
             fail(f"unknown model {shown(self.model)}{did_you_mean_preset(self.model)}; presets: {', '.join(PRESETS)} (or an absolute model directory)")
+        if self.checkpoint_layout != "auto":
+            fail("--checkpoint-layout is a --script or --module job's; the bundled trainer's checkpoints are its own")
         if self.name is not None:
             fail("--name names a --script or --module job's run; the bundled trainer's checkpoints go by the model (or `-- --model-name NAME`)")
 
@@ -153,6 +159,8 @@ class Job:
         if self.name is not None and (not _RUN_NAME.fullmatch(self.name) or len(self.name.encode()) > NAME_MAX_BYTES - len("-latest")):
             fail(f"--name {shown(self.name)}: use letters, digits, '_', '.', '-' (not first: '.'), at most {NAME_MAX_BYTES - len('-latest')} bytes")
         check_count("--code-limit-mb", self.code_limit_mb, 1, 1_000_000)
+        if self.checkpoint_layout not in LAYOUT_CHOICES:
+            fail(f"--checkpoint-layout {shown(self.checkpoint_layout)} is not one of: {', '.join(LAYOUT_CHOICES)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hyperlaunch.core.paths import WORK_FOLDER
 from hyperlaunch.job import trainer_args as targs
 from hyperlaunch.job.flags import FLAG, Flag, key_of
 from hyperlaunch.job.sections import Cluster, Container, Derived, Job, Output, Recovery
@@ -170,6 +171,11 @@ class JobSpec:
         if script is None or code_dir is None or code_root is None:
             return None
         return os.path.join(code_dir, os.path.relpath(script, code_root))
+
+    @property
+    def work_dir(self) -> str | None:
+        """The folder a script job runs in, `<run_dir>/work` (None for the bundled trainer)."""
+        return os.path.join(self.output.run_dir, WORK_FOLDER) if self.derived.code_dir is not None else None
 
     @property
     def procs_per_node(self) -> int:

@@ -128,6 +128,7 @@ class JobStatus(WaitsFor):
             "script": spec.job.script,
             "module": spec.job.module,
             "code_dir": spec.derived.code_dir,
+            "work_dir": spec.work_dir,
             "job_name": spec.job.job_name,
             "nodes": spec.job.nodes,
             "state": self.state,

@@ -61,6 +61,10 @@ def read_progress(record: JobRecord) -> tuple[Progress, list[StepRecord]]:
         except Exception:  # noqa: BLE001 - status shows what it can; `checkpoints` explains a bad pointer
             ckpt_name = None
     ckpt_step = checkpoints.parse_step(ckpt_name, model) if ckpt_name is not None else None
+    if ckpt_step is None and saved and saved[-1].details.get("layout"):
+        # A script framework's own checkpoint (out/checkpoint-40, last.ckpt), by its whole path:
+        # it lies in the script's working folder, not in the checkpoint folder.
+        ckpt_name, ckpt_step = str(saved[-1].details["path"]), saved[-1].step
     last = steps[-1] if steps else None
     resumes = [e for e in events if e.event == TrainerEvent.RESUMED.value]
     resumed = tuple(e.step or 0 for e in resumes)

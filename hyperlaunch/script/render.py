@@ -154,6 +154,11 @@ def supervisor_options(spec: JobSpec) -> SupervisorOptions:
         # The bundled trainer's memory snapshots need a keeper on each node.
         keepers=spec.procs_per_node if spec.recovery.memory_checkpoint_every else 0,
         snapshot_every=spec.recovery.memory_checkpoint_every,
+        # A script job runs in the run's working folder, the snapshot mirrored in before each
+        # round, and its framework's own checkpoints count (hyperlaunch.core.checkpoint_layouts).
+        code_dir=spec.derived.code_dir or "",
+        work_dir=spec.work_dir or "",
+        checkpoint_layout=spec.job.checkpoint_layout if spec.is_script_job else "",
     )
 
 
@@ -227,6 +232,10 @@ def env_groups(spec: JobSpec, *, with_trackers: bool = True) -> list[EnvGroup]:
         ),
         EnvGroup("torchrun: the stop signals it passes to the trainers (the step script sends them the save signal)", launcher),
     ]
+    if spec.is_script_job and not spec.cluster.gpus_per_node:
+        # accelerate (under transformers' Trainer) makes a CPU process group only when told it
+        # runs on CPUs: else each node trains a model of its own, silently.
+        groups.append(EnvGroup("CPU nodes: accelerate (transformers' Trainer) trains one model across the job's processes", ((ACCELERATE_CPU_ENV, "true"),)))
     if spec.output.tracker and with_trackers:
         groups.append(EnvGroup("--tracker: every attempt, round and `resume` of this training logs into one run (`hyperlaunch status` says where)", tracker_exports(spec)))
     if spec.cluster.nccl_debug is not None:
@@ -274,15 +283,16 @@ def srun_flags(spec: JobSpec) -> list[str]:
     if spec.cluster.hyperpod == "on":
         flags.append("--auto-resume=1")
     container = spec.container
-    if spec.derived.code_dir is not None and container is None:
-        # A script job runs from its snapshot: `-m` finds its module there, relative paths
-        # in its arguments mean the submitted copy.
-        flags.append(f"--chdir={spec.derived.code_dir}")
+    if spec.work_dir is not None and container is None:
+        # A script job runs in the run's working folder, which mirrors its snapshot: `-m` finds
+        # its module there, relative paths in its arguments mean the submitted copy, and what it
+        # writes relative to it stays with the run (hyperlaunch.supervisor.work_dir).
+        flags.append(f"--chdir={spec.work_dir}")
     if container is not None:
         flags += [
             f"--container-image={container.image}",
             f"--container-mounts={','.join(container_mounts(container, spec.mounted_paths))}",
-            f"--container-workdir={container.workdir or spec.derived.code_dir or spec.output.run_dir}",
+            f"--container-workdir={container.workdir or spec.work_dir or spec.output.run_dir}",
             "--no-container-mount-home",
         ]
         if container.name is not None:
@@ -291,6 +301,9 @@ def srun_flags(spec: JobSpec) -> list[str]:
             flags.append(f"--container-name={container.name}")
     return flags
 
+
+ACCELERATE_CPU_ENV = "ACCELERATE_USE_CPU"
+"""accelerate's switch to a gloo process group of CPU processes (its PartialState)."""
 
 TRAINER_PROGRAM = "hyperlaunch-train"
 """The trainer's console script (pyproject.toml), installed beside torchrun."""

@@ -24,9 +24,10 @@ from hyperlaunch.core.script_env import (
 from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.core.trackers import RESTART_CAUSE_ENV
 from hyperlaunch.core.trainer_failures import TRAINER_FAILURE_FILE_ENV, FailureKind, TrainerFailure
-from hyperlaunch.supervisor import ports, script_job, slurm_calls, step_errors
+from hyperlaunch.supervisor import ports, script_job, slurm_calls, step_errors, work_dir
 from hyperlaunch.supervisor.allocation import Allocation
 from hyperlaunch.supervisor.decisions import job_port, rendezvous_port
+from hyperlaunch.supervisor.framework_checkpoints import FrameworkCheckpoints
 from hyperlaunch.supervisor.output import err
 from hyperlaunch.supervisor.probe import NodeProber
 from hyperlaunch.supervisor.rounds import Rounds
@@ -82,6 +83,10 @@ class TrainingStep:
         """Unix time a task of the round was first seen failed while the step still ran."""
         self.stopped: float | None = None
         """Unix time the round's step had ended."""
+        count = environ.get("SLURM_RESTART_COUNT", "")
+        self.frameworks = FrameworkCheckpoints(options, job_id or "0", int(count) if count.isdigit() else 0)
+        """A script job's checkpoints in its framework's layout, where it names one."""
+        self.round = 0
 
     def run(self, rounds: Rounds, allocation: Allocation, more_env: Mapping[str, str] | None = None) -> tuple[int, list[str]]:
         """One round of trainers on the round's nodes (`more_env`: what else they are told),
@@ -90,6 +95,7 @@ class TrainingStep:
         try:
             return self._run(rounds, allocation, more_env or {})
         finally:
+            self.frameworks.poll(self.round, now=True)  # one saved on the way out
             if self.claimed is not None:
                 ports.release(*self.claimed)
                 self.claimed = None
@@ -116,10 +122,15 @@ class TrainingStep:
         if rounds.restart_cause:
             env[RESTART_CAUSE_ENV] = rounds.restart_cause
         launch = list(self.options.launch_command)
+        self.round = rounds.number or 0
         if self.options.script_name:
+            self._mirror_code()
             resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
             if warning:
                 err(warning)
+            if not resume and not warning:
+                found = self.frameworks.resume(self.round)
+                resume = found.path if found is not None else ""
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
             launch = script_job.launch_command(self.options, resume)
         with contextlib.suppress(OSError):
@@ -149,6 +160,7 @@ class TrainingStep:
         while process.poll() is None:
             if self.spare_watch is not None:
                 self.spare_watch.poll()
+            self.frameworks.poll(self.round)
             if self.failure_seen is None and self._a_task_failed(rounds):
                 self.failure_seen = time.time()
             if allocation.fast_node_check and time.monotonic() >= next_probe and self.failure_seen is not None:
@@ -162,6 +174,15 @@ class TrainingStep:
                     return self._end_step(process, lost, allocation), lost
             time.sleep(POLL_S)
         return exit_status(process.wait()), []
+
+    def _mirror_code(self) -> None:
+        """The code snapshot mirrored into the script's working folder, where it has one."""
+        if not (self.options.work_dir and self.options.code_dir):
+            return
+        try:
+            work_dir.mirror(self.options.code_dir, self.options.work_dir)
+        except OSError as error:
+            err(f"hyperlaunch: cannot mirror the code into {self.options.work_dir}: {error.strerror or error}")
 
     def _a_task_failed(self, rounds: Rounds) -> bool:
         """Whether the running round has a failed task: a rank's failure record (the bundled

@@ -49,7 +49,9 @@ def test_a_script_job_is_named_by_its_stem_and_runs_the_copy_in_its_snapshot(tmp
     command = launch_command(spec)
     assert command[-3:] == [os.path.join(spec.derived.code_dir, "train.py"), "--lr", "3e-4"]
     script = render_sbatch(spec)
-    assert "--script-name train" in script and f"--srun-flag=--chdir={spec.derived.code_dir}" in script
+    assert spec.work_dir == str(tmp_path / "runs" / "train" / "work")
+    assert "--script-name train" in script and f"--srun-flag=--chdir={spec.work_dir}" in script
+    assert f"--code-dir {spec.derived.code_dir}" in script and "--checkpoint-layout auto" in script
     assert not Path(spec.derived.code_dir).exists(), "planning writes nothing"
 
 
@@ -203,7 +205,8 @@ def test_submit_dry_run_json_is_one_document_holding_the_script(tmp_path: Path, 
     assert (doc["job_id"], doc["log"], doc["err"], doc["resumed_from"]) == (None, None, None, None)
     assert doc["name"] == "train" and doc["run_dir"] == str(tmp_path / "runs" / "train")
     assert doc["trains"] == "script train.py", "model is '' for a script: say what it runs"
-    assert doc["code_dir"] is not None and f"--srun-flag=--chdir={doc['code_dir']}" in doc["script"]
+    assert doc["code_dir"] is not None and f"--code-dir {doc['code_dir']}" in doc["script"]
+    assert doc["work_dir"] == str(tmp_path / "runs" / "train" / "work") and f"--srun-flag=--chdir={doc['work_dir']}" in doc["script"]
     assert not (tmp_path / "runs").exists()
 
 
