@@ -84,6 +84,7 @@ def submit(
       hyperlaunch submit --nodes 2 --model qwen3_0_6b --max-steps 100 -- --lr 3e-4
       hyperlaunch submit --nodes 4 --script train.py -- --lr 3e-4    # your own script
       hyperlaunch submit --nodes 2 --module mypkg.train --name exp1
+      hyperlaunch submit -N 2 --script run_clm.py -- --output_dir out '{resume?--resume_from_checkpoint {resume}}'
       hyperlaunch submit -N 2 -m qwen3_0_6b --tracker tensorboard --tracker wandb --env WANDB_API_KEY
     """
     import functools

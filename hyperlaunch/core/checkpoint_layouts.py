@@ -43,6 +43,9 @@ MAX_PICKLE_BYTES = 64 << 20
 """A torch.save file's pickle (its tensors are stored apart): larger is not a checkpoint's."""
 
 _HF_DIR = re.compile(r"^checkpoint-(\d+)$")
+_OWN_DIR = re.compile(r"^.+-(\d+steps(\.bad.*)?|latest|final)$")
+"""hyperlaunch's own `<name>-<N>steps` (set aside: `.bad`), `-latest` and `-final`: the pointer's
+and the runtime library's, whatever files a script saved into them."""
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 _STEP_IN_NAME = re.compile(r"(?:^|[^A-Za-z])step[=_-]?(\d+)")
 _TORCH_SUFFIXES = (".pt", ".pth")
@@ -98,7 +101,7 @@ def _walk(folder: str, depth: int, budget: list[int]) -> Iterator[Found]:
         if budget[0] < 0:
             return
         name = entry.name
-        if name.startswith(".") or name in _SKIPPED:
+        if name.startswith(".") or name in _SKIPPED or _OWN_DIR.match(name):
             continue
         try:
             is_dir = entry.is_dir(follow_symlinks=False)

@@ -5,6 +5,8 @@ without reading any variable:
     hyperlaunch submit --script train.py -- --output_dir {checkpoint_dir} '{resume?--resume_from {resume}}'
 
 - `{checkpoint_dir}`, `{run_dir}`, `{name}`: the job's checkpoint folder, run folder and run name;
+- `{nodes}`: the nodes the round trains on (the spares left out), for a framework that must be
+  told (Lightning's `Trainer(num_nodes=...)`);
 - `{resume}`: the checkpoint `<name>-latest` names when the round starts ('' on a first start);
 - an argument that is all `{resume?WORDS}`: WORDS (split on spaces, their own placeholders
   filled) where there is a checkpoint to resume from, nothing at all on a first start.
@@ -21,7 +23,7 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 
-PLACEHOLDERS = ("checkpoint_dir", "run_dir", "name", "resume")
+PLACEHOLDERS = ("checkpoint_dir", "run_dir", "name", "nodes", "resume")
 RESUME = "resume"
 _WORD = re.compile(r"(?<![${])\{([a-z_]+)\}(?!\})")
 _ESCAPED = re.compile(r"\{\{([a-z_]+)\}\}")

@@ -69,7 +69,7 @@ class Job:
     script: str | None = field(default=None, metadata=flag("--script", help="Your own training script instead of the bundled trainer: torchrun runs it on every node, with the arguments after `--`, "
         "from a snapshot of its project taken now (in git: tracked files and uncommitted changes; else its folder), so later edits change nothing. "
         "It finds its checkpoint folder and resume point in HYPERLAUNCH_* variables, through `from hyperlaunch import runtime`, or in its arguments: "
-        "{checkpoint_dir}, {run_dir}, {name}, {resume} and '{resume?WORDS}' are filled at each start (docs/your-script.md).", metavar="FILE"))
+        "{checkpoint_dir}, {run_dir}, {name}, {nodes}, {resume} and '{resume?WORDS}' are filled at each start (docs/your-script.md).", metavar="FILE"))
     module: str | None = field(default=None, metadata=flag("--module", help="Your own training module, run as `torchrun -m MODULE` from a snapshot of the current folder's project (as --script).", metavar="MODULE"))
     name: str | None = field(default=None, metadata=flag("--name", help="A --script or --module job's run name: its checkpoints are <name>-<N>steps, its pointer <name>-latest, its job name this [default: the script's stem, or the module's last part].", metavar="NAME"))
     checkpoint_layout: str = field(default="auto", metadata=flag("--checkpoint-layout", help="Which of a --script job's own checkpoints count as progress and as its resume point, "

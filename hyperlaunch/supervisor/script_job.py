@@ -43,7 +43,7 @@ def script_environment(run_dir: str, checkpoint_dir: str, name: str, environ: Ma
     return env
 
 
-def launch_command(options: SupervisorOptions, resume: str) -> list[str]:
-    """The round's launch command, the placeholders of the script's arguments filled."""
-    values = {"checkpoint_dir": options.checkpoint_dir, "run_dir": options.run_dir, "name": options.script_name, "resume": resume}
+def launch_command(options: SupervisorOptions, resume: str, nodes: int) -> list[str]:
+    """The round's launch command on `nodes` nodes, the placeholders of the script's arguments filled."""
+    values = {"checkpoint_dir": options.checkpoint_dir, "run_dir": options.run_dir, "name": options.script_name, "nodes": str(nodes), "resume": resume}
     return fill(options.launch_command, values)

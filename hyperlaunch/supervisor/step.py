@@ -132,7 +132,7 @@ class TrainingStep:
                 found = self.frameworks.resume(self.round)
                 resume = found.path if found is not None else ""
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
-            launch = script_job.launch_command(self.options, resume)
+            launch = script_job.launch_command(self.options, resume, len(allocation.round_nodes) or allocation.nodes_needed)
         with contextlib.suppress(OSError):
             rounds.failure_record.unlink()
         self.output.mark()

@@ -38,6 +38,23 @@ def _events(job: ScriptJob, name: str) -> list[dict[str, object]]:
     return [e for e in job.metrics("event") if e.get("event") == name]
 
 
+def _killed_after_a_checkpoint(dev_cluster: DevCluster, job: ScriptJob, layout: str) -> dict[str, object]:
+    """A node of the job killed once hyperlaunch counted the script's first checkpoint; the job
+    COMPLETED with one node-failure requeue that used no budget, and resumed once from a `layout`
+    checkpoint taken before the end: that `resumed` event."""
+    wait_until(lambda: bool(_events(job, "checkpoint_completed")), 300, "hyperlaunch to count the script's first checkpoint", interval=0.5)
+    victim = kill_a_node_of(job)
+    _wait_two_attempts(job)
+    revive(dev_cluster, victim)
+    final = job.wait_final()
+    assert final["state"] == "COMPLETED", job.status_text() + job.log()
+    assert [r["cause"] for r in final["restarts"]] == ["node failure"], final["restarts"]
+    assert final["failures_counted"] == 0, "a checkpoint completed before the kill: the requeue used no budget"
+    (resumed,) = _events(job, "resumed")
+    assert resumed["source"] == layout and EVERY <= int(str(resumed["step"])) < STEPS, resumed
+    return resumed
+
+
 def test_a_transformers_trainer_script_resumes_from_its_own_checkpoint_after_a_killed_node(dev_cluster: DevCluster, tmp_path: Path) -> None:
     script = _project(tmp_path, "hf_trainer.py")
     job = _submit(
@@ -51,18 +68,7 @@ def test_a_transformers_trainer_script_resumes_from_its_own_checkpoint_after_a_k
     work = Path(job.status()["work_dir"])
     assert work == job.run_dir / "work"
     snapshot_before = _snapshot_files(job)
-    wait_until(lambda: (work / "out" / f"checkpoint-{EVERY}" / "trainer_state.json").exists(), 300, "the Trainer's first checkpoint", interval=0.2)
-    wait_until(lambda: bool(_events(job, "checkpoint_completed")), 30, "hyperlaunch to count it")
-    victim = kill_a_node_of(job)
-    _wait_two_attempts(job)
-    revive(dev_cluster, victim)
-
-    final = job.wait_final()
-    assert final["state"] == "COMPLETED", job.status_text() + job.log()
-    assert [r["cause"] for r in final["restarts"]] == ["node failure"], final["restarts"]
-    assert final["failures_counted"] == 0, "a checkpoint-N completed before the kill: the requeue used no budget"
-    (resumed,) = _events(job, "resumed")
-    assert resumed["source"] == "transformers" and EVERY <= int(resumed["step"]) < STEPS, resumed  # type: ignore[call-overload]
+    resumed = _killed_after_a_checkpoint(dev_cluster, job, "transformers")
     assert Path(str(resumed["path"])).parent == work / "out"
     assert (work / "out" / f"checkpoint-{STEPS}" / "trainer_state.json").exists()
     state = json.loads((work / "out" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
@@ -85,3 +91,22 @@ def test_a_transformers_trainer_script_resumes_from_its_own_checkpoint_after_a_k
     assert doc["work_dir"] == str(work)
     newest = [item for item in doc["script_checkpoints"] if item["resume_point"]]
     assert [(item["layout"], item["step"]) for item in newest] == [("transformers", STEPS)], doc
+
+
+def test_a_lightning_script_resumes_from_its_last_ckpt_after_a_killed_node(dev_cluster: DevCluster, tmp_path: Path) -> None:
+    script = _project(tmp_path, "lightning_trainer.py")
+    job = _submit(
+        dev_cluster, tmp_path, script,
+        args=("--num_nodes", "{nodes}", "--max_steps", str(STEPS), "--every", str(EVERY), "--step_seconds", "0.3", "{resume?--ckpt_path {resume}}"),
+    )
+    work = Path(job.status()["work_dir"])
+    snapshot_before = _snapshot_files(job)
+    resumed = _killed_after_a_checkpoint(dev_cluster, job, "lightning")
+    assert str(resumed["path"]).startswith(str(work / "lightning_logs"))
+    ckpts = sorted(p.name for p in (work / "lightning_logs").rglob("*.ckpt"))
+    assert f"epoch=0-step={STEPS}.ckpt" in ckpts and "last.ckpt" in ckpts, ckpts
+    # One model over both nodes, as torchrun ranks them: Lightning split the data in two (an
+    # epoch of 4096 samples in batches of 8 is 256 steps a rank; each rank's loader has 256).
+    log = job.log()
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in log or "MEMBER: 2/2" in (job.workdir / "logs" / f"{job.name}_{job.job_id}.err").read_text(), log[-3000:]
+    assert _snapshot_files(job) == snapshot_before, "the job wrote into its code snapshot"

@@ -104,3 +104,12 @@ def test_reading_the_step_runs_nothing_of_the_file(tmp_path: Path, monkeypatch: 
     assert layouts.step_inside(str(path)) == 7
     assert not (tmp_path / "pwned").exists()
     assert layouts.step_inside(str(tmp_path / "missing.pt")) is None
+
+
+def test_hyperlaunchs_own_checkpoint_folders_are_never_a_frameworks(tmp_path: Path) -> None:
+    """examples/plain_ddp.py saves `<name>-<N>steps/state.pt`: the pointer's and the runtime
+    library's to name, not a torch.save checkpoint to hand over as a file."""
+    _torch_file(tmp_path / "plain_ddp-10steps" / "state.pt", {"step": 10})
+    _torch_file(tmp_path / "plain_ddp-20steps.bad-12" / "state.pt", {"step": 20})
+    _torch_file(tmp_path / "qwen3-final" / "extra.pt", {"step": 30})
+    assert layouts.newest([str(tmp_path)]) is None

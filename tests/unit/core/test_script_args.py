@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from hyperlaunch.core.script_args import fill, unknown_placeholder
 
-VALUES = {"checkpoint_dir": "/ck", "run_dir": "/runs/exp", "name": "exp", "resume": "/ck/exp-40steps"}
+VALUES = {"checkpoint_dir": "/ck", "run_dir": "/runs/exp", "name": "exp", "nodes": "4", "resume": "/ck/exp-40steps"}
 
 
 def test_the_job_folders_name_and_resume_path_are_filled_inside_any_argument() -> None:
-    args = ["--output_dir", "{checkpoint_dir}/hf", "--log={run_dir}/tb", "--tag", "{name}-{name}", "--from", "{resume}"]
-    assert fill(args, VALUES) == ["--output_dir", "/ck/hf", "--log=/runs/exp/tb", "--tag", "exp-exp", "--from", "/ck/exp-40steps"]
+    args = ["--output_dir", "{checkpoint_dir}/hf", "--log={run_dir}/tb", "--tag", "{name}-{name}", "--from", "{resume}", "--trainer.num_nodes={nodes}"]
+    assert fill(args, VALUES) == ["--output_dir", "/ck/hf", "--log=/runs/exp/tb", "--tag", "exp-exp", "--from", "/ck/exp-40steps", "--trainer.num_nodes=4"]
 
 
 def test_the_resume_form_gives_its_words_where_there_is_a_checkpoint_and_nothing_on_a_first_start() -> None:

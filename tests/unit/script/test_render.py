@@ -159,9 +159,11 @@ def test_a_completed_step_exits_zero_and_delivers_the_launch_command(tmp_path: P
     spec = VARIANTS["multi_node"].replace(
         checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), torchrun="torchrun"
     )
-    run = run_script(render_sbatch(spec), tmp_path)
+    run = run_script(render_sbatch(spec), tmp_path, env={"SLURM_NTASKS": "2", "SLURM_NPROCS": "2"})
     assert run.returncode == 0, run.stderr
     assert run.trainer is not None and not run.requeued
+    # torchrun's ranks, not Slurm's tasks (one a node): Lightning reads SLURM_NTASKS for its world.
+    assert "SLURM_NTASKS" not in run.trainer["env"] and "SLURM_NPROCS" not in run.trainer["env"]
     # Rendezvous computed inside the step: the head node and this node's rank from the job's
     # node list (scontrol), the port from the job id and round.
     assert run.trainer["argv"][:4] == ["--nnodes=2", "--node_rank=1", f"--master_addr={HEAD_NODE}", f"--master_port={rendezvous_port(0)}"]
@@ -613,12 +615,12 @@ def test_a_failure_record_left_by_an_earlier_job_of_the_same_id_decides_nothing(
 def test_a_script_jobs_placeholders_are_filled_each_round_and_the_resume_form_only_where_one_is(tmp_path: Path) -> None:
     """`-- --out {checkpoint_dir} '{resume?--resume_from {resume}}'`: the round's torchrun gets
     the job's folders, and the resume flag only once `<name>-latest` names a checkpoint."""
-    args = ("--out", "{checkpoint_dir}/hf", "--run={run_dir}", "{resume?--resume_from {resume}}", "--cfg", '{"a": {"b": 1}}')
+    args = ("--out", "{checkpoint_dir}/hf", "--run={run_dir}", "{resume?--resume_from {resume}}", "--cfg", '{"a": {"b": 1}}', "--num_nodes", "{nodes}")
     spec = VARIANTS["script_job"].replace(checkpoint_dir=str(tmp_path / "ck"), run_dir=str(tmp_path / "run"), trainer_args=args)
     (tmp_path / "first").mkdir()
     first = run_script(render_sbatch(spec), tmp_path / "first")
     assert first.trainer is not None, first.stderr
-    assert first.trainer["argv"][-5:] == ["--out", f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--cfg", '{"a": {"b": 1}}']
+    assert first.trainer["argv"][-7:] == ["--out", f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--cfg", '{"a": {"b": 1}}', "--num_nodes", str(spec.job.nodes)]
     assert "--resume_from" not in first.trainer["argv"]
 
     saved = tmp_path / "ck" / "exp1-3steps"
@@ -628,4 +630,4 @@ def test_a_script_jobs_placeholders_are_filled_each_round_and_the_resume_form_on
     (tmp_path / "again").mkdir()
     again = run_script(render_sbatch(spec), tmp_path / "again")
     assert again.trainer is not None
-    assert again.trainer["argv"][-6:] == [f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--resume_from", str(saved), "--cfg", '{"a": {"b": 1}}']
+    assert again.trainer["argv"][-8:] == [f"{tmp_path}/ck/hf", f"--run={tmp_path}/run", "--resume_from", str(saved), "--cfg", '{"a": {"b": 1}}', "--num_nodes", str(spec.job.nodes)]
