@@ -144,6 +144,7 @@ def checkpoints(
     if root.exists() and not root.is_dir():
         raise InvalidInput(f"checkpoint folder {root} is not a folder", hint="pass the folder the checkpoints are in to --checkpoint-dir")
     found = [collect(root, name) for name in (names if names is not None else list_models(root))]
+    own = script_job.found() if script_job is not None else []
     for entry in found:
         for message in entry.warnings:
             out.warn(message)
@@ -152,11 +153,10 @@ def checkpoints(
             out.warn(f"{aside.path.name} was set aside{by}: {aside.reason}")
     if not root.is_dir():
         out.warn(f"checkpoint folder {root} does not exist")
-    elif names is not None:
+    elif names is not None and not own:  # a script's own checkpoints are listed below
         _warn_none_of(root, [entry.model for entry in found if not entry.checkpoints and entry.pointer is None], sweep=sweep)
     elif not found:
         out.warn(f"no checkpoints in {root}")
-    own = script_job.found() if script_job is not None else []
     if as_json:
         doc: dict[str, object] = {"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]}
         if script_job is not None:

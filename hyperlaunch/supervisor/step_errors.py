@@ -42,6 +42,9 @@ _PYTHON_REFUSED = re.compile(r"^\S*python[\d.]*: (?:can't open file .*\[Errno 2\
 """The interpreter's own refusals: `python3: can't open file 'x.py': [Errno 2] ...` (the script is
 not where the job looks), `python3: No module named pkg.mod` (`-m` names no module)."""
 _USAGE = re.compile(r"^usage: (\S+)")
+HF_UNUSED_ARGUMENTS = "Some specified arguments are not used by the HfArgumentParser"
+"""transformers' HfArgumentParser on a flag it does not know (a ValueError, argparse's own
+refusal in other scripts): a typo in the script's arguments, or in a `{resume?...}` form's."""
 
 TAIL_BYTES = 64 * 1024
 """How much of a round's output is read, from its end."""
@@ -101,6 +104,8 @@ def _is_unfixable(line: str) -> bool:
     if not match:
         return True  # the interpreter's refusal, or argparse's
     name = match.group(1).rpartition(".")[2]
+    if name == "ValueError" and HF_UNUSED_ARGUMENTS in line:
+        return True
     return name in UNFIXABLE_EXCEPTIONS and not (name == "ImportError" and LIBRARY_IMPORT.search(line))
 
 

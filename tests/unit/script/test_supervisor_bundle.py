@@ -92,14 +92,15 @@ def _bundled_modules(torch: bool = True) -> list[str]:
 @pytest.mark.slow
 def test_every_module_the_supervisor_imports_is_bundled() -> None:
     """The modules of hyperlaunch an import of the supervisor, of the runtime library (which
-    script jobs import from the bundle, its memory snapshots too) and of the trackers it
-    forwards to loads are exactly the bundled ones."""
+    script jobs import from the bundle, its memory snapshots too), of the frameworks' callbacks
+    beside it and of the trackers it forwards to loads are exactly the bundled ones."""
     probe = (
         "import sys\n"
         "import hyperlaunch.supervisor.attempt\n"
         "import hyperlaunch.runtime\n"
         "import hyperlaunch.runtime.snapshots\n"
         "import hyperlaunch.trackers\n"
+        "import hyperlaunch.integrations.transformers, hyperlaunch.integrations.lightning\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('hyperlaunch.'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)

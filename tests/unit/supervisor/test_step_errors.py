@@ -60,6 +60,9 @@ def _label(task: int, lines: list[str]) -> list[str]:
          ("train.py: error: unrecognized arguments: --stepz 10", None)),
         (_label(1, ["usage: train.py [-h]", "train.py: error: argument --lr: invalid float value: 'x'"]),
          ("train.py: error: argument --lr: invalid float value: 'x'", 1)),
+        # transformers' HfArgumentParser refuses a flag it does not know with a ValueError.
+        (_label(1, _traceback("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--resume_from_checkprint', '/o/checkpoint-40']", "[rank1]: ")),
+         ("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--resume_from_checkprint', '/o/checkpoint-40']", 1)),
         (["/usr/bin/python3: can't open file '/home/me/project/trian.py': [Errno 2] No such file or directory"],
          ("/usr/bin/python3: can't open file '/home/me/project/trian.py': [Errno 2] No such file or directory", None)),
         (["/opt/venv/bin/python3.10: No module named mypkg.trian"], ("/opt/venv/bin/python3.10: No module named mypkg.trian", None)),
