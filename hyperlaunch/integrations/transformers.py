@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from hyperlaunch import runtime
+from hyperlaunch.integrations._lazy_class import LazyClass
 from hyperlaunch.integrations._stop import agreed, numbers
 
 
@@ -53,13 +54,4 @@ def _build() -> type:
     return HyperlaunchCallback
 
 
-_BUILT: list[type] = []
-"""The callback class, made once (a class per call would break isinstance and subclassing)."""
-
-
-def __getattr__(name: str) -> Any:
-    if name == "HyperlaunchCallback":
-        if not _BUILT:
-            _BUILT.append(_build())
-        return _BUILT[0]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = LazyClass(__name__, "HyperlaunchCallback", _build).attribute

@@ -51,6 +51,7 @@ BUNDLED_MODULES = (
     "core/trackers.py",
     "core/trainer_failures.py",
     "integrations/__init__.py",
+    "integrations/_lazy_class.py",
     "integrations/_stop.py",
     "integrations/lightning.py",
     "integrations/transformers.py",
