@@ -144,7 +144,7 @@ def checkpoints(
     if root.exists() and not root.is_dir():
         raise InvalidInput(f"checkpoint folder {root} is not a folder", hint="pass the folder the checkpoints are in to --checkpoint-dir")
     found = [collect(root, name) for name in (names if names is not None else list_models(root))]
-    own = script_job.found() if script_job is not None else []
+    own, newest = script_job.found() if script_job is not None else ([], None)
     for entry in found:
         for message in entry.warnings:
             out.warn(message)
@@ -160,13 +160,13 @@ def checkpoints(
     if as_json:
         doc: dict[str, object] = {"checkpoint_dir": str(root), "models": [_document(entry) for entry in found]}
         if script_job is not None:
-            doc.update(script_job.document(own))
+            doc.update(script_job.document(own, newest))
         out.json(doc)
         return
     if any(entry.checkpoints or entry.set_aside for entry in found):
         out.table(_table(root, found))
     if own and script_job is not None:
-        out.table(script_job.table(own))
+        out.table(script_job.table(own, newest))
 
 
 def _job_checkpoints(job_id: str) -> tuple[str, list[str], bool, ScriptCheckpoints | None]:
@@ -196,29 +196,23 @@ class ScriptCheckpoints:
     checkpoint_dir: str
     layout: str
 
-    def found(self) -> list[Found]:
-        from hyperlaunch.core.checkpoint_layouts import AUTO, find
+    def found(self) -> tuple[list[Found], Found | None]:
+        """The checkpoints the layout counts, by layout and age, and the one the next start takes."""
+        from hyperlaunch.core.checkpoint_layouts import choose, find, of_layout
 
         every = find([self.work_dir, self.checkpoint_dir])
-        return sorted((item for item in every if self.layout in (AUTO, item.layout)), key=lambda item: (item.layout, item.order()))
+        return sorted(of_layout(every, self.layout), key=lambda item: (item.layout, item.order())), choose(every, self.layout)
 
-    def _newest(self) -> Found | None:
-        from hyperlaunch.core.checkpoint_layouts import newest
-
-        return newest([self.work_dir, self.checkpoint_dir], self.layout)
-
-    def document(self, own: list[Found]) -> dict[str, object]:
-        newest = self._newest()
+    def document(self, own: list[Found], newest: Found | None) -> dict[str, object]:
         return {
             "work_dir": self.work_dir,
             "checkpoint_layout": self.layout,
             "script_checkpoints": [{**item.__dict__, "resume_point": item == newest} for item in own],
         }
 
-    def table(self, own: list[Found]) -> Table:
+    def table(self, own: list[Found], newest: Found | None) -> Table:
         from rich.table import Table
 
-        newest = self._newest()
         table = Table(title=f"Checkpoints the script saved itself (its working folder: {self.work_dir})", title_justify="left")
         for header, justify in (("layout", "left"), ("step", "right"), ("path", "left"), ("resume", "left")):
             table.add_column(header, justify=justify)  # type: ignore[arg-type]

@@ -69,9 +69,17 @@ class Found:
 
 def newest(roots: list[str], layout: str = AUTO) -> Found | None:
     """The newest complete checkpoint of `layout` (AUTO: of any) under `roots`, or None."""
-    if layout == OFF:
-        return None
-    found = [item for item in find(roots) if layout == AUTO or item.layout == layout]
+    return choose(find(roots) if layout != OFF else [], layout)
+
+
+def of_layout(found: list[Found], layout: str) -> list[Found]:
+    """Those of `found` that `layout` counts (AUTO: all; OFF: none)."""
+    return [item for item in found if layout == AUTO or item.layout == layout]
+
+
+def choose(found: list[Found], layout: str) -> Found | None:
+    """The newest of `found` that `layout` counts, or None."""
+    found = of_layout(found, layout)
     if not found:
         return None
     if layout == AUTO:

@@ -15,6 +15,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.protocol import json_object
@@ -121,6 +122,15 @@ MetricsRecord = typing.Union[StepRecord, EventRecord]  # noqa: UP007 - evaluated
 def metrics_line(record: MetricsRecord) -> str:
     """The record as one metrics.jsonl line (keys sorted, as readers diff them)."""
     return json.dumps(record.to_json(), sort_keys=True) + "\n"
+
+
+def append_line(run_dir: str | Path, line: str) -> None:
+    """One line onto the run's metrics.jsonl, the run folder made if needed: rank 0's writes
+    (hyperlaunch.runtime.records) and the supervisor's (a script framework's checkpoints)."""
+    path = Path(run_dir) / METRICS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write(line)
 
 
 def parse_metrics_line(line: str) -> MetricsRecord | None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, TrainerEvent
+from hyperlaunch.core.metrics_records import EventRecord, TrainerEvent, append_line
 from hyperlaunch.core.protocol import requeue_request_path, write_progress
 from hyperlaunch.core.script_env import ROUND_ENV
 from hyperlaunch.core.trackers import TRACKERS_ENV
@@ -51,10 +51,7 @@ def append_record(run_dir: Path, record: Mapping[str, Any]) -> None:
     """One metrics.jsonl line (keys sorted, as readers diff them); the folder made if needed.
     The job's trackers get the record too."""
     tracked = trackers(run_dir)  # before the write: they read the lineage's last step from the file
-    path = Path(run_dir) / METRICS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        handle.write(json.dumps(dict(record), sort_keys=True) + "\n")
+    append_line(run_dir, json.dumps(dict(record), sort_keys=True) + "\n")
     if tracked is not None:
         tracked.record(record)
 

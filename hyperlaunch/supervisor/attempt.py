@@ -70,7 +70,7 @@ class Attempt:
         self.budget = RestartBudget(self.run_dir, job, self.restart, options.max_restarts)
         self.allocation = Allocation(options, self.environ, self.slurm_job)
         self.rounds = Rounds(self.run_dir, job, self.restart, previous_attempt_cause(self.run_dir, job, self.restart))
-        self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host)
+        self.step = TrainingStep(options, self.environ, step_script, self.job_id, self.slurm_job, self.host, self.restart)
         self.signals = Signals(self.step)
         self.torn = TornCheckpoints(options.checkpoint_dir, options.checkpoint_name, self.slurm_job, err)
         self.keepers = Keepers(options, self.environ, job) if options.keepers else None

@@ -11,14 +11,12 @@ runtime library still counts as progressing:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from hyperlaunch.core.checkpoint_layouts import OFF, Found, describe, newest
-from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, TrainerEvent
+from hyperlaunch.core.metrics_records import METRICS_FILE, EventRecord, TrainerEvent, append_line, metrics_line
 from hyperlaunch.core.protocol import write_progress
 from hyperlaunch.core.supervisor_options import SupervisorOptions
 from hyperlaunch.supervisor.output import err
@@ -84,8 +82,6 @@ class FrameworkCheckpoints:
             job_id=self.job, restart=self.restart, round=round_, details=details,
         )
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.run_dir / METRICS_FILE, "a") as handle:
-                handle.write(json.dumps(record.to_json(), sort_keys=True) + "\n")
+            append_line(self.run_dir, metrics_line(record))
         except OSError as error:
-            err(f"hyperlaunch: cannot write {os.path.join(self.run_dir, METRICS_FILE)}: {error.strerror or error}")
+            err(f"hyperlaunch: cannot write {self.run_dir / METRICS_FILE}: {error.strerror or error}")

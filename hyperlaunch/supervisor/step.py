@@ -58,7 +58,7 @@ def _signal_group(pid: int, signum: int) -> None:
 class TrainingStep:
     """The attempt's training step, one srun at a time (a round's), and what the round wrote."""
 
-    def __init__(self, options: SupervisorOptions, environ: Mapping[str, str], step_script: str, job_id: str, slurm_job: str, host: str) -> None:
+    def __init__(self, options: SupervisorOptions, environ: Mapping[str, str], step_script: str, job_id: str, slurm_job: str, host: str, restart: int) -> None:
         self.options = options
         self.environ = environ
         """The job's environment, which each round's step gets with the round's variables."""
@@ -83,10 +83,8 @@ class TrainingStep:
         """Unix time a task of the round was first seen failed while the step still ran."""
         self.stopped: float | None = None
         """Unix time the round's step had ended."""
-        count = environ.get("SLURM_RESTART_COUNT", "")
-        self.frameworks = FrameworkCheckpoints(options, job_id or "0", int(count) if count.isdigit() else 0)
+        self.frameworks = FrameworkCheckpoints(options, job_id or "0", restart)
         """A script job's checkpoints in its framework's layout, where it names one."""
-        self.round = 0
 
     def run(self, rounds: Rounds, allocation: Allocation, more_env: Mapping[str, str] | None = None) -> tuple[int, list[str]]:
         """One round of trainers on the round's nodes (`more_env`: what else they are told),
@@ -95,7 +93,7 @@ class TrainingStep:
         try:
             return self._run(rounds, allocation, more_env or {})
         finally:
-            self.frameworks.poll(self.round, now=True)  # one saved on the way out
+            self.frameworks.poll(rounds.number or 0, now=True)  # one saved on the way out
             if self.claimed is not None:
                 ports.release(*self.claimed)
                 self.claimed = None
@@ -122,14 +120,13 @@ class TrainingStep:
         if rounds.restart_cause:
             env[RESTART_CAUSE_ENV] = rounds.restart_cause
         launch = list(self.options.launch_command)
-        self.round = rounds.number or 0
         if self.options.script_name:
             self._mirror_code()
             resume, warning = script_job.resume_from(self.options.checkpoint_dir, self.options.script_name)
             if warning:
                 err(warning)
             if not resume and not warning:
-                found = self.frameworks.resume(self.round)
+                found = self.frameworks.resume(rounds.number or 0)
                 resume = found.path if found is not None else ""
             env.update(script_job.script_environment(self.options.run_dir, self.options.checkpoint_dir, self.options.script_name, env, resume))
             launch = script_job.launch_command(self.options, resume, len(allocation.round_nodes) or allocation.nodes_needed)
@@ -160,7 +157,7 @@ class TrainingStep:
         while process.poll() is None:
             if self.spare_watch is not None:
                 self.spare_watch.poll()
-            self.frameworks.poll(self.round)
+            self.frameworks.poll(rounds.number or 0)
             if self.failure_seen is None and self._a_task_failed(rounds):
                 self.failure_seen = time.time()
             if allocation.fast_node_check and time.monotonic() >= next_probe and self.failure_seen is not None:
